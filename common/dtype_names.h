@@ -1,0 +1,22 @@
+// NumPy spellings of DLPack dtypes ("float32", "bool", "bfloat16", "float8_e4m3fn", ...), used by
+// the CLI's output, .npy files and the Python package. Pure functions, thread-safe.
+#ifndef TENSORBROKER_COMMON_DTYPE_NAMES_H_
+#define TENSORBROKER_COMMON_DTYPE_NAMES_H_
+
+#include <dlpack/dlpack.h>
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace tensorbroker {
+
+// The NumPy name of a valid dtype; "dtype(code=C,bits=B,lanes=L)" for anything else.
+std::string DTypeName(const DLDataType& dtype);
+// Inverse of DTypeName for the names it produces; INVALID_ARGUMENT otherwise.
+absl::StatusOr<DLDataType> ParseDTypeName(std::string_view name);
+
+}  // namespace tensorbroker
+
+#endif  // TENSORBROKER_COMMON_DTYPE_NAMES_H_

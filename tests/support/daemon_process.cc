@@ -1,0 +1,116 @@
+#include "tests/support/daemon_process.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "tensorbroker/client.h"
+
+namespace tensorbroker::testing {
+namespace {
+
+absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
+  if (pid == 0) {
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+absl::Status WaitUntilServing(const std::string& socket_path, pid_t pid) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  absl::Status last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      return absl::InternalError(absl::StrCat("tensorbrokerd exited during start-up (status ",
+                                              status, ")"));
+    }
+    auto client = Client::Connect(socket_path, std::chrono::milliseconds(500));
+    if (client.ok()) return (*client)->Ping();
+    last = client.status();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("tensorbrokerd did not serve on ", socket_path, ": ", last.ToString()));
+}
+
+}  // namespace
+
+std::string DaemonBinaryPath() {
+  if (const char* env = std::getenv("TENSORBROKERD"); env != nullptr && *env != '\0') return env;
+  return TENSORBROKERD_PATH;
+}
+
+absl::StatusOr<DaemonProcess> DaemonProcess::Start(std::vector<std::string> extra_args) {
+  std::string dir_template = (std::filesystem::temp_directory_path() / "tbtest.XXXXXX").string();
+  if (mkdtemp(dir_template.data()) == nullptr) {
+    return absl::InternalError(absl::StrCat("mkdtemp: ", strerror(errno)));
+  }
+  auto daemon = StartOn(dir_template + "/broker.sock", std::move(extra_args));
+  if (!daemon.ok()) {
+    std::filesystem::remove_all(dir_template);
+    return daemon.status();
+  }
+  daemon->owned_dir_ = dir_template;
+  return daemon;
+}
+
+absl::StatusOr<DaemonProcess> DaemonProcess::StartOn(const std::string& socket_path,
+                                                     std::vector<std::string> extra_args) {
+  std::vector<std::string> argv = {DaemonBinaryPath(), "--socket", socket_path};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  auto pid = Spawn(argv);
+  if (!pid.ok()) return pid.status();
+  DaemonProcess daemon;
+  daemon.pid_ = *pid;
+  daemon.socket_path_ = socket_path;
+  if (absl::Status s = WaitUntilServing(socket_path, *pid); !s.ok()) return s;
+  return daemon;
+}
+
+DaemonProcess::DaemonProcess(DaemonProcess&& other) noexcept { *this = std::move(other); }
+
+DaemonProcess& DaemonProcess::operator=(DaemonProcess&& other) noexcept {
+  std::swap(pid_, other.pid_);
+  std::swap(socket_path_, other.socket_path_);
+  std::swap(owned_dir_, other.owned_dir_);
+  return *this;
+}
+
+absl::StatusOr<int> DaemonProcess::Stop(int signal) {
+  if (pid_ <= 0) return absl::FailedPreconditionError("daemon is not running");
+  kill(pid_, signal);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  int status = 0;
+  while (waitpid(pid_, &status, WNOHANG) != pid_) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+      pid_ = -1;
+      return absl::DeadlineExceededError("tensorbrokerd did not exit within 10 s; killed it");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  pid_ = -1;
+  return status;
+}
+
+DaemonProcess::~DaemonProcess() {
+  if (pid_ > 0) (void)Stop(SIGTERM);
+  if (!owned_dir_.empty()) std::filesystem::remove_all(owned_dir_);
+}
+
+}  // namespace tensorbroker::testing

@@ -1,0 +1,52 @@
+// Runs the real tensorbrokerd binary as a child process on a private temporary socket, for
+// tests and benchmarks. The destructor stops it (SIGTERM, then SIGKILL after 10 s) and removes
+// the temporary directory. Not thread-safe; one owner.
+//
+// Fork safety: Start() fork()s and immediately exec()s, so it is safe even when the calling
+// process already runs gRPC threads.
+#ifndef TENSORBROKER_TESTS_SUPPORT_DAEMON_PROCESS_H_
+#define TENSORBROKER_TESTS_SUPPORT_DAEMON_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tensorbroker::testing {
+
+// Path of the tensorbrokerd binary under test: $TENSORBROKERD, else the build tree's.
+std::string DaemonBinaryPath();
+
+class DaemonProcess {
+ public:
+  // Starts `tensorbrokerd --socket <tmp>/broker.sock <extra_args...>` and waits until it
+  // answers Ping (up to 10 s).
+  static absl::StatusOr<DaemonProcess> Start(std::vector<std::string> extra_args = {});
+  // Starts on a given socket path (does not own or remove its directory).
+  static absl::StatusOr<DaemonProcess> StartOn(const std::string& socket_path,
+                                               std::vector<std::string> extra_args = {});
+
+  DaemonProcess(DaemonProcess&& other) noexcept;
+  DaemonProcess& operator=(DaemonProcess&& other) noexcept;
+  DaemonProcess(const DaemonProcess&) = delete;
+  DaemonProcess& operator=(const DaemonProcess&) = delete;
+  ~DaemonProcess();
+
+  const std::string& socket_path() const { return socket_path_; }
+  pid_t pid() const { return pid_; }
+
+  // Sends `signal` and waits for the process; returns its wait status (see WIFEXITED).
+  absl::StatusOr<int> Stop(int signal = 15 /*SIGTERM*/);
+
+ private:
+  DaemonProcess() = default;
+  pid_t pid_ = -1;
+  std::string socket_path_;
+  std::string owned_dir_;  // removed on destruction when not empty
+};
+
+}  // namespace tensorbroker::testing
+
+#endif  // TENSORBROKER_TESTS_SUPPORT_DAEMON_PROCESS_H_
