@@ -10,18 +10,18 @@
 
 namespace tensorbroker {
 
-absl::StatusOr<uint64_t> ParseByteSize(std::string_view text, std::string_view field) {
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text, absl::string_view field) {
   auto bad = [&] {
     return absl::InvalidArgumentError(absl::StrCat(
         field, " '", text.substr(0, 64), "' is not a size (examples: 1048576, 512M, 4G, 1.5GiB)"));
   };
-  std::string_view s = absl::StripAsciiWhitespace(text);
+  absl::string_view s = absl::StripAsciiWhitespace(text);
   size_t digits = 0;
   while (digits < s.size() && (std::isdigit(static_cast<unsigned char>(s[digits])) || s[digits] == '.')) {
     ++digits;
   }
   if (digits == 0) return bad();
-  std::string_view number = s.substr(0, digits);
+  absl::string_view number = s.substr(0, digits);
   std::string suffix = absl::AsciiStrToUpper(absl::StripAsciiWhitespace(s.substr(digits)));
   if (suffix.size() > 1 && (suffix.back() == 'B')) suffix.pop_back();
   if (suffix.size() > 1 && (suffix.back() == 'I')) suffix.pop_back();
@@ -39,7 +39,7 @@ absl::StatusOr<uint64_t> ParseByteSize(std::string_view text, std::string_view f
   } else {
     return bad();
   }
-  if (number.find('.') == std::string_view::npos) {
+  if (number.find('.') == absl::string_view::npos) {
     uint64_t value = 0;
     if (!absl::SimpleAtoi(number, &value)) return bad();
     if (shift > 0 && value > (UINT64_MAX >> shift)) return bad();

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 
@@ -12,7 +12,7 @@ namespace tensorbroker {
 
 // Accepts plain bytes or a number with a K/M/G/T suffix (optionally followed by "i", "B" or
 // "iB"); INVALID_ARGUMENT naming `field` otherwise.
-absl::StatusOr<uint64_t> ParseByteSize(std::string_view text, std::string_view field);
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text, absl::string_view field);
 // "1.5 GiB", "512 B".
 std::string FormatByteSize(uint64_t bytes);
 

@@ -9,7 +9,7 @@ namespace tensorbroker {
 namespace {
 
 struct NamedDType {
-  std::string_view name;
+  absl::string_view name;
   DLDataType dtype;
 };
 
@@ -54,7 +54,7 @@ std::string DTypeName(const DLDataType& dtype) {
                       ")");
 }
 
-absl::StatusOr<DLDataType> ParseDTypeName(std::string_view name) {
+absl::StatusOr<DLDataType> ParseDTypeName(absl::string_view name) {
   for (const NamedDType& named : kNamedDTypes) {
     if (named.name == name) return named.dtype;
   }

@@ -6,7 +6,7 @@
 #include <dlpack/dlpack.h>
 
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 
@@ -15,7 +15,7 @@ namespace tensorbroker {
 // The NumPy name of a valid dtype; "dtype(code=C,bits=B,lanes=L)" for anything else.
 std::string DTypeName(const DLDataType& dtype);
 // Inverse of DTypeName for the names it produces; INVALID_ARGUMENT otherwise.
-absl::StatusOr<DLDataType> ParseDTypeName(std::string_view name);
+absl::StatusOr<DLDataType> ParseDTypeName(absl::string_view name);
 
 }  // namespace tensorbroker
 

@@ -13,7 +13,7 @@ bool IsNameByte(char c) {
 }
 
 // A printable rendering of untrusted bytes for error messages, cut to a sane length.
-std::string Quote(std::string_view s) {
+std::string Quote(absl::string_view s) {
   std::string out = "'";
   for (size_t i = 0; i < s.size() && i < 64; ++i) {
     unsigned char c = static_cast<unsigned char>(s[i]);
@@ -27,7 +27,7 @@ std::string Quote(std::string_view s) {
   return out + "'";
 }
 
-absl::Status CheckAlphabet(std::string_view value, std::string_view field) {
+absl::Status CheckAlphabet(absl::string_view value, absl::string_view field) {
   for (size_t i = 0; i < value.size(); ++i) {
     if (!IsNameByte(value[i])) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -40,7 +40,7 @@ absl::Status CheckAlphabet(std::string_view value, std::string_view field) {
 
 }  // namespace
 
-absl::Status ValidateName(std::string_view name, std::string_view field) {
+absl::Status ValidateName(absl::string_view name, absl::string_view field) {
   if (name.empty()) return absl::InvalidArgumentError(absl::StrCat(field, " is empty"));
   if (name.size() > kMaxNameBytes) {
     return absl::InvalidArgumentError(absl::StrCat(field, " ", Quote(name), " is ", name.size(),
@@ -52,7 +52,7 @@ absl::Status ValidateName(std::string_view name, std::string_view field) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, " ", Quote(name), " must not start with '/'"));
   }
-  for (std::string_view segment : absl::StrSplit(name, '/')) {
+  for (absl::string_view segment : absl::StrSplit(name, '/')) {
     if (segment.empty() || segment == "..") {
       return absl::InvalidArgumentError(absl::StrCat(
           field, " ", Quote(name), " has an empty or '..' path segment"));
@@ -61,7 +61,7 @@ absl::Status ValidateName(std::string_view name, std::string_view field) {
   return absl::OkStatus();
 }
 
-absl::Status ValidatePrefix(std::string_view prefix, std::string_view field) {
+absl::Status ValidatePrefix(absl::string_view prefix, absl::string_view field) {
   if (prefix.size() > kMaxNameBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, " is ", prefix.size(), " bytes long; at most ", kMaxNameBytes));
@@ -69,8 +69,8 @@ absl::Status ValidatePrefix(std::string_view prefix, std::string_view field) {
   return CheckAlphabet(prefix, field);
 }
 
-absl::Status ValidateDType(const DLDataType& dtype, std::string_view field) {
-  auto bad = [&](std::string_view why) {
+absl::Status ValidateDType(const DLDataType& dtype, absl::string_view field) {
+  auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(field, " (code=", dtype.code, ", bits=",
                                                    dtype.bits, ", lanes=", dtype.lanes, ") ",
                                                    why));

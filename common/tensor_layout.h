@@ -11,7 +11,7 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
@@ -33,12 +33,12 @@ inline constexpr bool IsFloat8Code(uint8_t code) {
 }
 
 // 1-255 bytes of [A-Za-z0-9._/-], no leading '/', no empty or ".." path segment.
-absl::Status ValidateName(std::string_view name, std::string_view field = "name");
+absl::Status ValidateName(absl::string_view name, absl::string_view field = "name");
 // A prefix for List: empty, or the same alphabet as a name (a partial segment is fine).
-absl::Status ValidatePrefix(std::string_view prefix, std::string_view field = "prefix");
+absl::Status ValidatePrefix(absl::string_view prefix, absl::string_view field = "prefix");
 
 // lanes == 1 and a (code, bits) pair DLPack defines with whole bytes.
-absl::Status ValidateDType(const DLDataType& dtype, std::string_view field = "dtype");
+absl::Status ValidateDType(const DLDataType& dtype, absl::string_view field = "dtype");
 
 struct TensorLayout {
   std::vector<int64_t> strides;  // in elements, always filled in

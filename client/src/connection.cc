@@ -1,0 +1,76 @@
+#include "client/src/connection.h"
+
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+
+namespace tensorbroker::client_internal {
+namespace {
+constexpr std::chrono::seconds kUnaryDeadline(60);
+}  // namespace
+
+void Connection::SetDeadline(grpc::ClientContext* context, std::chrono::milliseconds extra) {
+  context->set_deadline(std::chrono::system_clock::now() + kUnaryDeadline + extra);
+}
+
+absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(const std::string& socket_path,
+                                                             std::chrono::milliseconds timeout) {
+  std::shared_ptr<Connection> connection(new Connection());
+  connection->socket_path_ = socket_path;
+  grpc::ChannelArguments args;
+  // A private connection per Client: its session ends exactly when this Client's does.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  connection->channel_ = grpc::CreateCustomChannel("unix:" + socket_path,
+                                                   grpc::InsecureChannelCredentials(), args);
+  const auto deadline = std::chrono::system_clock::now() + timeout;
+  if (!connection->channel_->WaitForConnected(deadline)) {
+    return absl::UnavailableError(absl::StrCat("no tensorbrokerd answers on ", socket_path,
+                                               " (is it running? see --socket / "
+                                               "$TENSORBROKER_SOCKET)"));
+  }
+  connection->stub_ = v1::Broker::NewStub(connection->channel_);
+  connection->session_ = connection->stub_->Session(&connection->session_context_);
+  v1::SessionRequest hello;
+  hello.mutable_hello()->set_pid(::getpid());
+  hello.mutable_hello()->set_client_name("libtensorbroker");
+  v1::SessionEvent event;
+  if (!connection->session_->Write(hello) || !connection->session_->Read(&event) ||
+      !event.has_opened()) {
+    connection->session_context_.TryCancel();
+    absl::Status status = FromGrpcStatus(connection->session_->Finish());
+    connection->session_.reset();
+    return absl::UnavailableError(absl::StrCat("opening a session on ", socket_path, " failed: ",
+                                               status.ToString()));
+  }
+  connection->session_id_ = event.opened().session_id();
+  connection->event_reader_ = std::thread([raw = connection.get()] { raw->ReadEvents(); });
+  return connection;
+}
+
+void Connection::ReadEvents() {
+  v1::SessionEvent event;
+  while (session_->Read(&event)) {
+    if (event.has_segment_removed()) mapper_.Forget(event.segment_removed().segment());
+  }
+}
+
+Connection::~Connection() {
+  if (session_ != nullptr) {
+    session_context_.TryCancel();
+    if (event_reader_.joinable()) event_reader_.join();
+    (void)session_->Finish();
+  }
+}
+
+void Connection::ReleaseLease(uint64_t lease_id) noexcept {
+  v1::ReleaseRequest request;
+  request.set_session_id(session_id_);
+  request.set_lease_id(lease_id);
+  v1::Empty response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  (void)stub_->Release(&context, request, &response);
+}
+
+}  // namespace tensorbroker::client_internal

@@ -1,0 +1,60 @@
+// One client's link to the daemon: the gRPC channel and stub, the Session stream that owns this
+// client's leases (open for the Connection's life), a background thread reading the daemon's
+// session events, and the segment mappings.
+//
+// Ownership: shared. The Client holds one reference and every tensor it hands out holds another,
+// so a tensor's deleter can still release its lease after the Client is gone; the session ends
+// (and the daemon reclaims anything left) when the last reference goes.
+// Thread-safe.
+#ifndef TENSORBROKER_CLIENT_SRC_CONNECTION_H_
+#define TENSORBROKER_CLIENT_SRC_CONNECTION_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "client/src/segment_mapper.h"
+#include "tensorbroker/v1/broker.grpc.pb.h"
+
+namespace tensorbroker::client_internal {
+
+class Connection {
+ public:
+  static absl::StatusOr<std::shared_ptr<Connection>> Open(const std::string& socket_path,
+                                                          std::chrono::milliseconds timeout);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  v1::Broker::Stub& stub() { return *stub_; }
+  const std::string& session_id() const { return session_id_; }
+  const std::string& socket_path() const { return socket_path_; }
+  SegmentMapper& mapper() { return mapper_; }
+
+  // Ends a lease. Never fails loudly: if the daemon is gone, so is the lease.
+  void ReleaseLease(uint64_t lease_id) noexcept;
+
+  // A context with the default deadline for unary calls.
+  static void SetDeadline(grpc::ClientContext* context, std::chrono::milliseconds extra = {});
+
+ private:
+  Connection() = default;
+  void ReadEvents();
+
+  std::string socket_path_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Broker::Stub> stub_;
+  grpc::ClientContext session_context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::SessionRequest, v1::SessionEvent>> session_;
+  std::string session_id_;
+  std::thread event_reader_;
+  SegmentMapper mapper_;
+};
+
+}  // namespace tensorbroker::client_internal
+
+#endif  // TENSORBROKER_CLIENT_SRC_CONNECTION_H_

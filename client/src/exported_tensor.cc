@@ -1,0 +1,95 @@
+#include "client/src/exported_tensor.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/proto_convert.h"
+
+namespace tensorbroker::client_internal {
+namespace {
+
+// The manager_ctx of every exported tensor.
+struct ExportContext {
+  std::shared_ptr<Connection> connection;
+  std::shared_ptr<const MappedSegment> mapping;
+  uint64_t lease_id = 0;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
+  DLManagedTensorVersioned versioned{};
+  DLManagedTensor legacy{};
+
+  ~ExportContext() {
+    if (connection != nullptr) connection->ReleaseLease(lease_id);
+  }
+};
+
+void DeleteVersioned(DLManagedTensorVersioned* self) {
+  delete static_cast<ExportContext*>(self->manager_ctx);
+}
+
+void DeleteLegacy(DLManagedTensor* self) { delete static_cast<ExportContext*>(self->manager_ctx); }
+
+// Builds the context and fills `tensor` (shared by both ABIs).
+absl::StatusOr<std::unique_ptr<ExportContext>> MakeContext(std::shared_ptr<Connection> connection,
+                                                           const v1::TensorGrant& grant,
+                                                           DLTensor* (*pick)(ExportContext*)) {
+  auto context = std::make_unique<ExportContext>();
+  context->connection = std::move(connection);
+  context->lease_id = grant.lease_id();  // released by ~ExportContext, also on failure below
+  const v1::MemoryRegion& region = grant.region();
+  if (region.offset() > region.segment_size() ||
+      region.nbytes() > region.segment_size() - region.offset()) {
+    return absl::DataLossError(absl::StrCat("daemon sent a region outside its segment: offset ",
+                                            region.offset(), " nbytes ", region.nbytes(),
+                                            " segment_size ", region.segment_size()));
+  }
+  auto mapping = context->connection->mapper().Map(region.segment(), region.segment_size(),
+                                                   region.writable());
+  if (!mapping.ok()) return mapping.status();
+  context->mapping = *mapping;
+  const v1::TensorInfo& info = grant.info();
+  context->shape = ToVector(info.shape());
+  context->strides = ToVector(info.strides());
+  if (context->strides.size() != context->shape.size()) {
+    return absl::DataLossError("daemon sent strides and shape of different lengths");
+  }
+  DLTensor* tensor = pick(context.get());
+  tensor->data = context->mapping->data() + region.offset();
+  tensor->device = {kDLCPU, 0};
+  tensor->ndim = static_cast<int32_t>(context->shape.size());
+  tensor->dtype = FromProto(info.dtype());
+  tensor->shape = context->shape.data();
+  tensor->strides = context->strides.data();
+  tensor->byte_offset = 0;
+  return context;
+}
+
+}  // namespace
+
+absl::StatusOr<DLManagedTensorVersioned*> ExportVersioned(std::shared_ptr<Connection> connection,
+                                                          const v1::TensorGrant& grant) {
+  auto context = MakeContext(std::move(connection), grant,
+                             [](ExportContext* c) { return &c->versioned.dl_tensor; });
+  if (!context.ok()) return context.status();
+  DLManagedTensorVersioned* out = &(*context)->versioned;
+  out->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  out->manager_ctx = context->get();
+  out->deleter = &DeleteVersioned;
+  out->flags = grant.region().writable() ? 0 : DLPACK_FLAG_BITMASK_READ_ONLY;
+  context->release();
+  return out;
+}
+
+absl::StatusOr<DLManagedTensor*> ExportLegacy(std::shared_ptr<Connection> connection,
+                                              const v1::TensorGrant& grant) {
+  auto context = MakeContext(std::move(connection), grant,
+                             [](ExportContext* c) { return &c->legacy.dl_tensor; });
+  if (!context.ok()) return context.status();
+  DLManagedTensor* out = &(*context)->legacy;
+  out->manager_ctx = context->get();
+  out->deleter = &DeleteLegacy;
+  context->release();
+  return out;
+}
+
+}  // namespace tensorbroker::client_internal

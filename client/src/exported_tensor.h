@@ -1,0 +1,27 @@
+// Turns a TensorGrant from the daemon into a DLPack tensor over this process's mapping.
+//
+// Ownership: each exported tensor owns one heap context (its manager_ctx) that holds the lease,
+// a reference to the mapping and one to the Connection. The deleter releases exactly that
+// lease and frees exactly that context; it may run on any thread, after the Client is gone.
+#ifndef TENSORBROKER_CLIENT_SRC_EXPORTED_TENSOR_H_
+#define TENSORBROKER_CLIENT_SRC_EXPORTED_TENSOR_H_
+
+#include <dlpack/dlpack.h>
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "client/src/connection.h"
+#include "tensorbroker/v1/broker.pb.h"
+
+namespace tensorbroker::client_internal {
+
+// Maps the grant's segment and wraps it. On failure the grant's lease is released.
+absl::StatusOr<DLManagedTensorVersioned*> ExportVersioned(std::shared_ptr<Connection> connection,
+                                                          const v1::TensorGrant& grant);
+absl::StatusOr<DLManagedTensor*> ExportLegacy(std::shared_ptr<Connection> connection,
+                                              const v1::TensorGrant& grant);
+
+}  // namespace tensorbroker::client_internal
+
+#endif  // TENSORBROKER_CLIENT_SRC_EXPORTED_TENSOR_H_

@@ -1,0 +1,253 @@
+#include "daemon/broker_service.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/proto_convert.h"
+#include "common/tensor_layout.h"
+#include "daemon/log.h"
+
+namespace tensorbroker::daemon {
+namespace {
+
+// Only CPU memory is served so far; CUDA is refused clearly rather than mistaken for CPU.
+absl::Status CheckDevice(bool has_device, const v1::Device& device) {
+  if (!has_device || (device.device_type() == kDLCPU && device.device_id() == 0)) {
+    return absl::OkStatus();
+  }
+  if (device.device_type() == kDLCUDA || device.device_type() == kDLCUDAHost) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device (type=", device.device_type(), ", id=", device.device_id(),
+        "): this tensorbrokerd serves CPU memory only"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("device (type=", device.device_type(),
+                                                 ", id=", device.device_id(),
+                                                 ") is not a device the broker knows"));
+}
+
+// Validates the fields every tensor-making request shares and builds the store's spec.
+absl::StatusOr<TensorSpec> MakeSpec(const std::string& name, const v1::DataType& dtype,
+                                    const google::protobuf::RepeatedField<int64_t>& shape,
+                                    const google::protobuf::RepeatedField<int64_t>& strides,
+                                    uint64_t nbytes, bool is_mutable, bool replace) {
+  if (absl::Status s = ValidateName(name); !s.ok()) return s;
+  TensorSpec spec;
+  spec.name = name;
+  spec.dtype = FromProto(dtype);
+  spec.shape = ToVector(shape);
+  auto layout = ComputeLayout(spec.shape, spec.dtype, ToVector(strides), nbytes);
+  if (!layout.ok()) return layout.status();
+  spec.strides = std::move(layout->strides);
+  spec.nbytes = layout->nbytes;
+  spec.is_mutable = is_mutable;
+  spec.replace = replace;
+  return spec;
+}
+
+void ToProto(const TensorView& view, v1::TensorInfo* out) {
+  out->set_name(view.name);
+  tensorbroker::ToProto(view.dtype, out->mutable_dtype());
+  out->mutable_shape()->Assign(view.shape.begin(), view.shape.end());
+  out->mutable_strides()->Assign(view.strides.begin(), view.strides.end());
+  out->set_nbytes(view.nbytes);
+  tensorbroker::ToProto(view.device, out->mutable_device());
+  out->set_sealed(view.sealed);
+  out->set_mutable_(view.is_mutable);
+  out->set_version(view.version);
+  out->set_leases(view.leases);
+  out->set_created_unix_ms(view.created_unix_ms);
+}
+
+void ToProto(const TensorGrant& grant, v1::TensorGrant* out) {
+  ToProto(grant.info, out->mutable_info());
+  v1::MemoryRegion* region = out->mutable_region();
+  tensorbroker::ToProto(grant.block.device, region->mutable_device());
+  region->set_segment(grant.block.segment);
+  region->set_segment_size(grant.block.segment_size);
+  region->set_offset(grant.block.offset);
+  region->set_nbytes(grant.info.nbytes);
+  region->set_writable(grant.writable);
+  out->set_lease_id(grant.lease_id);
+}
+
+// Logs failures worth an operator's attention and converts to gRPC.
+grpc::Status Answer(absl::string_view method, const absl::Status& status) {
+  if (!status.ok()) {
+    const LogLevel level = status.code() == absl::StatusCode::kInternal ? LogLevel::kError
+                                                                        : LogLevel::kDebug;
+    Log(level, method, " failed: ", absl::StatusCodeToString(status.code()), ": ",
+        status.message());
+  }
+  return ToGrpcStatus(status);
+}
+
+}  // namespace
+
+BrokerService::BrokerService(TensorStore* store, SessionRegistry* sessions)
+    : store_(store), sessions_(sessions) {}
+
+grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>* BrokerService::Session(
+    grpc::CallbackServerContext*) {
+  return new SessionReactor(store_, sessions_);
+}
+
+grpc::Status BrokerService::Create(grpc::ServerContext*, const v1::CreateRequest* request,
+                                   v1::TensorGrant* response) {
+  if (absl::Status s = CheckDevice(request->has_device(), request->device()); !s.ok()) {
+    return Answer("Create", s);
+  }
+  auto spec = MakeSpec(request->name(), request->dtype(), request->shape(), request->strides(),
+                       request->nbytes(), request->mutable_(), request->replace());
+  if (!spec.ok()) return Answer("Create", spec.status());
+  auto grant = store_->Create(request->session_id(), *spec);
+  if (!grant.ok()) return Answer("Create", grant.status());
+  ToProto(*grant, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status BrokerService::Seal(grpc::ServerContext*, const v1::SealRequest* request,
+                                 v1::TensorInfo* response) {
+  if (absl::Status s = ValidateName(request->name()); !s.ok()) return Answer("Seal", s);
+  auto view = store_->Seal(request->session_id(), request->name());
+  if (!view.ok()) return Answer("Seal", view.status());
+  ToProto(*view, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status BrokerService::Abort(grpc::ServerContext*, const v1::AbortRequest* request,
+                                  v1::Empty*) {
+  if (absl::Status s = ValidateName(request->name()); !s.ok()) return Answer("Abort", s);
+  return Answer("Abort", store_->Abort(request->session_id(), request->name()));
+}
+
+grpc::Status BrokerService::Put(grpc::ServerContext*, grpc::ServerReader<v1::PutRequest>* reader,
+                                v1::TensorInfo* response) {
+  v1::PutRequest message;
+  if (!reader->Read(&message) || !message.has_header()) {
+    return Answer("Put", absl::InvalidArgumentError(
+                             "header: the first Put message must carry the header"));
+  }
+  const v1::PutRequest::Header& header = message.header();
+  if (absl::Status s = CheckDevice(header.has_device(), header.device()); !s.ok()) {
+    return Answer("Put", s);
+  }
+  auto spec = MakeSpec(header.name(), header.dtype(), header.shape(), {}, 0, header.mutable_(),
+                       header.replace());
+  if (!spec.ok()) return Answer("Put", spec.status());
+  auto ticket = store_->BeginPut(*spec);
+  if (!ticket.ok()) return Answer("Put", ticket.status());
+  uint64_t received = 0;
+  absl::Status failure;
+  while (reader->Read(&message)) {
+    if (!message.has_data() && message.has_header()) {
+      failure = absl::InvalidArgumentError("header: sent twice; later messages carry data only");
+      break;
+    }
+    const std::string& chunk = message.data();
+    if (chunk.size() > ticket->nbytes - received) {
+      failure = absl::InvalidArgumentError(absl::StrCat(
+          "data: more than the ", ticket->nbytes, " bytes that shape and dtype describe"));
+      break;
+    }
+    std::memcpy(ticket->data + received, chunk.data(), chunk.size());
+    received += chunk.size();
+  }
+  if (failure.ok() && received != ticket->nbytes) {
+    failure = absl::InvalidArgumentError(absl::StrCat("data: received ", received,
+                                                      " bytes, expected ", ticket->nbytes));
+  }
+  if (!failure.ok()) {
+    store_->CancelPut(ticket->object_id);
+    return Answer("Put", failure);
+  }
+  auto view = store_->CommitPut(ticket->object_id);
+  if (!view.ok()) return Answer("Put", view.status());
+  ToProto(*view, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status BrokerService::Read(grpc::ServerContext* context, const v1::ReadRequest* request,
+                                 grpc::ServerWriter<v1::ReadResponse>* writer) {
+  if (absl::Status s = ValidateName(request->name()); !s.ok()) return Answer("Read", s);
+  auto ticket = store_->BeginRead(request->name());
+  if (!ticket.ok()) return Answer("Read", ticket.status());
+  v1::ReadResponse response;
+  ToProto(ticket->info, response.mutable_info());
+  uint64_t sent = 0;
+  bool ok = true;
+  do {
+    const uint64_t n = std::min<uint64_t>(kMaxChunkBytes, ticket->info.nbytes - sent);
+    response.set_data(ticket->data + sent, n);
+    ok = writer->Write(response);
+    response.clear_info();
+    sent += n;
+  } while (ok && sent < ticket->info.nbytes && !context->IsCancelled());
+  store_->EndRead(ticket->lease_id);
+  if (!ok) return grpc::Status(grpc::StatusCode::CANCELLED, "client stopped reading");
+  return grpc::Status::OK;
+}
+
+grpc::Status BrokerService::Get(grpc::ServerContext* context, const v1::GetRequest* request,
+                                v1::TensorGrant* response) {
+  if (absl::Status s = ValidateName(request->name()); !s.ok()) return Answer("Get", s);
+  absl::Time deadline = absl::InfinitePast();
+  if (request->wait_ms() > 0) {
+    deadline = std::min(absl::Now() + absl::Milliseconds(request->wait_ms()),
+                        absl::FromChrono(context->deadline()));
+  }
+  auto grant = store_->Get(request->session_id(), request->name(), deadline);
+  if (!grant.ok()) return Answer("Get", grant.status());
+  ToProto(*grant, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status BrokerService::Release(grpc::ServerContext*, const v1::ReleaseRequest* request,
+                                    v1::Empty*) {
+  return Answer("Release", store_->Release(request->session_id(), request->lease_id()));
+}
+
+grpc::Status BrokerService::Delete(grpc::ServerContext*, const v1::DeleteRequest* request,
+                                   v1::Empty*) {
+  if (absl::Status s = ValidateName(request->name()); !s.ok()) return Answer("Delete", s);
+  return Answer("Delete", store_->Delete(request->name()));
+}
+
+grpc::Status BrokerService::List(grpc::ServerContext*, const v1::ListRequest* request,
+                                 v1::ListResponse* response) {
+  if (absl::Status s = ValidatePrefix(request->prefix()); !s.ok()) return Answer("List", s);
+  for (const TensorView& view : store_->List(request->prefix())) {
+    ToProto(view, response->add_tensors());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status BrokerService::Stat(grpc::ServerContext*, const v1::StatRequest* request,
+                                 v1::TensorInfo* response) {
+  if (absl::Status s = ValidateName(request->name()); !s.ok()) return Answer("Stat", s);
+  auto view = store_->Stat(request->name());
+  if (!view.ok()) return Answer("Stat", view.status());
+  ToProto(*view, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status BrokerService::Stats(grpc::ServerContext*, const v1::StatsRequest*,
+                                  v1::BrokerStats* response) {
+  const StoreStats stats = store_->Stats();
+  response->set_capacity_bytes(stats.pool.capacity_bytes);
+  response->set_used_bytes(stats.pool.used_bytes);
+  response->set_reserved_bytes(stats.pool.reserved_bytes);
+  response->set_segments(stats.pool.segments);
+  response->set_tensors(stats.tensors);
+  response->set_leases(stats.leases);
+  response->set_clients(stats.sessions);
+  response->set_pending(stats.pending);
+  return grpc::Status::OK;
+}
+
+grpc::Status BrokerService::Ping(grpc::ServerContext*, const v1::Empty*, v1::Empty*) {
+  return grpc::Status::OK;
+}
+
+}  // namespace tensorbroker::daemon

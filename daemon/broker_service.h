@@ -1,0 +1,51 @@
+// tensorbroker.v1.Broker over gRPC: turns wire messages into validated TensorStore calls and
+// store results back into wire messages. Every field from the client is validated here
+// (name, dtype, shape, strides, sizes) before the store sees it; the store checks state.
+//
+// Session uses gRPC's callback API (a long-lived stream per client, no thread held);
+// every other method is a synchronous handler on gRPC's thread pool.
+// Thread-safe: holds no state of its own beyond pointers to thread-safe objects.
+#ifndef TENSORBROKER_DAEMON_BROKER_SERVICE_H_
+#define TENSORBROKER_DAEMON_BROKER_SERVICE_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include "daemon/session_reactor.h"
+#include "daemon/tensor_store.h"
+#include "tensorbroker/v1/broker.grpc.pb.h"
+
+namespace tensorbroker::daemon {
+
+// Largest Put/Read data chunk. Clients may send smaller ones.
+inline constexpr size_t kMaxChunkBytes = 4 << 20;
+
+class BrokerService final : public v1::Broker::WithCallbackMethod_Session<v1::Broker::Service> {
+ public:
+  BrokerService(TensorStore* store, SessionRegistry* sessions);
+
+  grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>* Session(
+      grpc::CallbackServerContext* context) override;
+
+  grpc::Status Create(grpc::ServerContext*, const v1::CreateRequest*, v1::TensorGrant*) override;
+  grpc::Status Seal(grpc::ServerContext*, const v1::SealRequest*, v1::TensorInfo*) override;
+  grpc::Status Abort(grpc::ServerContext*, const v1::AbortRequest*, v1::Empty*) override;
+  grpc::Status Put(grpc::ServerContext*, grpc::ServerReader<v1::PutRequest>*,
+                   v1::TensorInfo*) override;
+  grpc::Status Read(grpc::ServerContext*, const v1::ReadRequest*,
+                    grpc::ServerWriter<v1::ReadResponse>*) override;
+  grpc::Status Get(grpc::ServerContext*, const v1::GetRequest*, v1::TensorGrant*) override;
+  grpc::Status Release(grpc::ServerContext*, const v1::ReleaseRequest*, v1::Empty*) override;
+  grpc::Status Delete(grpc::ServerContext*, const v1::DeleteRequest*, v1::Empty*) override;
+  grpc::Status List(grpc::ServerContext*, const v1::ListRequest*, v1::ListResponse*) override;
+  grpc::Status Stat(grpc::ServerContext*, const v1::StatRequest*, v1::TensorInfo*) override;
+  grpc::Status Stats(grpc::ServerContext*, const v1::StatsRequest*, v1::BrokerStats*) override;
+  grpc::Status Ping(grpc::ServerContext*, const v1::Empty*, v1::Empty*) override;
+
+ private:
+  TensorStore* const store_;
+  SessionRegistry* const sessions_;
+};
+
+}  // namespace tensorbroker::daemon
+
+#endif  // TENSORBROKER_DAEMON_BROKER_SERVICE_H_

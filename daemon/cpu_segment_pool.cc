@@ -1,0 +1,135 @@
+#include "daemon/cpu_segment_pool.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/byte_size.h"
+#include "common/tensor_layout.h"
+
+namespace tensorbroker::daemon {
+namespace {
+
+uint64_t RoundUp(uint64_t value, uint64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+}  // namespace
+
+CpuSegmentPool::CpuSegmentPool(CpuSegmentPoolOptions options) : options_(std::move(options)) {}
+
+uint64_t CpuSegmentPool::CapacityLeft() const {
+  return options_.capacity_bytes - std::min(reserved_bytes_, options_.capacity_bytes);
+}
+
+absl::StatusOr<CpuSegmentPool::Segment*> CpuSegmentPool::NewSegment(
+    uint64_t size, BlockKind kind, bool dedicated, std::vector<std::string>* removed_segments) {
+  if (size > CapacityLeft()) {
+    TrimEmpty(BlockKind::kImmutable, /*keep_one=*/false, removed_segments);
+    TrimEmpty(BlockKind::kMutable, /*keep_one=*/false, removed_segments);
+  }
+  if (size > CapacityLeft()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "capacity exhausted: a new ", FormatByteSize(size), " segment does not fit; ",
+        FormatByteSize(reserved_bytes_), " of the ", FormatByteSize(options_.capacity_bytes),
+        " capacity (--capacity) is in use"));
+  }
+  const std::string name = absl::StrCat(options_.name_prefix, next_sequence_++);
+  auto shm = ShmSegment::Create(name, size);
+  if (!shm.ok()) return shm.status();
+  auto segment = std::make_unique<Segment>(
+      Segment{std::move(*shm), OffsetAllocator(size, kDataAlignment), kind, dedicated});
+  Segment* raw = segment.get();
+  segments_.emplace(name, std::move(segment));
+  reserved_bytes_ += size;
+  return raw;
+}
+
+Block CpuSegmentPool::MakeBlock(const Segment& segment, uint64_t offset) const {
+  Block block;
+  block.segment = segment.shm.name();
+  block.segment_size = segment.shm.size();
+  block.offset = offset;
+  block.size = segment.allocator.SizeAt(offset);
+  block.data = segment.shm.data() + offset;
+  block.device = device();
+  return block;
+}
+
+absl::StatusOr<Block> CpuSegmentPool::Allocate(uint64_t nbytes, BlockKind kind,
+                                               std::vector<std::string>* removed_segments) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t rounded = RoundUp(std::max<uint64_t>(nbytes, 1), kDataAlignment);
+  Segment* segment = nullptr;
+  if (rounded > options_.dedicated_threshold) {
+    auto created = NewSegment(RoundUp(rounded, page), kind, /*dedicated=*/true, removed_segments);
+    if (!created.ok()) return created.status();
+    segment = *created;
+  } else {
+    for (auto& [name, candidate] : segments_) {
+      if (candidate->dedicated || candidate->kind != kind) continue;
+      if (auto offset = candidate->allocator.Allocate(rounded)) {
+        used_bytes_ += candidate->allocator.SizeAt(*offset);
+        return MakeBlock(*candidate, *offset);
+      }
+    }
+    // A new pooled segment; smaller than usual when little capacity is left.
+    const uint64_t size = std::max(RoundUp(rounded, page),
+                                   std::min(options_.pooled_segment_bytes, CapacityLeft() / page * page));
+    auto created = NewSegment(size, kind, /*dedicated=*/false, removed_segments);
+    if (!created.ok()) return created.status();
+    segment = *created;
+  }
+  auto offset = segment->allocator.Allocate(rounded);
+  if (!offset) return absl::InternalError("fresh segment could not hold its first block");
+  used_bytes_ += segment->allocator.SizeAt(*offset);
+  return MakeBlock(*segment, *offset);
+}
+
+void CpuSegmentPool::Free(const Block& block, std::vector<std::string>* removed_segments) {
+  auto it = segments_.find(block.segment);
+  if (it == segments_.end()) return;
+  Segment& segment = *it->second;
+  used_bytes_ -= segment.allocator.SizeAt(block.offset);
+  segment.allocator.Free(block.offset);
+  if (!segment.allocator.empty()) return;
+  if (segment.dedicated) {
+    reserved_bytes_ -= segment.shm.size();
+    removed_segments->push_back(block.segment);
+    segments_.erase(it);
+    return;
+  }
+  TrimEmpty(segment.kind, /*keep_one=*/true, removed_segments);
+}
+
+void CpuSegmentPool::TrimEmpty(BlockKind kind, bool keep_one,
+                               std::vector<std::string>* removed_segments) {
+  bool kept_one = !keep_one;
+  for (auto it = segments_.begin(); it != segments_.end();) {
+    Segment& s = *it->second;
+    if (s.dedicated || (keep_one && s.kind != kind) || !s.allocator.empty()) {
+      ++it;
+      continue;
+    }
+    if (!kept_one && s.kind == kind && s.shm.size() == options_.pooled_segment_bytes) {
+      kept_one = true;
+      ++it;
+      continue;
+    }
+    reserved_bytes_ -= s.shm.size();
+    removed_segments->push_back(it->first);
+    it = segments_.erase(it);
+  }
+}
+
+PoolStats CpuSegmentPool::Stats() const {
+  PoolStats stats;
+  stats.capacity_bytes = options_.capacity_bytes;
+  stats.used_bytes = used_bytes_;
+  stats.reserved_bytes = reserved_bytes_;
+  stats.segments = segments_.size();
+  return stats;
+}
+
+}  // namespace tensorbroker::daemon

@@ -1,0 +1,113 @@
+#include "daemon/daemon_runner.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/byte_size.h"
+#include "daemon/broker_service.h"
+#include "daemon/cpu_segment_pool.h"
+#include "daemon/instance_lock.h"
+#include "daemon/log.h"
+#include "daemon/session_reactor.h"
+#include "daemon/shm_segment.h"
+#include "daemon/tensor_store.h"
+
+namespace tensorbroker::daemon {
+namespace {
+
+uint32_t Fnv1a(const std::string& text) {
+  uint32_t hash = 2166136261u;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 16777619u;
+  }
+  return hash;
+}
+
+// Blocks until SIGTERM or SIGINT arrives; returns its number.
+int WaitForStopSignal(const sigset_t& signals) {
+  int signal = 0;
+  while (sigwait(&signals, &signal) != 0) {
+  }
+  return signal;
+}
+
+}  // namespace
+
+std::string SegmentPrefixFor(const std::string& socket_path) {
+  std::error_code error;
+  std::filesystem::path absolute = std::filesystem::absolute(socket_path, error);
+  const std::string key = error ? socket_path : absolute.lexically_normal().string();
+  return absl::StrCat("tb-", absl::Hex(Fnv1a(key), absl::kZeroPad8), "-");
+}
+
+absl::Status RunDaemon(const DaemonOptions& options) {
+  SetLogLevel(options.log_level);
+  // Stop signals are taken synchronously by this thread; every thread created later inherits
+  // the mask, so no gRPC thread is interrupted by them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  auto lock = InstanceLock::Acquire(options.socket_path);
+  if (!lock.ok()) return lock.status();
+
+  const std::string prefix = SegmentPrefixFor(options.socket_path);
+  if (int stale = ShmSegment::RemoveAllWithPrefix(prefix); stale > 0) {
+    Log(LogLevel::kNotice, "removed ", stale, " segment(s) /dev/shm/", prefix,
+        "* left by a previous instance on ", options.socket_path);
+  }
+
+  CpuSegmentPoolOptions pool_options;
+  pool_options.capacity_bytes = options.capacity_bytes;
+  pool_options.name_prefix = prefix;
+  auto store = std::make_unique<TensorStore>(std::make_unique<CpuSegmentPool>(pool_options));
+  SessionRegistry sessions;
+  BrokerService service(store.get(), &sessions);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + options.socket_path, grpc::InsecureServerCredentials());
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxChunkBytes + (64 << 10)));
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("--socket: cannot listen on ", options.socket_path));
+  }
+  // Owner and group may connect (the service's group, when run under systemd).
+  ::chmod(options.socket_path.c_str(), 0660);
+  server->GetHealthCheckService()->SetServingStatus(true);
+  Log(LogLevel::kInfo, "tensorbrokerd serving on ", options.socket_path, " capacity=",
+      FormatByteSize(options.capacity_bytes), " pid=", ::getpid());
+
+  const int signal = WaitForStopSignal(stop_signals);
+  Log(LogLevel::kInfo, "received ", strsignal(signal), "; shutting down");
+
+  server->GetHealthCheckService()->SetServingStatus(false);
+  store->Shutdown();  // waiting Gets answer UNAVAILABLE
+  sessions.FinishAll(grpc::Status(grpc::StatusCode::UNAVAILABLE, "tensorbrokerd is shutting down"));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  server->Wait();
+  server.reset();
+  store.reset();  // unlinks every segment
+  ::unlink(options.socket_path.c_str());
+  // Anything of ours still in /dev/shm (there should be none) goes too.
+  ShmSegment::RemoveAllWithPrefix(prefix);
+  Log(LogLevel::kInfo, "tensorbrokerd stopped");
+  return absl::OkStatus();
+}
+
+}  // namespace tensorbroker::daemon

@@ -1,0 +1,34 @@
+// Makes a socket path belong to one daemon at a time: an exclusive flock on "<socket>.lock",
+// held for the daemon's life and released by the kernel if it dies. Whoever holds the lock may
+// replace a stale socket file and clean up what a dead predecessor left behind.
+// Move-only; the destructor releases the lock (the lock file stays, harmlessly: removing it
+// would let two daemons lock different files of the same name).
+#ifndef TENSORBROKER_DAEMON_INSTANCE_LOCK_H_
+#define TENSORBROKER_DAEMON_INSTANCE_LOCK_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace tensorbroker::daemon {
+
+class InstanceLock {
+ public:
+  // Creates the socket's directory if needed (mode 0755 for /run-style paths owned by root,
+  // 0700 otherwise). FAILED_PRECONDITION if another live daemon holds the lock.
+  static absl::StatusOr<InstanceLock> Acquire(const std::string& socket_path);
+
+  InstanceLock(InstanceLock&& other) noexcept;
+  InstanceLock& operator=(InstanceLock&& other) noexcept;
+  InstanceLock(const InstanceLock&) = delete;
+  InstanceLock& operator=(const InstanceLock&) = delete;
+  ~InstanceLock();
+
+ private:
+  InstanceLock() = default;
+  int fd_ = -1;
+};
+
+}  // namespace tensorbroker::daemon
+
+#endif  // TENSORBROKER_DAEMON_INSTANCE_LOCK_H_

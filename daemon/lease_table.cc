@@ -1,0 +1,49 @@
+#include "daemon/lease_table.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace tensorbroker::daemon {
+
+uint64_t LeaseTable::Add(const std::string& session, uint64_t object_id) {
+  const uint64_t id = next_id_++;
+  leases_.emplace(id, Lease{session, object_id});
+  by_session_[session].insert(id);
+  return id;
+}
+
+absl::StatusOr<uint64_t> LeaseTable::Remove(const std::string& session, uint64_t lease_id) {
+  auto it = leases_.find(lease_id);
+  if (it == leases_.end()) {
+    return absl::NotFoundError(absl::StrCat("lease_id ", lease_id, " is not a live lease"));
+  }
+  if (it->second.session != session) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("lease_id ", lease_id, " belongs to another session"));
+  }
+  const uint64_t object_id = it->second.object_id;
+  auto owned = by_session_.find(session);
+  owned->second.erase(lease_id);
+  if (owned->second.empty()) by_session_.erase(owned);
+  leases_.erase(it);
+  return object_id;
+}
+
+std::vector<uint64_t> LeaseTable::RemoveSession(const std::string& session) {
+  std::vector<uint64_t> objects;
+  auto owned = by_session_.find(session);
+  if (owned == by_session_.end()) return objects;
+  for (uint64_t lease_id : owned->second) {
+    auto it = leases_.find(lease_id);
+    objects.push_back(it->second.object_id);
+    leases_.erase(it);
+  }
+  by_session_.erase(owned);
+  return objects;
+}
+
+size_t LeaseTable::CountForSession(const std::string& session) const {
+  auto owned = by_session_.find(session);
+  return owned == by_session_.end() ? 0 : owned->second.size();
+}
+
+}  // namespace tensorbroker::daemon

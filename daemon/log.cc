@@ -1,0 +1,40 @@
+#include "daemon/log.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+
+namespace tensorbroker::daemon {
+namespace {
+std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
+}  // namespace
+
+absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view text) {
+  if (text == "error") return LogLevel::kError;
+  if (text == "warning" || text == "warn") return LogLevel::kWarning;
+  if (text == "notice") return LogLevel::kNotice;
+  if (text == "info") return LogLevel::kInfo;
+  if (text == "debug") return LogLevel::kDebug;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--log-level '", text.substr(0, 32), "' is not one of error, warning, notice, info, debug"));
+}
+
+void SetLogLevel(LogLevel level) { g_level.store(static_cast<int>(level)); }
+
+bool LogEnabled(LogLevel level) { return static_cast<int>(level) <= g_level.load(); }
+
+void LogLine(LogLevel level, absl::string_view message) {
+  // One write(2) per line keeps lines from different threads whole.
+  std::string line = absl::StrCat("<", static_cast<int>(level), ">", message, "\n");
+  const char* p = line.data();
+  size_t left = line.size();
+  while (left > 0) {
+    const ssize_t n = ::write(STDERR_FILENO, p, left);
+    if (n <= 0) return;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+}  // namespace tensorbroker::daemon

@@ -1,0 +1,28 @@
+// Minimal leveled logging to stderr, one line per event, prefixed with the syslog priority
+// (<3> error .. <7> debug) so journald keeps the level. Thread-safe; the level can change at
+// run time.
+#ifndef TENSORBROKER_DAEMON_LOG_H_
+#define TENSORBROKER_DAEMON_LOG_H_
+
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+
+namespace tensorbroker::daemon {
+
+enum class LogLevel { kError = 3, kWarning = 4, kNotice = 5, kInfo = 6, kDebug = 7 };
+
+absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view text);
+void SetLogLevel(LogLevel level);
+bool LogEnabled(LogLevel level);
+void LogLine(LogLevel level, absl::string_view message);
+
+template <typename... Args>
+void Log(LogLevel level, const Args&... args) {
+  if (LogEnabled(level)) LogLine(level, absl::StrCat(args...));
+}
+
+}  // namespace tensorbroker::daemon
+
+#endif  // TENSORBROKER_DAEMON_LOG_H_

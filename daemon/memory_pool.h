@@ -1,0 +1,57 @@
+// The daemon's device abstraction: a MemoryPool hands out Blocks of one device's memory and
+// takes them back. CPU shared memory is CpuSegmentPool (cpu_segment_pool.h); CUDA device memory
+// will be another implementation behind the same interface.
+//
+// Not thread-safe: the TensorStore calls a pool only while holding its own lock.
+#ifndef TENSORBROKER_DAEMON_MEMORY_POOL_H_
+#define TENSORBROKER_DAEMON_MEMORY_POOL_H_
+
+#include <dlpack/dlpack.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tensorbroker::daemon {
+
+// How clients will map a block: immutable blocks (sealed tensors) are mapped read-only by
+// consumers, mutable ones read-write. Pools keep the two kinds in different segments so a
+// read-only mapping never covers bytes another holder may write.
+enum class BlockKind { kImmutable, kMutable };
+
+// One allocation. `segment` names what a client maps (for CPU: the shm name); the bytes are
+// [offset, offset + size) of it. `data` is the daemon's own mapping of the first byte.
+struct Block {
+  std::string segment;
+  uint64_t segment_size = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;  // rounded up to the alignment
+  uint8_t* data = nullptr;
+  DLDevice device{kDLCPU, 0};
+};
+
+struct PoolStats {
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;      // allocated to blocks
+  uint64_t reserved_bytes = 0;  // of segments
+  uint64_t segments = 0;
+};
+
+class MemoryPool {
+ public:
+  virtual ~MemoryPool() = default;
+  virtual DLDevice device() const = 0;
+  // RESOURCE_EXHAUSTED when the pool's capacity or the system cannot give `nbytes`. May remove
+  // idle segments to make room; their names are appended to `removed_segments`.
+  virtual absl::StatusOr<Block> Allocate(uint64_t nbytes, BlockKind kind,
+                                         std::vector<std::string>* removed_segments) = 0;
+  // Returns a block; appends the names of segments this removed to `removed_segments`.
+  virtual void Free(const Block& block, std::vector<std::string>* removed_segments) = 0;
+  virtual PoolStats Stats() const = 0;
+};
+
+}  // namespace tensorbroker::daemon
+
+#endif  // TENSORBROKER_DAEMON_MEMORY_POOL_H_

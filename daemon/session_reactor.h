@@ -1,0 +1,72 @@
+// The server side of one client's Session stream. Opening the stream opens a session in the
+// TensorStore; the stream ending for any reason (the client closed it, its process died and
+// the kernel closed the socket, the daemon shuts down) closes the session, which releases every
+// lease it held and aborts its unsealed tensors.
+//
+// Lifetime: created by gRPC's callback API for each Session call, deletes itself in OnDone.
+// Threading: gRPC calls the On* methods from its own threads; the TensorStore calls
+// OnSegmentRemoved with its lock held. A mutex guards the write queue and the finished flag.
+#ifndef TENSORBROKER_DAEMON_SESSION_REACTOR_H_
+#define TENSORBROKER_DAEMON_SESSION_REACTOR_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <deque>
+#include <set>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "daemon/tensor_store.h"
+#include "tensorbroker/v1/broker.pb.h"
+
+namespace tensorbroker::daemon {
+
+class SessionRegistry;
+
+class SessionReactor final
+    : public grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>,
+      public SessionEventSink {
+ public:
+  SessionReactor(TensorStore* store, SessionRegistry* registry);
+
+  // Ends the stream with `status` (used on shutdown). Safe to call more than once.
+  void FinishWith(const grpc::Status& status);
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+  void OnSegmentRemoved(const std::string& segment) override;
+
+ private:
+  void QueueLocked(v1::SessionEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CloseSession();
+
+  TensorStore* const store_;
+  SessionRegistry* const registry_;
+  std::string session_id_;
+  v1::SessionRequest request_;
+  absl::Mutex mu_;
+  std::deque<v1::SessionEvent> writes_ ABSL_GUARDED_BY(mu_);  // front() is in flight
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool session_closed_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// All live session streams, so shutdown can end them. Thread-safe.
+class SessionRegistry {
+ public:
+  void Add(SessionReactor* reactor);
+  void Remove(SessionReactor* reactor);
+  // Finishes every live stream and refuses new ones from now on.
+  void FinishAll(const grpc::Status& status);
+  bool closed();
+
+ private:
+  absl::Mutex mu_;
+  std::set<SessionReactor*> reactors_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace tensorbroker::daemon
+
+#endif  // TENSORBROKER_DAEMON_SESSION_REACTOR_H_

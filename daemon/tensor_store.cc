@@ -1,0 +1,374 @@
+#include "daemon/tensor_store.h"
+
+#include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/log.h"
+
+namespace tensorbroker::daemon {
+namespace {
+
+// 128 random bits: a session id is a bearer token, so it must not be guessable.
+std::string NewSessionId() {
+  std::random_device random;
+  std::string id;
+  for (int i = 0; i < 4; ++i) absl::StrAppend(&id, absl::Hex(random(), absl::kZeroPad8));
+  return id;
+}
+
+}  // namespace
+
+TensorStore::TensorStore(std::unique_ptr<MemoryPool> cpu_pool) : cpu_pool_(std::move(cpu_pool)) {}
+
+TensorStore::~TensorStore() {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> removed;
+  for (auto& [id, object] : objects_) cpu_pool_->Free(object->block, &removed);
+  objects_.clear();
+}
+
+std::string TensorStore::OpenSession(int32_t pid, const std::string& client_name,
+                                     SessionEventSink* sink) {
+  absl::MutexLock lock(&mu_);
+  std::string id = NewSessionId();
+  sessions_[id] = Session{pid, client_name, sink, {}};
+  return id;
+}
+
+void TensorStore::UpdateSessionHello(const std::string& session_id, int32_t pid,
+                                     const std::string& client_name) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end()) return;
+  it->second.pid = pid;
+  it->second.client_name = client_name;
+}
+
+void TensorStore::CloseSession(const std::string& session_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end()) return;
+  const std::set<std::string> pending_names = std::move(it->second.pending_names);
+  const int32_t pid = it->second.pid;
+  sessions_.erase(it);
+  size_t released = 0;
+  for (uint64_t object_id : leases_.RemoveSession(session_id)) {
+    ReleaseLeaseOnLocked(object_id);
+    ++released;
+  }
+  for (const std::string& name : pending_names) {
+    auto pending = pending_.find(name);
+    if (pending == pending_.end()) continue;
+    DropPendingLocked(objects_.at(pending->second).get());
+  }
+  Log(LogLevel::kDebug, "session closed: pid=", pid, " leases_released=", released,
+      " pending_aborted=", pending_names.size());
+}
+
+absl::Status TensorStore::CheckSession(const std::string& session_id) const {
+  if (sessions_.count(session_id) == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("session_id '", session_id.substr(0, 40),
+                     "' is not an open session; open the Session stream first"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TensorStore::CheckServing() const {
+  if (shutting_down_) return absl::UnavailableError("tensorbrokerd is shutting down");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std::string& owner,
+                                                                      const TensorSpec& spec) {
+  if (absl::Status s = CheckServing(); !s.ok()) return s;
+  if (pending_.count(spec.name) > 0) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "name '", spec.name, "' is being created by another request and is not sealed yet"));
+  }
+  if (!spec.replace && published_.count(spec.name) > 0) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("name '", spec.name, "' is already published (set replace to overwrite)"));
+  }
+  std::vector<std::string> removed;
+  auto block = cpu_pool_->Allocate(
+      spec.nbytes, spec.is_mutable ? BlockKind::kMutable : BlockKind::kImmutable, &removed);
+  NotifySegmentsRemovedLocked(removed);
+  if (!block.ok()) {
+    return absl::Status(block.status().code(), absl::StrCat("name '", spec.name, "' (",
+                                                             spec.nbytes, " bytes): ",
+                                                             block.status().message()));
+  }
+  auto object = std::make_unique<TensorObject>();
+  object->id = next_object_id_++;
+  object->spec = spec;
+  object->block = *block;
+  object->owner_session = owner;
+  object->pending = true;
+  object->created_unix_ms = absl::ToUnixMillis(absl::Now());
+  TensorObject* raw = object.get();
+  objects_.emplace(raw->id, std::move(object));
+  pending_.emplace(spec.name, raw->id);
+  if (auto session = sessions_.find(owner); session != sessions_.end()) {
+    session->second.pending_names.insert(spec.name);
+  }
+  return raw;
+}
+
+absl::StatusOr<TensorGrant> TensorStore::Create(const std::string& session_id,
+                                                const TensorSpec& spec) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
+  auto object = ReserveLocked(session_id, spec);
+  if (!object.ok()) return object.status();
+  return GrantLocked(session_id, *object, /*writable=*/true);
+}
+
+absl::StatusOr<TensorStore::TensorObject*> TensorStore::FindPendingLocked(
+    const std::string& session_id, const std::string& name) {
+  auto it = pending_.find(name);
+  if (it == pending_.end()) {
+    auto published = published_.find(name);
+    if (published != published_.end() &&
+        objects_.at(published->second)->owner_session == session_id) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("name '", name, "' is already sealed"));
+    }
+    return absl::NotFoundError(
+        absl::StrCat("name '", name, "' has no unsealed tensor (Create it first)"));
+  }
+  TensorObject* object = objects_.at(it->second).get();
+  if (object->owner_session != session_id) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("name '", name, "' is being created by another session"));
+  }
+  return object;
+}
+
+absl::StatusOr<TensorView> TensorStore::Seal(const std::string& session_id,
+                                             const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
+  auto object = FindPendingLocked(session_id, name);
+  if (!object.ok()) return object.status();
+  sessions_.at(session_id).pending_names.erase(name);
+  return PublishLocked(*object);
+}
+
+absl::Status TensorStore::Abort(const std::string& session_id, const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
+  auto object = FindPendingLocked(session_id, name);
+  if (!object.ok()) return object.status();
+  sessions_.at(session_id).pending_names.erase(name);
+  DropPendingLocked(*object);
+  return absl::OkStatus();
+}
+
+TensorView TensorStore::PublishLocked(TensorObject* object) {
+  pending_.erase(object->spec.name);
+  object->pending = false;
+  object->sealed = true;
+  object->version = next_version_++;
+  if (auto old = published_.find(object->spec.name); old != published_.end()) {
+    TensorObject* previous = objects_.at(old->second).get();
+    previous->published = false;
+    old->second = object->id;
+    MaybeFreeLocked(previous);
+  } else {
+    published_.emplace(object->spec.name, object->id);
+  }
+  object->published = true;
+  published_cv_.SignalAll();
+  return ViewLocked(*object);
+}
+
+void TensorStore::DropPendingLocked(TensorObject* object) {
+  pending_.erase(object->spec.name);
+  object->pending = false;
+  MaybeFreeLocked(object);
+}
+
+absl::StatusOr<PutTicket> TensorStore::BeginPut(const TensorSpec& spec) {
+  absl::MutexLock lock(&mu_);
+  auto object = ReserveLocked(kInternalSession, spec);
+  if (!object.ok()) return object.status();
+  return PutTicket{(*object)->id, (*object)->block.data, spec.nbytes};
+}
+
+absl::StatusOr<TensorView> TensorStore::CommitPut(uint64_t object_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = objects_.find(object_id);
+  if (it == objects_.end() || !it->second->pending) {
+    return absl::InternalError("put ticket is no longer pending");
+  }
+  return PublishLocked(it->second.get());
+}
+
+void TensorStore::CancelPut(uint64_t object_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = objects_.find(object_id);
+  if (it == objects_.end() || !it->second->pending) return;
+  DropPendingLocked(it->second.get());
+}
+
+absl::StatusOr<ReadTicket> TensorStore::BeginRead(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = CheckServing(); !s.ok()) return s;
+  auto it = published_.find(name);
+  if (it == published_.end()) {
+    return absl::NotFoundError(absl::StrCat("name '", name, "' is not published"));
+  }
+  TensorObject* object = objects_.at(it->second).get();
+  TensorGrant grant = GrantLocked(kInternalSession, object, /*writable=*/false);
+  return ReadTicket{std::move(grant.info), object->block.data, grant.lease_id};
+}
+
+void TensorStore::EndRead(uint64_t lease_id) {
+  absl::MutexLock lock(&mu_);
+  auto object_id = leases_.Remove(kInternalSession, lease_id);
+  if (object_id.ok()) ReleaseLeaseOnLocked(*object_id);
+}
+
+TensorGrant TensorStore::GrantLocked(const std::string& session_id, TensorObject* object,
+                                     bool writable) {
+  TensorGrant grant;
+  grant.lease_id = leases_.Add(session_id, object->id);
+  ++object->leases;
+  grant.info = ViewLocked(*object);
+  grant.block = object->block;
+  grant.writable = writable;
+  return grant;
+}
+
+absl::StatusOr<TensorGrant> TensorStore::Get(const std::string& session_id,
+                                             const std::string& name, absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  bool waited = false;
+  while (true) {
+    if (absl::Status s = CheckServing(); !s.ok()) return s;
+    // The session may have closed while we waited: the lease would belong to no one.
+    if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
+    auto it = published_.find(name);
+    if (it != published_.end()) {
+      TensorObject* object = objects_.at(it->second).get();
+      return GrantLocked(session_id, object, /*writable=*/object->spec.is_mutable);
+    }
+    if (absl::Now() >= deadline) {
+      if (waited) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("name '", name, "' was not published before the wait ran out"));
+      }
+      return absl::NotFoundError(absl::StrCat("name '", name, "' is not published"));
+    }
+    waited = true;
+    published_cv_.WaitWithDeadline(&mu_, deadline);
+  }
+}
+
+absl::Status TensorStore::Release(const std::string& session_id, uint64_t lease_id) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
+  auto object_id = leases_.Remove(session_id, lease_id);
+  if (!object_id.ok()) return object_id.status();
+  ReleaseLeaseOnLocked(*object_id);
+  return absl::OkStatus();
+}
+
+void TensorStore::ReleaseLeaseOnLocked(uint64_t object_id) {
+  auto it = objects_.find(object_id);
+  if (it == objects_.end()) return;
+  --it->second->leases;
+  MaybeFreeLocked(it->second.get());
+}
+
+absl::Status TensorStore::Delete(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = CheckServing(); !s.ok()) return s;
+  auto it = published_.find(name);
+  if (it == published_.end()) {
+    if (pending_.count(name) > 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("name '", name, "' is not sealed yet; its creator can Abort it"));
+    }
+    return absl::NotFoundError(absl::StrCat("name '", name, "' is not published"));
+  }
+  TensorObject* object = objects_.at(it->second).get();
+  published_.erase(it);
+  object->published = false;
+  MaybeFreeLocked(object);
+  return absl::OkStatus();
+}
+
+void TensorStore::MaybeFreeLocked(TensorObject* object) {
+  if (object->pending || object->published || object->leases > 0) return;
+  std::vector<std::string> removed;
+  cpu_pool_->Free(object->block, &removed);
+  objects_.erase(object->id);
+  NotifySegmentsRemovedLocked(removed);
+}
+
+void TensorStore::NotifySegmentsRemovedLocked(const std::vector<std::string>& segments) {
+  if (segments.empty()) return;
+  for (auto& [id, session] : sessions_) {
+    if (session.sink == nullptr) continue;
+    for (const std::string& segment : segments) session.sink->OnSegmentRemoved(segment);
+  }
+}
+
+std::vector<TensorView> TensorStore::List(const std::string& prefix) {
+  absl::MutexLock lock(&mu_);
+  std::vector<TensorView> views;
+  for (auto it = published_.lower_bound(prefix);
+       it != published_.end() && absl::StartsWith(it->first, prefix); ++it) {
+    views.push_back(ViewLocked(*objects_.at(it->second)));
+  }
+  return views;
+}
+
+absl::StatusOr<TensorView> TensorStore::Stat(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = published_.find(name); it != published_.end()) {
+    return ViewLocked(*objects_.at(it->second));
+  }
+  if (auto it = pending_.find(name); it != pending_.end()) {
+    return ViewLocked(*objects_.at(it->second));
+  }
+  return absl::NotFoundError(absl::StrCat("name '", name, "' is not published"));
+}
+
+StoreStats TensorStore::Stats() {
+  absl::MutexLock lock(&mu_);
+  StoreStats stats;
+  stats.pool = cpu_pool_->Stats();
+  stats.tensors = published_.size();
+  stats.leases = leases_.size();
+  stats.sessions = sessions_.size();
+  stats.pending = pending_.size();
+  return stats;
+}
+
+void TensorStore::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  shutting_down_ = true;
+  published_cv_.SignalAll();
+}
+
+TensorView TensorStore::ViewLocked(const TensorObject& object) const {
+  TensorView view;
+  view.name = object.spec.name;
+  view.dtype = object.spec.dtype;
+  view.shape = object.spec.shape;
+  view.strides = object.spec.strides;
+  view.nbytes = object.spec.nbytes;
+  view.device = object.block.device;
+  view.sealed = object.sealed;
+  view.is_mutable = object.spec.is_mutable;
+  view.version = object.version;
+  view.leases = object.leases;
+  view.created_unix_ms = object.created_unix_ms;
+  return view;
+}
+
+}  // namespace tensorbroker::daemon

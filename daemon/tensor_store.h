@@ -1,0 +1,186 @@
+// The broker's state: published names, their tensor objects, pending (unsealed) tensors,
+// client sessions and their leases, and the memory pool that backs them.
+//
+// Lifetime rule: a tensor object's memory is freed when no name points to it, it is not
+// pending, and no lease remains. Delete and replace only unpublish; holders keep valid memory.
+//
+// Inputs are assumed validated for form (name, dtype, shape) by the caller; the store checks
+// state (sessions, ownership, existence, capacity) and answers with the gRPC-style codes.
+// Thread-safe: one mutex guards everything; Get may block waiting for a name.
+#ifndef TENSORBROKER_DAEMON_TENSOR_STORE_H_
+#define TENSORBROKER_DAEMON_TENSOR_STORE_H_
+
+#include <dlpack/dlpack.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/lease_table.h"
+#include "daemon/memory_pool.h"
+
+namespace tensorbroker::daemon {
+
+// A validated request to reserve a tensor.
+struct TensorSpec {
+  std::string name;
+  DLDataType dtype{};
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;  // filled in
+  uint64_t nbytes = 0;           // buffer size
+  bool is_mutable = false;
+  bool replace = false;
+};
+
+// What the store reports about a tensor.
+struct TensorView {
+  std::string name;
+  DLDataType dtype{};
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
+  uint64_t nbytes = 0;
+  DLDevice device{kDLCPU, 0};
+  bool sealed = false;
+  bool is_mutable = false;
+  uint64_t version = 0;
+  uint32_t leases = 0;
+  int64_t created_unix_ms = 0;
+};
+
+// A tensor, where its bytes are, and the lease the caller now holds on it.
+struct TensorGrant {
+  TensorView info;
+  Block block;
+  uint64_t lease_id = 0;
+  bool writable = false;
+};
+
+// A Put in progress: bytes go to `data` (nbytes of them), then CommitPut or CancelPut.
+struct PutTicket {
+  uint64_t object_id = 0;
+  uint8_t* data = nullptr;
+  uint64_t nbytes = 0;
+};
+
+// A Read in progress: the object stays alive until EndRead.
+struct ReadTicket {
+  TensorView info;
+  const uint8_t* data = nullptr;
+  uint64_t lease_id = 0;
+};
+
+struct StoreStats {
+  PoolStats pool;
+  uint64_t tensors = 0;
+  uint64_t leases = 0;
+  uint64_t sessions = 0;
+  uint64_t pending = 0;
+};
+
+// Receives events for one session. Called with the store's lock held: must not call back into
+// the store, and should only queue.
+class SessionEventSink {
+ public:
+  virtual ~SessionEventSink() = default;
+  virtual void OnSegmentRemoved(const std::string& segment) = 0;
+};
+
+class TensorStore {
+ public:
+  explicit TensorStore(std::unique_ptr<MemoryPool> cpu_pool);
+  ~TensorStore();
+
+  // Sessions. `sink` may be null; it must stay valid until CloseSession returns.
+  std::string OpenSession(int32_t pid, const std::string& client_name, SessionEventSink* sink);
+  void UpdateSessionHello(const std::string& session_id, int32_t pid,
+                          const std::string& client_name);
+  // Releases the session's leases and aborts its pending tensors. Idempotent.
+  void CloseSession(const std::string& session_id);
+
+  absl::StatusOr<TensorGrant> Create(const std::string& session_id, const TensorSpec& spec);
+  absl::StatusOr<TensorView> Seal(const std::string& session_id, const std::string& name);
+  absl::Status Abort(const std::string& session_id, const std::string& name);
+
+  absl::StatusOr<PutTicket> BeginPut(const TensorSpec& spec);
+  absl::StatusOr<TensorView> CommitPut(uint64_t object_id);
+  void CancelPut(uint64_t object_id);
+
+  absl::StatusOr<ReadTicket> BeginRead(const std::string& name);
+  void EndRead(uint64_t lease_id);
+
+  // Waits until `deadline` (absl::InfinitePast(): do not wait) for `name` to be published.
+  absl::StatusOr<TensorGrant> Get(const std::string& session_id, const std::string& name,
+                                  absl::Time deadline);
+  absl::Status Release(const std::string& session_id, uint64_t lease_id);
+
+  absl::Status Delete(const std::string& name);
+  std::vector<TensorView> List(const std::string& prefix);
+  absl::StatusOr<TensorView> Stat(const std::string& name);
+  StoreStats Stats();
+
+  // Wakes every waiting Get (they answer UNAVAILABLE) and refuses new work.
+  void Shutdown();
+
+ private:
+  struct TensorObject {
+    uint64_t id = 0;
+    TensorSpec spec;
+    Block block;
+    std::string owner_session;  // creator while pending ("" for a Put)
+    bool pending = false;       // created, not sealed, not aborted
+    bool published = false;     // a name points here
+    bool sealed = false;
+    uint64_t version = 0;
+    uint32_t leases = 0;
+    int64_t created_unix_ms = 0;
+  };
+  struct Session {
+    int32_t pid = 0;
+    std::string client_name;
+    SessionEventSink* sink = nullptr;
+    std::set<std::string> pending_names;
+  };
+  // Leases taken by the daemon itself (Read streams) belong to this pseudo-session.
+  static constexpr const char* kInternalSession = "";
+
+  absl::Status CheckSession(const std::string& session_id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::Status CheckServing() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<TensorObject*> ReserveLocked(const std::string& owner, const TensorSpec& spec)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<TensorObject*> FindPendingLocked(const std::string& session_id,
+                                                  const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  TensorView PublishLocked(TensorObject* object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropPendingLocked(TensorObject* object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  TensorGrant GrantLocked(const std::string& session_id, TensorObject* object, bool writable)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseLeaseOnLocked(uint64_t object_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees the object's memory if nothing refers to it any more.
+  void MaybeFreeLocked(TensorObject* object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NotifySegmentsRemovedLocked(const std::vector<std::string>& segments)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  TensorView ViewLocked(const TensorObject& object) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  mutable absl::Mutex mu_;
+  absl::CondVar published_cv_;  // signalled whenever a name is published or on shutdown
+  std::unique_ptr<MemoryPool> cpu_pool_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, std::unique_ptr<TensorObject>> objects_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, uint64_t> published_ ABSL_GUARDED_BY(mu_);  // name -> object
+  std::map<std::string, uint64_t> pending_ ABSL_GUARDED_BY(mu_);    // name -> object
+  std::map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);
+  LeaseTable leases_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_object_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_version_ ABSL_GUARDED_BY(mu_) = 1;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace tensorbroker::daemon
+
+#endif  // TENSORBROKER_DAEMON_TENSOR_STORE_H_
