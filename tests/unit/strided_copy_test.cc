@@ -1,0 +1,75 @@
+// CopyToCompact: transposes, slices, negative strides, byte_offset, 0-d and empty tensors.
+#include "common/strided_copy.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+namespace tensorbroker {
+namespace {
+
+DLTensor View(std::vector<float>& data, std::vector<int64_t>& shape,
+              std::vector<int64_t>* strides, uint64_t byte_offset = 0) {
+  DLTensor t{};
+  t.data = data.data();
+  t.device = {kDLCPU, 0};
+  t.ndim = static_cast<int32_t>(shape.size());
+  t.dtype = {kDLFloat, 32, 1};
+  t.shape = shape.data();
+  t.strides = strides == nullptr ? nullptr : strides->data();
+  t.byte_offset = byte_offset;
+  return t;
+}
+
+TEST(CopyToCompact, Transpose) {
+  std::vector<float> src(12);
+  std::iota(src.begin(), src.end(), 0.f);  // 3x4 row-major
+  std::vector<int64_t> shape{4, 3}, strides{1, 4};  // its transpose
+  std::vector<float> dst(12, -1.f);
+  CopyToCompact(View(src, shape, &strides), reinterpret_cast<uint8_t*>(dst.data()));
+  EXPECT_EQ(dst, (std::vector<float>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11}));
+}
+
+TEST(CopyToCompact, StepSliceWithByteOffset) {
+  std::vector<float> src(16);
+  std::iota(src.begin(), src.end(), 0.f);  // 4x4
+  std::vector<int64_t> shape{2, 2}, strides{8, 2};  // x[::2, ::2] starting at [0, 1]
+  std::vector<float> dst(4);
+  CopyToCompact(View(src, shape, &strides, sizeof(float)), reinterpret_cast<uint8_t*>(dst.data()));
+  EXPECT_EQ(dst, (std::vector<float>{1, 3, 9, 11}));
+}
+
+TEST(CopyToCompact, NegativeStrides) {
+  std::vector<float> src{0, 1, 2, 3, 4, 5};  // 2x3
+  std::vector<int64_t> shape{2, 3}, strides{-3, -1};  // x[::-1, ::-1]
+  std::vector<float> dst(6);
+  CopyToCompact(View(src, shape, &strides, 5 * sizeof(float)),
+                reinterpret_cast<uint8_t*>(dst.data()));
+  EXPECT_EQ(dst, (std::vector<float>{5, 4, 3, 2, 1, 0}));
+}
+
+TEST(CopyToCompact, ContiguousInnerRowsAndNullStrides) {
+  std::vector<float> src(12);
+  std::iota(src.begin(), src.end(), 0.f);
+  std::vector<int64_t> shape{2, 3}, strides{6, 1};  // every other row of a 4x3... rows 0 and 2
+  std::vector<float> dst(6);
+  CopyToCompact(View(src, shape, &strides), reinterpret_cast<uint8_t*>(dst.data()));
+  EXPECT_EQ(dst, (std::vector<float>{0, 1, 2, 6, 7, 8}));
+  std::vector<float> whole(6);
+  CopyToCompact(View(src, shape, nullptr), reinterpret_cast<uint8_t*>(whole.data()));
+  EXPECT_EQ(whole, (std::vector<float>{0, 1, 2, 3, 4, 5}));
+}
+
+TEST(CopyToCompact, ScalarAndEmpty) {
+  std::vector<float> src{42};
+  std::vector<int64_t> none;
+  std::vector<float> dst(1);
+  CopyToCompact(View(src, none, &none), reinterpret_cast<uint8_t*>(dst.data()));
+  EXPECT_EQ(dst[0], 42.f);
+  std::vector<int64_t> empty_shape{0, 3}, empty_strides{3, 1};
+  CopyToCompact(View(src, empty_shape, &empty_strides), nullptr);  // copies nothing
+}
+
+}  // namespace
+}  // namespace tensorbroker

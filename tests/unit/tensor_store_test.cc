@@ -1,0 +1,199 @@
+// TensorStore state machine on a real CpuSegmentPool: create/seal/abort, replace and delete
+// while leased, session close reclaiming leases and pending tensors, waits, ownership codes.
+#include "daemon/tensor_store.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/cpu_segment_pool.h"
+#include "daemon/shm_segment.h"
+
+namespace tensorbroker::daemon {
+namespace {
+
+class RecordingSink : public SessionEventSink {
+ public:
+  void OnSegmentRemoved(const std::string& segment) override { removed.push_back(segment); }
+  std::vector<std::string> removed;
+};
+
+class TensorStoreTest : public ::testing::Test {
+ protected:
+  TensorStoreTest() {
+    CpuSegmentPoolOptions options;
+    options.capacity_bytes = 64 << 20;
+    options.name_prefix = prefix_;
+    options.pooled_segment_bytes = 4 << 20;
+    options.dedicated_threshold = 1 << 20;
+    store_ = std::make_unique<TensorStore>(std::make_unique<CpuSegmentPool>(options));
+    session_ = store_->OpenSession(1, "test", &sink_);
+  }
+  ~TensorStoreTest() override {
+    store_.reset();
+    EXPECT_EQ(ShmSegment::RemoveAllWithPrefix(prefix_), 0);
+  }
+  static TensorSpec Spec(const std::string& name, uint64_t floats, bool replace = false) {
+    TensorSpec spec;
+    spec.name = name;
+    spec.dtype = {kDLFloat, 32, 1};
+    spec.shape = {static_cast<int64_t>(floats)};
+    spec.strides = {1};
+    spec.nbytes = floats * 4;
+    spec.replace = replace;
+    return spec;
+  }
+  // Create, write `value` into the first float, seal; returns the creator's lease.
+  uint64_t Publish(const std::string& name, float value, bool replace = false,
+                   uint64_t floats = 4) {
+    auto grant = store_->Create(session_, Spec(name, floats, replace));
+    EXPECT_TRUE(grant.ok()) << grant.status();
+    std::memcpy(grant->block.data, &value, sizeof(value));
+    EXPECT_TRUE(store_->Seal(session_, name).ok());
+    return grant->lease_id;
+  }
+
+  const std::string prefix_ = absl::StrCat("tb-storetest-", ::getpid(), "-");
+  RecordingSink sink_;
+  std::unique_ptr<TensorStore> store_;
+  std::string session_;
+};
+
+TEST_F(TensorStoreTest, CreateIsInvisibleUntilSealed) {
+  auto grant = store_->Create(session_, Spec("t", 4));
+  ASSERT_TRUE(grant.ok());
+  EXPECT_TRUE(grant->writable);
+  EXPECT_EQ(store_->Get(session_, "t", absl::InfinitePast()).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->Stats().pending, 1u);
+  auto sealed = store_->Seal(session_, "t");
+  ASSERT_TRUE(sealed.ok());
+  EXPECT_TRUE(sealed->sealed);
+  EXPECT_GT(sealed->version, 0u);
+  EXPECT_EQ(store_->Seal(session_, "t").status().code(), absl::StatusCode::kFailedPrecondition);
+  auto got = store_->Get(session_, "t", absl::InfinitePast());
+  ASSERT_TRUE(got.ok());
+  EXPECT_FALSE(got->writable);
+  EXPECT_EQ(got->block.segment, grant->block.segment);
+  EXPECT_EQ(got->block.offset, grant->block.offset);
+  EXPECT_EQ(got->info.leases, 2u);
+}
+
+TEST_F(TensorStoreTest, NameConflictsAndReplaceKeepOldVersionAlive) {
+  const uint64_t creator = Publish("t", 1.f);
+  EXPECT_EQ(store_->Create(session_, Spec("t", 4)).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  auto v1 = store_->Get(session_, "t", absl::InfinitePast());
+  ASSERT_TRUE(v1.ok());
+  Publish("t", 2.f, /*replace=*/true);
+  auto v2 = store_->Get(session_, "t", absl::InfinitePast());
+  ASSERT_TRUE(v2.ok());
+  EXPECT_GT(v2->info.version, v1->info.version);
+  float old_value = 0, new_value = 0;
+  std::memcpy(&old_value, v1->block.data, 4);
+  std::memcpy(&new_value, v2->block.data, 4);
+  EXPECT_EQ(old_value, 1.f);
+  EXPECT_EQ(new_value, 2.f);
+  const uint64_t used = store_->Stats().pool.used_bytes;
+  EXPECT_TRUE(store_->Release(session_, creator).ok());
+  EXPECT_EQ(store_->Stats().pool.used_bytes, used);  // v1 still leased
+  EXPECT_TRUE(store_->Release(session_, v1->lease_id).ok());
+  EXPECT_EQ(store_->Stats().pool.used_bytes, used - 256);  // now v1 is freed
+}
+
+TEST_F(TensorStoreTest, DeleteWhileLeasedFreesOnLastRelease) {
+  const uint64_t creator = Publish("big", 5.f, false, 512 << 10);  // 2 MiB: dedicated segment
+  auto held = store_->Get(session_, "big", absl::InfinitePast());
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE(store_->Delete("big").ok());
+  EXPECT_EQ(store_->Stat("big").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->Delete("big").code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(store_->Release(session_, creator).ok());
+  float value = 0;
+  std::memcpy(&value, held->block.data, 4);
+  EXPECT_EQ(value, 5.f);
+  EXPECT_TRUE(sink_.removed.empty());
+  EXPECT_TRUE(store_->Release(session_, held->lease_id).ok());
+  EXPECT_EQ(sink_.removed, std::vector<std::string>{held->block.segment});
+  EXPECT_EQ(store_->Stats().pool.used_bytes, 0u);
+}
+
+TEST_F(TensorStoreTest, ClosingASessionReleasesLeasesAndAbortsPending) {
+  RecordingSink other_sink;
+  const std::string other = store_->OpenSession(2, "other", &other_sink);
+  Publish("t", 1.f);
+  ASSERT_TRUE(store_->Get(other, "t", absl::InfinitePast()).ok());
+  ASSERT_TRUE(store_->Get(other, "t", absl::InfinitePast()).ok());
+  ASSERT_TRUE(store_->Create(other, Spec("unsealed", 4)).ok());
+  EXPECT_EQ(store_->Stat("t")->leases, 3u);
+  EXPECT_EQ(store_->Stats().sessions, 2u);
+  store_->CloseSession(other);
+  store_->CloseSession(other);  // idempotent
+  EXPECT_EQ(store_->Stat("t")->leases, 1u);
+  EXPECT_EQ(store_->Stats().pending, 0u);
+  EXPECT_EQ(store_->Stats().sessions, 1u);
+  EXPECT_TRUE(store_->Create(session_, Spec("unsealed", 4)).ok());  // the name is free again
+  EXPECT_EQ(store_->Get(other, "t", absl::InfinitePast()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(TensorStoreTest, OwnershipCodes) {
+  const std::string other = store_->OpenSession(2, "other", nullptr);
+  ASSERT_TRUE(store_->Create(session_, Spec("mine", 4)).ok());
+  EXPECT_EQ(store_->Seal(other, "mine").status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(store_->Abort(other, "mine").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(store_->Create(other, Spec("mine", 4)).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(store_->Seal(session_, "nothing").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->Seal("bogus", "mine").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->Delete("mine").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(store_->Abort(session_, "mine").ok());
+  EXPECT_EQ(store_->Release(session_, 12345).code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(TensorStoreTest, GetWaitsForPublicationOrDeadline) {
+  EXPECT_EQ(store_->Get(session_, "later", absl::Now() + absl::Milliseconds(30)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  std::thread producer([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    Publish("later", 3.f);
+  });
+  auto got = store_->Get(session_, "later", absl::Now() + absl::Seconds(10));
+  producer.join();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->info.name, "later");
+}
+
+TEST_F(TensorStoreTest, ShutdownWakesWaiters) {
+  std::thread stopper([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    store_->Shutdown();
+  });
+  auto got = store_->Get(session_, "never", absl::Now() + absl::Seconds(10));
+  stopper.join();
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(TensorStoreTest, PutAndReadTickets) {
+  auto ticket = store_->BeginPut(Spec("p", 2));
+  ASSERT_TRUE(ticket.ok());
+  const float values[2] = {1.5f, 2.5f};
+  std::memcpy(ticket->data, values, 8);
+  ASSERT_TRUE(store_->CommitPut(ticket->object_id).ok());
+  auto read = store_->BeginRead("p");
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(std::memcmp(read->data, values, 8), 0);
+  EXPECT_EQ(store_->Stat("p")->leases, 1u);
+  store_->EndRead(read->lease_id);
+  EXPECT_EQ(store_->Stat("p")->leases, 0u);
+  auto cancelled = store_->BeginPut(Spec("q", 2));
+  ASSERT_TRUE(cancelled.ok());
+  store_->CancelPut(cancelled->object_id);
+  EXPECT_EQ(store_->Stat("q").status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace tensorbroker::daemon
