@@ -51,7 +51,7 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(const std::string& 
 void Connection::ReadEvents() {
   v1::SessionEvent event;
   while (session_->Read(&event)) {
-    if (event.has_segment_removed()) mapper_.Forget(event.segment_removed().segment());
+    if (event.has_segment_removed()) mapper().Forget(event.segment_removed().segment());
   }
 }
 

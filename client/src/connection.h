@@ -1,6 +1,6 @@
 // One client's link to the daemon: the gRPC channel and stub, the Session stream that owns this
 // client's leases (open for the Connection's life), a background thread reading the daemon's
-// session events, and the segment mappings.
+// session events.
 //
 // Ownership: shared. The Client holds one reference and every tensor it hands out holds another,
 // so a tensor's deleter can still release its lease after the Client is gone; the session ends
@@ -33,7 +33,7 @@ class Connection {
   v1::Broker::Stub& stub() { return *stub_; }
   const std::string& session_id() const { return session_id_; }
   const std::string& socket_path() const { return socket_path_; }
-  SegmentMapper& mapper() { return mapper_; }
+  SegmentMapper& mapper() { return ProcessSegmentMapper(); }
 
   // Ends a lease. Never fails loudly: if the daemon is gone, so is the lease.
   void ReleaseLease(uint64_t lease_id) noexcept;
@@ -52,7 +52,6 @@ class Connection {
   std::unique_ptr<grpc::ClientReaderWriter<v1::SessionRequest, v1::SessionEvent>> session_;
   std::string session_id_;
   std::thread event_reader_;
-  SegmentMapper mapper_;
 };
 
 }  // namespace tensorbroker::client_internal

@@ -86,6 +86,11 @@ void SegmentMapper::Forget(const std::string& name) {
   cache_.erase({name, true});
 }
 
+SegmentMapper& ProcessSegmentMapper() {
+  static SegmentMapper* const mapper = new SegmentMapper();
+  return *mapper;
+}
+
 size_t SegmentMapper::cached() const {
   std::lock_guard<std::mutex> lock(mu_);
   return cache_.size();

@@ -1,5 +1,5 @@
-// This process's mappings of the daemon's shared-memory segments. Each segment is mapped once
-// per access mode (read-only for sealed tensors, read-write for mutable or unsealed ones) and
+// This process's mappings of the daemons' shared-memory segments, shared by every Client in the
+// process (ProcessSegmentMapper). Each segment is mapped once per access mode (read-only for sealed tensors, read-write for mutable or unsealed ones) and
 // reused by every tensor in it. A mapping lives while the cache or any tensor holds it: the
 // cache lets go when the daemon says the segment is gone (Forget), tensors when their deleter
 // runs, so a freed segment's pages are never pinned by an idle mapping.
@@ -48,9 +48,16 @@ class SegmentMapper {
   size_t cached() const;
 
  private:
+  friend SegmentMapper& ProcessSegmentMapper();
+  SegmentMapper() = default;
+
   mutable std::mutex mu_;
   std::map<std::pair<std::string, bool>, std::shared_ptr<const MappedSegment>> cache_;
 };
+
+// The one mapper of this process. Never destroyed, so tensors released during static
+// destruction still find it.
+SegmentMapper& ProcessSegmentMapper();
 
 }  // namespace tensorbroker::client_internal
 
