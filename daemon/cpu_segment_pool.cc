@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "common/byte_size.h"
@@ -19,6 +20,12 @@ uint64_t RoundUp(uint64_t value, uint64_t multiple) {
 
 CpuSegmentPool::CpuSegmentPool(CpuSegmentPoolOptions options) : options_(std::move(options)) {}
 
+uint64_t CpuSegmentPool::PooledSegmentBytes() const {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  return std::max(page, std::min(options_.pooled_segment_bytes,
+                                 options_.capacity_bytes / 8 / page * page));
+}
+
 uint64_t CpuSegmentPool::CapacityLeft() const {
   return options_.capacity_bytes - std::min(reserved_bytes_, options_.capacity_bytes);
 }
@@ -26,8 +33,7 @@ uint64_t CpuSegmentPool::CapacityLeft() const {
 absl::StatusOr<CpuSegmentPool::Segment*> CpuSegmentPool::NewSegment(
     uint64_t size, BlockKind kind, bool dedicated, std::vector<std::string>* removed_segments) {
   if (size > CapacityLeft()) {
-    TrimEmpty(BlockKind::kImmutable, /*keep_one=*/false, removed_segments);
-    TrimEmpty(BlockKind::kMutable, /*keep_one=*/false, removed_segments);
+    RemoveIdle([](const Segment&) { return true; }, removed_segments);
   }
   if (size > CapacityLeft()) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -63,9 +69,13 @@ absl::StatusOr<Block> CpuSegmentPool::Allocate(uint64_t nbytes, BlockKind kind,
   const uint64_t rounded = RoundUp(std::max<uint64_t>(nbytes, 1), kDataAlignment);
   Segment* segment = nullptr;
   if (rounded > options_.dedicated_threshold) {
-    auto created = NewSegment(RoundUp(rounded, page), kind, /*dedicated=*/true, removed_segments);
-    if (!created.ok()) return created.status();
-    segment = *created;
+    segment = FindIdleDedicated(rounded, kind);
+    if (segment == nullptr) {
+      auto created =
+          NewSegment(RoundUp(rounded, page), kind, /*dedicated=*/true, removed_segments);
+      if (!created.ok()) return created.status();
+      segment = *created;
+    }
   } else {
     for (auto& [name, candidate] : segments_) {
       if (candidate->dedicated || candidate->kind != kind) continue;
@@ -74,9 +84,10 @@ absl::StatusOr<Block> CpuSegmentPool::Allocate(uint64_t nbytes, BlockKind kind,
         return MakeBlock(*candidate, *offset);
       }
     }
-    // A new pooled segment; smaller than usual when little capacity is left.
-    const uint64_t size = std::max(RoundUp(rounded, page),
-                                   std::min(options_.pooled_segment_bytes, CapacityLeft() / page * page));
+    // A new pooled segment: at most an eighth of the capacity, so that one small tensor never
+    // reserves room that the other kind or a large tensor needs; smaller when little is left.
+    const uint64_t pooled = std::min(PooledSegmentBytes(), CapacityLeft() / page * page);
+    const uint64_t size = std::max(RoundUp(rounded, page), pooled);
     auto created = NewSegment(size, kind, /*dedicated=*/false, removed_segments);
     if (!created.ok()) return created.status();
     segment = *created;
@@ -94,30 +105,36 @@ void CpuSegmentPool::Free(const Block& block, std::vector<std::string>* removed_
   used_bytes_ -= segment.allocator.SizeAt(block.offset);
   segment.allocator.Free(block.offset);
   if (!segment.allocator.empty()) return;
-  if (segment.dedicated) {
-    reserved_bytes_ -= segment.shm.size();
-    removed_segments->push_back(block.segment);
-    segments_.erase(it);
-    return;
-  }
-  TrimEmpty(segment.kind, /*keep_one=*/true, removed_segments);
+  // Keep the segment that just went idle (a full-size pooled one, or a dedicated one) for
+  // reuse, and drop the idle segment it replaces.
+  const bool keep = segment.dedicated || segment.shm.size() == PooledSegmentBytes();
+  RemoveIdle(
+      [&](const Segment& s) {
+        return s.kind == segment.kind && s.dedicated == segment.dedicated &&
+               (!keep || &s != &segment);
+      },
+      removed_segments);
 }
 
-void CpuSegmentPool::TrimEmpty(BlockKind kind, bool keep_one,
-                               std::vector<std::string>* removed_segments) {
-  bool kept_one = !keep_one;
+CpuSegmentPool::Segment* CpuSegmentPool::FindIdleDedicated(uint64_t bytes, BlockKind kind) {
+  for (auto& [name, s] : segments_) {
+    // Reuse only when the tensor fills at least half of it: idle memory is not free memory.
+    if (s->dedicated && s->kind == kind && s->allocator.empty() && s->shm.size() >= bytes &&
+        s->shm.size() / 2 <= bytes) {
+      return s.get();
+    }
+  }
+  return nullptr;
+}
+
+void CpuSegmentPool::RemoveIdle(const std::function<bool(const Segment&)>& should_remove,
+                                std::vector<std::string>* removed_segments) {
   for (auto it = segments_.begin(); it != segments_.end();) {
-    Segment& s = *it->second;
-    if (s.dedicated || (keep_one && s.kind != kind) || !s.allocator.empty()) {
+    if (!it->second->allocator.empty() || !should_remove(*it->second)) {
       ++it;
       continue;
     }
-    if (!kept_one && s.kind == kind && s.shm.size() == options_.pooled_segment_bytes) {
-      kept_one = true;
-      ++it;
-      continue;
-    }
-    reserved_bytes_ -= s.shm.size();
+    reserved_bytes_ -= it->second->shm.size();
     removed_segments->push_back(it->first);
     it = segments_.erase(it);
   }

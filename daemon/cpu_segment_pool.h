@@ -3,12 +3,16 @@
 // a segment of its own. Every block is 256-byte aligned. Immutable and mutable tensors never
 // share a segment (see BlockKind).
 //
-// Capacity counts segment bytes, which are reserved in tmpfs when created. An empty dedicated
-// segment is removed at once; one empty pooled segment per kind is kept for reuse.
+// Capacity counts segment bytes, which are reserved in tmpfs when created. When a segment goes
+// idle (empty), one idle pooled and one idle dedicated segment per kind are kept for reuse:
+// reusing them spares tmpfs reservation and, above all, lets clients keep their cached
+// mappings, whose pages are already faulted in. Idle segments are dropped first whenever
+// capacity runs short.
 // Segment names are "<prefix><seq>", unique for the life of the daemon.
 #ifndef TENSORBROKER_DAEMON_CPU_SEGMENT_POOL_H_
 #define TENSORBROKER_DAEMON_CPU_SEGMENT_POOL_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -48,10 +52,14 @@ class CpuSegmentPool final : public MemoryPool {
   absl::StatusOr<Segment*> NewSegment(uint64_t size, BlockKind kind, bool dedicated,
                                       std::vector<std::string>* removed_segments);
   uint64_t CapacityLeft() const;
+  // The usual size of a pooled segment: the option, capped at an eighth of the capacity.
+  uint64_t PooledSegmentBytes() const;
   Block MakeBlock(const Segment& segment, uint64_t offset) const;
-  // Removes empty pooled segments of `kind` beyond the one kept for reuse (all of them, of
-  // either kind, when `keep_one` is false).
-  void TrimEmpty(BlockKind kind, bool keep_one, std::vector<std::string>* removed_segments);
+  // An idle dedicated segment that `bytes` would fill at least half of, or null.
+  Segment* FindIdleDedicated(uint64_t bytes, BlockKind kind);
+  // Removes every idle (empty) segment for which `should_remove` is true.
+  void RemoveIdle(const std::function<bool(const Segment&)>& should_remove,
+                  std::vector<std::string>* removed_segments);
 
   CpuSegmentPoolOptions options_;
   uint64_t next_sequence_ = 0;

@@ -56,8 +56,11 @@ absl::StatusOr<std::shared_ptr<const MappedSegment>> MappedSegment::Map(const st
                                             " bytes, the daemon said ", size));
   }
   if (size == 0) return std::shared_ptr<const MappedSegment>(new MappedSegment(nullptr, 0));
-  void* p = ::mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED,
-                   fd.fd, 0);
+  // A writable mapping is a producer's, which fills the tensor: fault every page in now, in one
+  // batch (MAP_POPULATE), instead of one fault per 4 KiB during the fill. Read-only mappings
+  // stay lazy so a consumer that reads a little of a large segment pays only for that.
+  void* p = ::mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ,
+                   MAP_SHARED | (writable ? MAP_POPULATE : 0), fd.fd, 0);
   if (p == MAP_FAILED) return ErrnoStatus(errno, "mapping segment " + name);
   return std::shared_ptr<const MappedSegment>(new MappedSegment(static_cast<uint8_t*>(p), size));
 }

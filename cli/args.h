@@ -1,0 +1,39 @@
+// Command-line parsing and help texts of the `tensorbroker` tool. ParseArgs turns argv into an
+// Invocation or a usage error (INVALID_ARGUMENT whose message is meant for the user; the tool
+// exits with status 2 on it). Options may appear before or after the subcommand's arguments;
+// "--" ends options. Pure functions, thread-safe.
+#ifndef TENSORBROKER_CLI_ARGS_H_
+#define TENSORBROKER_CLI_ARGS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace tensorbroker::cli {
+
+enum class Command { kNone, kHelp, kLs, kStat, kPut, kGet, kRm, kStats };
+
+struct Invocation {
+  Command command = Command::kNone;
+  std::string socket_path;             // empty: the client library's default
+  std::vector<std::string> arguments;  // positional arguments after the subcommand
+  bool help = false;                   // --help: print the help of `command` and exit 0
+  bool version = false;                // --version
+  bool json = false;                   // ls, stat, stats
+  bool replace = false;                // put
+  bool is_mutable = false;             // put
+};
+
+absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& argv);
+
+// The help text of `command` (kNone, kHelp: the overview), ending in '\n'.
+std::string HelpText(Command command);
+// The subcommand named `name`, or kNone.
+Command CommandFromName(absl::string_view name);
+absl::string_view CommandName(Command command);
+
+}  // namespace tensorbroker::cli
+
+#endif  // TENSORBROKER_CLI_ARGS_H_

@@ -1,0 +1,159 @@
+#include "cli/info_format.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/byte_size.h"
+#include "common/dtype_names.h"
+
+namespace tensorbroker::cli {
+namespace {
+
+std::string ShapeText(const std::vector<int64_t>& dims) {
+  return absl::StrCat("[", absl::StrJoin(dims, ", "), "]");
+}
+
+std::string TimeText(int64_t unix_ms) {
+  if (unix_ms <= 0) return "-";
+  const time_t seconds = static_cast<time_t>(unix_ms / 1000);
+  struct tm tm {};
+  if (gmtime_r(&seconds, &tm) == nullptr) return absl::StrCat(unix_ms, " ms");
+  char text[64];
+  if (strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
+    return absl::StrCat(unix_ms, " ms");
+  }
+  return absl::StrCat(text, ".", absl::Dec(unix_ms % 1000, absl::kZeroPad3), "Z");
+}
+
+std::string KeyValueLines(const std::vector<std::pair<std::string, std::string>>& rows) {
+  size_t width = 0;
+  for (const auto& [key, value] : rows) width = std::max(width, key.size());
+  std::string out;
+  for (const auto& [key, value] : rows) {
+    absl::StrAppend(&out, key, ":", std::string(width - key.size() + 1, ' '), value, "\n");
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string DeviceName(const DLDevice& device) {
+  switch (device.device_type) {
+    case kDLCPU:
+      return "cpu";
+    case kDLCUDA:
+      return absl::StrCat("cuda:", device.device_id);
+    case kDLCUDAHost:
+      return "cuda_host";
+    default:
+      return absl::StrCat("device(type=", static_cast<int>(device.device_type),
+                          ",id=", device.device_id, ")");
+  }
+}
+
+void WriteTensorInfoJson(const TensorInfo& info, JsonWriter& json) {
+  json.BeginObject();
+  json.Key("name").String(info.name);
+  json.Key("dtype").String(DTypeName(info.dtype));
+  json.Key("shape").IntArray(info.shape);
+  json.Key("strides").IntArray(info.strides);
+  json.Key("nbytes").UInt(info.nbytes);
+  json.Key("device").String(DeviceName(info.device));
+  json.Key("sealed").Bool(info.sealed);
+  json.Key("mutable").Bool(info.is_mutable);
+  json.Key("version").UInt(info.version);
+  json.Key("leases").UInt(info.leases);
+  json.Key("created_unix_ms").Int(info.created_unix_ms);
+  json.EndObject();
+}
+
+std::string TensorInfoJson(const TensorInfo& info) {
+  JsonWriter json;
+  WriteTensorInfoJson(info, json);
+  return json.str();
+}
+
+std::string TensorListJson(const std::vector<TensorInfo>& infos) {
+  JsonWriter json;
+  json.BeginArray();
+  for (const TensorInfo& info : infos) WriteTensorInfoJson(info, json);
+  json.EndArray();
+  return json.str();
+}
+
+std::string StatsJson(const BrokerStats& stats) {
+  JsonWriter json;
+  json.BeginObject();
+  json.Key("capacity_bytes").UInt(stats.capacity_bytes);
+  json.Key("used_bytes").UInt(stats.used_bytes);
+  json.Key("reserved_bytes").UInt(stats.reserved_bytes);
+  json.Key("tensors").UInt(stats.tensors);
+  json.Key("leases").UInt(stats.leases);
+  json.Key("clients").UInt(stats.clients);
+  json.Key("segments").UInt(stats.segments);
+  json.Key("pending").UInt(stats.pending);
+  json.EndObject();
+  return json.str();
+}
+
+std::string TensorInfoText(const TensorInfo& info) {
+  return KeyValueLines({
+      {"name", info.name},
+      {"dtype", DTypeName(info.dtype)},
+      {"shape", ShapeText(info.shape)},
+      {"strides", ShapeText(info.strides)},
+      {"nbytes", absl::StrCat(info.nbytes, " (", FormatByteSize(info.nbytes), ")")},
+      {"device", DeviceName(info.device)},
+      {"sealed", info.sealed ? "true" : "false"},
+      {"mutable", info.is_mutable ? "true" : "false"},
+      {"version", absl::StrCat(info.version)},
+      {"leases", absl::StrCat(info.leases)},
+      {"created", TimeText(info.created_unix_ms)},
+  });
+}
+
+std::string TensorTableText(const std::vector<TensorInfo>& infos) {
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"NAME", "DTYPE", "SHAPE", "SIZE", "VERSION", "LEASES"});
+  for (const TensorInfo& info : infos) {
+    rows.push_back({info.name, DTypeName(info.dtype), ShapeText(info.shape),
+                    FormatByteSize(info.nbytes), absl::StrCat(info.version),
+                    absl::StrCat(info.leases)});
+  }
+  std::vector<size_t> widths(rows[0].size(), 0);
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (i + 1 == row.size()) {
+        line += row[i];
+      } else {
+        absl::StrAppend(&line, row[i], std::string(widths[i] - row[i].size() + 2, ' '));
+      }
+    }
+    absl::StrAppend(&out, line, "\n");
+  }
+  return out;
+}
+
+std::string StatsText(const BrokerStats& stats) {
+  return KeyValueLines({
+      {"capacity", FormatByteSize(stats.capacity_bytes)},
+      {"used", FormatByteSize(stats.used_bytes)},
+      {"reserved", FormatByteSize(stats.reserved_bytes)},
+      {"tensors", absl::StrCat(stats.tensors)},
+      {"leases", absl::StrCat(stats.leases)},
+      {"clients", absl::StrCat(stats.clients)},
+      {"segments", absl::StrCat(stats.segments)},
+      {"pending", absl::StrCat(stats.pending)},
+  });
+}
+
+}  // namespace tensorbroker::cli

@@ -1,0 +1,40 @@
+// How the CLI shows what the broker reports: TensorInfo and BrokerStats as JSON objects (the
+// stable, scriptable form) and as human text (aligned "key: value" lines, a table for `ls`).
+// Pure functions, thread-safe.
+//
+// Tensor JSON object keys: name, dtype (NumPy spelling), shape, strides (elements), nbytes,
+// device ("cpu", "cuda:N", "cuda_host", or "device(type=T,id=N)"), sealed, mutable, version,
+// leases, created_unix_ms.
+// Stats JSON object keys: capacity_bytes, used_bytes, reserved_bytes, tensors, leases, clients,
+// segments, pending.
+#ifndef TENSORBROKER_CLI_INFO_FORMAT_H_
+#define TENSORBROKER_CLI_INFO_FORMAT_H_
+
+#include <dlpack/dlpack.h>
+
+#include <string>
+#include <vector>
+
+#include "cli/json_writer.h"
+#include "tensorbroker/client.h"
+
+namespace tensorbroker::cli {
+
+std::string DeviceName(const DLDevice& device);
+
+void WriteTensorInfoJson(const TensorInfo& info, JsonWriter& json);
+// One JSON object, no trailing newline.
+std::string TensorInfoJson(const TensorInfo& info);
+// A JSON array of TensorInfoJson objects, no trailing newline.
+std::string TensorListJson(const std::vector<TensorInfo>& infos);
+std::string StatsJson(const BrokerStats& stats);
+
+// "key: value" lines, values aligned, each line ending in '\n'.
+std::string TensorInfoText(const TensorInfo& info);
+// A header line and one line per tensor: NAME DTYPE SHAPE SIZE VERSION LEASES.
+std::string TensorTableText(const std::vector<TensorInfo>& infos);
+std::string StatsText(const BrokerStats& stats);
+
+}  // namespace tensorbroker::cli
+
+#endif  // TENSORBROKER_CLI_INFO_FORMAT_H_

@@ -1,0 +1,203 @@
+// End-to-end tests of `tensorbroker get` for tensors the CLI cannot make itself: a strided
+// Create (the broker keeps its layout, so get must read through the strides), bfloat16 and
+// float8 (written as raw void with a note on stderr), and a mutable tensor. Runs the real CLI
+// binary against the real daemon (tests/support/daemon_process.h).
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/npy_format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tensorbroker/client.h"
+#include "tests/support/daemon_process.h"
+
+extern char** environ;
+
+namespace tensorbroker {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// Runs the CLI binary with `args`; posix_spawn, so it is safe next to gRPC's threads.
+CliResult RunCli(const std::vector<std::string>& args) {
+  const std::string dir = ::testing::TempDir();
+  const std::string out_path = dir + "/cli_get_test.stdout";
+  const std::string err_path = dir + "/cli_get_test.stderr";
+  std::vector<std::string> argv_storage = {TENSORBROKER_CLI_PATH};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  CliResult result;
+  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    ADD_FAILURE() << "posix_spawn " << argv[0] << ": " << std::strerror(rc);
+    return result;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+  }
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.out = ReadWholeFile(out_path);
+  result.err = ReadWholeFile(err_path);
+  return result;
+}
+
+class CliGetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto daemon = testing::DaemonProcess::Start({"--capacity", "256M"});
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = std::make_unique<testing::DaemonProcess>(*std::move(daemon));
+    auto client = Client::Connect(daemon_->socket_path());
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = *std::move(client);
+  }
+
+  // Creates and seals `name` with bytes[i] = fill(i) over the whole buffer.
+  void Publish(const std::string& name, const std::vector<int64_t>& shape, DLDataType dtype,
+               const CreateOptions& options, const std::vector<uint8_t>& bytes) {
+    auto created = client_->Create(name, shape, dtype, options);
+    ASSERT_TRUE(created.ok()) << created.status();
+    TensorPtr tensor(*created);
+    auto* data = static_cast<uint8_t*>(tensor->dl_tensor.data) + tensor->dl_tensor.byte_offset;
+    std::memcpy(data, bytes.data(), bytes.size());
+    auto sealed = client_->Seal(name);
+    ASSERT_TRUE(sealed.ok()) << sealed.status();
+  }
+
+  std::string Path(const std::string& file) { return ::testing::TempDir() + "/" + file; }
+
+  CliResult Cli(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--socket", daemon_->socket_path()});
+    return RunCli(args);
+  }
+
+  std::unique_ptr<testing::DaemonProcess> daemon_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(CliGetTest, StridedTensorIsWrittenInCOrder) {
+  // Shape {3, 4}, column-major strides {1, 3}: element (i, j) lives at i + 3 j.
+  std::vector<float> storage(12);
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 4; ++j) storage[i + 3 * j] = static_cast<float>(10 * i + j);
+  }
+  std::vector<uint8_t> bytes(48);
+  std::memcpy(bytes.data(), storage.data(), 48);
+  CreateOptions options;
+  options.strides = {1, 3};
+  Publish("strided/t", {3, 4}, dtypes::kFloat32, options, bytes);
+
+  CliResult stat = Cli({"stat", "strided/t", "--json"});
+  ASSERT_EQ(stat.exit_code, 0) << stat.err;
+  EXPECT_THAT(stat.out, HasSubstr("\"strides\": [1, 3]"));
+
+  const std::string path = Path("strided.npy");
+  CliResult get = Cli({"get", "strided/t", path});
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_EQ(get.err, "");
+  const std::string file = ReadWholeFile(path);
+  auto header = npy::ParseFile(file);
+  ASSERT_TRUE(header.ok()) << header.status();
+  EXPECT_EQ(header->descr, "<f4");
+  EXPECT_EQ(header->shape, (std::vector<int64_t>{3, 4}));
+  EXPECT_FALSE(header->fortran_order);
+  std::vector<float> c_order(12);
+  std::memcpy(c_order.data(), file.data() + header->data_offset, 48);
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 4; ++j) EXPECT_EQ(c_order[i * 4 + j], 10 * i + j) << i << "," << j;
+  }
+  // The CLI's lease ended with it.
+  auto info = client_->Stat("strided/t");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->leases, 0u);
+}
+
+TEST_F(CliGetTest, BFloat16AndFloat8AreWrittenAsRawVoidWithANote) {
+  const std::vector<uint8_t> bf16 = {0x80, 0x3f, 0x00, 0x40, 0x40, 0x40};  // 1, 2, 3
+  Publish("raw/bf16", {3}, dtypes::kBFloat16, {}, bf16);
+  const std::vector<uint8_t> f8 = {0x38, 0x40, 0x44, 0x48};
+  Publish("raw/f8", {2, 2}, DLDataType{10, 8, 1}, {}, f8);  // float8_e4m3fn
+
+  struct Case {
+    std::string name, descr, dtype_name;
+    std::vector<uint8_t> bytes;
+  };
+  for (const Case& c : {Case{"raw/bf16", "|V2", "bfloat16", bf16},
+                        Case{"raw/f8", "|V1", "float8_e4m3fn", f8}}) {
+    const std::string path = Path("raw.npy");
+    CliResult get = Cli({"get", c.name, path});
+    ASSERT_EQ(get.exit_code, 0) << get.err;
+    EXPECT_THAT(get.err, HasSubstr("note"));
+    EXPECT_THAT(get.err, HasSubstr(c.dtype_name));
+    EXPECT_THAT(get.err, HasSubstr(c.descr));
+    const std::string file = ReadWholeFile(path);
+    EXPECT_THAT(file, HasSubstr("'descr': '" + c.descr + "'"));
+    auto header = npy::ParseHeader(file);
+    EXPECT_FALSE(header.ok());  // raw void is refused on the way back in...
+    CliResult put = Cli({"put", "raw/back", path});
+    EXPECT_EQ(put.exit_code, 1);
+    EXPECT_THAT(put.err, HasSubstr("void"));
+    // ...but the bytes are all there, after the 64-byte-aligned header.
+    ASSERT_GE(file.size(), c.bytes.size());
+    EXPECT_EQ(file.size() % 64, c.bytes.size());
+    EXPECT_EQ(file.substr(file.size() - c.bytes.size()),
+              std::string(c.bytes.begin(), c.bytes.end()));
+
+    CliResult stat = Cli({"stat", c.name, "--json"});
+    ASSERT_EQ(stat.exit_code, 0) << stat.err;
+    EXPECT_THAT(stat.out, HasSubstr("\"dtype\": \"" + c.dtype_name + "\""));
+  }
+}
+
+TEST_F(CliGetTest, MutableTensorCanBeRead) {
+  std::vector<uint8_t> bytes = {1, 2, 3, 4};
+  CreateOptions options;
+  options.is_mutable = true;
+  Publish("mutable/t", {4}, dtypes::kUInt8, options, bytes);
+  const std::string path = Path("mutable.npy");
+  CliResult get = Cli({"get", "mutable/t", path});
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  const std::string file = ReadWholeFile(path);
+  auto header = npy::ParseFile(file);
+  ASSERT_TRUE(header.ok()) << header.status();
+  EXPECT_EQ(header->descr, "|u1");
+  EXPECT_EQ(file.substr(header->data_offset), "\x01\x02\x03\x04");
+  CliResult stat = Cli({"stat", "mutable/t"});
+  EXPECT_THAT(stat.out, HasSubstr("mutable: true"));
+}
+
+}  // namespace
+}  // namespace tensorbroker
