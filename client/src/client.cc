@@ -2,6 +2,9 @@
 // the Connection owns transport and session, ExportedTensor the DLPack wrapping.
 #include "tensorbroker/client.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "client/src/connection.h"
 #include "client/src/exported_tensor.h"
@@ -144,34 +147,38 @@ absl::StatusOr<TensorInfo> Client::Put(const std::string& name, const DLTensor& 
   return sealed;
 }
 
-absl::StatusOr<DLManagedTensorVersioned*> Client::Get(const std::string& name,
-                                                      std::chrono::milliseconds timeout) {
-  Connection& connection = *impl_->connection;
+namespace {
+
+// A Get on the wire: the grant (and the lease it carries) for `name`.
+absl::StatusOr<v1::TensorGrant> FetchGrant(Connection& connection, const std::string& name,
+                                           std::chrono::milliseconds timeout) {
   v1::GetRequest request;
   request.set_session_id(connection.session_id());
   request.set_name(name);
-  request.set_wait_ms(static_cast<uint32_t>(std::max<int64_t>(0, timeout.count())));
+  request.set_wait_ms(static_cast<uint32_t>(
+      std::clamp<int64_t>(timeout.count(), 0, std::numeric_limits<uint32_t>::max())));
   v1::TensorGrant grant;
   if (absl::Status s = Call(connection, &v1::Broker::Stub::Get, request, &grant, timeout);
       !s.ok()) {
     return s;
   }
-  return client_internal::ExportVersioned(impl_->connection, grant);
+  return grant;
+}
+
+}  // namespace
+
+absl::StatusOr<DLManagedTensorVersioned*> Client::Get(const std::string& name,
+                                                      std::chrono::milliseconds timeout) {
+  auto grant = FetchGrant(*impl_->connection, name, timeout);
+  if (!grant.ok()) return grant.status();
+  return client_internal::ExportVersioned(impl_->connection, *grant);
 }
 
 absl::StatusOr<DLManagedTensor*> Client::GetLegacy(const std::string& name,
                                                    std::chrono::milliseconds timeout) {
-  Connection& connection = *impl_->connection;
-  v1::GetRequest request;
-  request.set_session_id(connection.session_id());
-  request.set_name(name);
-  request.set_wait_ms(static_cast<uint32_t>(std::max<int64_t>(0, timeout.count())));
-  v1::TensorGrant grant;
-  if (absl::Status s = Call(connection, &v1::Broker::Stub::Get, request, &grant, timeout);
-      !s.ok()) {
-    return s;
-  }
-  return client_internal::ExportLegacy(impl_->connection, grant);
+  auto grant = FetchGrant(*impl_->connection, name, timeout);
+  if (!grant.ok()) return grant.status();
+  return client_internal::ExportLegacy(impl_->connection, *grant);
 }
 
 absl::Status Client::Delete(const std::string& name) {
