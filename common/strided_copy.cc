@@ -1,5 +1,6 @@
 #include "common/strided_copy.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -48,6 +49,72 @@ void CopyToCompact(const DLTensor& src, uint8_t* dst) {
       index[static_cast<size_t>(d)] = 0;
     }
   }
+}
+
+bool StreamCompact(const DLTensor& src, size_t max_chunk,
+                   const std::function<bool(const uint8_t* data, size_t size)>& sink) {
+  const uint64_t item = ItemSize(src.dtype);
+  const int ndim = src.ndim;
+  std::vector<int64_t> shape(src.shape, src.shape + ndim);
+  std::vector<int64_t> strides = src.strides == nullptr
+                                     ? CompactStrides(shape)
+                                     : std::vector<int64_t>(src.strides, src.strides + ndim);
+  uint64_t elements = 1;
+  for (int64_t d : shape) elements *= static_cast<uint64_t>(d);
+  const uint8_t* base = static_cast<const uint8_t*>(src.data) + src.byte_offset;
+  if (elements == 0) return true;
+  max_chunk = std::max<size_t>(max_chunk, item);
+  bool compact = true;
+  for (int d = 0; d < ndim; ++d) {
+    if (shape[d] != 1 && strides[d] != CompactStrides(shape)[d]) compact = false;
+  }
+  if (compact) {
+    const uint64_t total = elements * item;
+    const uint64_t step = max_chunk / item * item;
+    for (uint64_t sent = 0; sent < total; sent += step) {
+      if (!sink(base + sent, static_cast<size_t>(std::min(step, total - sent)))) return false;
+    }
+    return true;
+  }
+  // Blocks: sub-tensors over the innermost dimensions [inner, ndim) that fit in one chunk;
+  // an odometer walks the outer dimensions and blocks are packed into chunks.
+  int inner = ndim;
+  uint64_t block_elements = 1;
+  while (inner > 0 && block_elements * static_cast<uint64_t>(shape[inner - 1]) * item <= max_chunk) {
+    block_elements *= static_cast<uint64_t>(shape[inner - 1]);
+    --inner;
+  }
+  const size_t block_bytes = static_cast<size_t>(block_elements * item);
+  DLTensor block = src;
+  block.data = const_cast<uint8_t*>(base);
+  block.byte_offset = 0;
+  block.ndim = ndim - inner;
+  block.shape = shape.data() + inner;
+  block.strides = strides.data() + inner;
+  std::vector<uint8_t> chunk;
+  chunk.reserve(std::max(block_bytes, max_chunk / block_bytes * block_bytes));
+  std::vector<int64_t> index(static_cast<size_t>(inner), 0);
+  int64_t offset = 0;  // in elements, of the current block
+  const uint64_t blocks = elements / block_elements;
+  for (uint64_t b = 0; b < blocks; ++b) {
+    if (chunk.size() + block_bytes > max_chunk && !chunk.empty()) {
+      if (!sink(chunk.data(), chunk.size())) return false;
+      chunk.clear();
+    }
+    const size_t at = chunk.size();
+    chunk.resize(at + block_bytes);
+    block.data = const_cast<uint8_t*>(base + offset * static_cast<int64_t>(item));
+    CopyToCompact(block, chunk.data() + at);
+    for (int d = inner - 1; d >= 0; --d) {
+      if (++index[static_cast<size_t>(d)] < shape[d]) {
+        offset += strides[d];
+        break;
+      }
+      offset -= strides[d] * (shape[d] - 1);
+      index[static_cast<size_t>(d)] = 0;
+    }
+  }
+  return chunk.empty() || sink(chunk.data(), chunk.size());
 }
 
 }  // namespace tensorbroker

@@ -6,13 +6,21 @@
 
 #include <dlpack/dlpack.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 
 namespace tensorbroker {
 
 // `src` must be valid (dtype whole bytes, non-negative shape); `dst` must hold
 // elements * itemsize bytes. NULL strides mean compact.
 void CopyToCompact(const DLTensor& src, uint8_t* dst);
+
+// Hands the bytes of `src` in compact C order to `sink`, in pieces of at most `max_chunk`
+// bytes (or one element, if larger). A compact `src` is passed through without copying.
+// Stops early, returning false, when `sink` returns false.
+bool StreamCompact(const DLTensor& src, size_t max_chunk,
+                   const std::function<bool(const uint8_t* data, size_t size)>& sink);
 
 }  // namespace tensorbroker
 

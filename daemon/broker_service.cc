@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/proto_convert.h"
+#include "common/strided_copy.h"
 #include "common/tensor_layout.h"
 #include "daemon/log.h"
 
@@ -173,19 +174,29 @@ grpc::Status BrokerService::Read(grpc::ServerContext* context, const v1::ReadReq
   if (absl::Status s = ValidateName(request->name()); !s.ok()) return Answer("Read", s);
   auto ticket = store_->BeginRead(request->name());
   if (!ticket.ok()) return Answer("Read", ticket.status());
+  const TensorView& info = ticket->info;
   v1::ReadResponse response;
-  ToProto(ticket->info, response.mutable_info());
-  uint64_t sent = 0;
-  bool ok = true;
-  do {
-    const uint64_t n = std::min<uint64_t>(kMaxChunkBytes, ticket->info.nbytes - sent);
-    response.set_data(ticket->data + sent, n);
-    ok = writer->Write(response);
+  ToProto(info, response.mutable_info());
+  // Compact C order whatever the stored layout.
+  DLTensor view{};
+  view.data = const_cast<uint8_t*>(ticket->data);
+  view.device = {kDLCPU, 0};
+  view.ndim = static_cast<int32_t>(info.shape.size());
+  view.dtype = info.dtype;
+  view.shape = const_cast<int64_t*>(info.shape.data());
+  view.strides = const_cast<int64_t*>(info.strides.data());
+  bool sent_any = false;
+  const bool ok = StreamCompact(view, kMaxChunkBytes, [&](const uint8_t* data, size_t size) {
+    response.set_data(data, size);
+    sent_any = true;
+    const bool written = writer->Write(response);
     response.clear_info();
-    sent += n;
-  } while (ok && sent < ticket->info.nbytes && !context->IsCancelled());
+    return written && !context->IsCancelled();
+  });
+  // An empty tensor still gets its info.
+  const bool finished = ok && (sent_any || writer->Write(response));
   store_->EndRead(ticket->lease_id);
-  if (!ok) return grpc::Status(grpc::StatusCode::CANCELLED, "client stopped reading");
+  if (!finished) return grpc::Status(grpc::StatusCode::CANCELLED, "client stopped reading");
   return grpc::Status::OK;
 }
 

@@ -25,7 +25,7 @@ namespace tensorbroker::daemon {
 
 struct CpuSegmentPoolOptions {
   uint64_t capacity_bytes = 0;
-  std::string name_prefix;                         // e.g. "tb-1a2b3c4d-"
+  std::string name_prefix;                         // e.g. "tb-1a2b3c4d-9f8e7d6c-"
   uint64_t pooled_segment_bytes = 64ull << 20;     // size of a shared segment
   uint64_t dedicated_threshold = 16ull << 20;      // larger tensors get their own segment
 };

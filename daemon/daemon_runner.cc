@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <random>
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -31,6 +32,12 @@ uint32_t Fnv1a(const std::string& text) {
     hash *= 16777619u;
   }
   return hash;
+}
+
+// 32 random bits, hex.
+std::string InstanceId() {
+  std::random_device random;
+  return absl::StrCat(absl::Hex(random(), absl::kZeroPad8));
 }
 
 // Blocks until SIGTERM or SIGINT arrives; returns its number.
@@ -72,7 +79,9 @@ absl::Status RunDaemon(const DaemonOptions& options) {
 
   CpuSegmentPoolOptions pool_options;
   pool_options.capacity_bytes = options.capacity_bytes;
-  pool_options.name_prefix = prefix;
+  // A fresh instance id in every name: a client that outlives this daemon must never mistake a
+  // successor's segment for one it has cached.
+  pool_options.name_prefix = absl::StrCat(prefix, InstanceId(), "-");
   auto store = std::make_unique<TensorStore>(std::make_unique<CpuSegmentPool>(pool_options));
   SessionRegistry sessions;
   BrokerService service(store.get(), &sessions);

@@ -12,7 +12,8 @@
 
 namespace tensorbroker::daemon {
 
-// The /dev/shm name prefix of every segment served on `socket_path`: "tb-<8 hex>-".
+// The /dev/shm name prefix of every segment served on `socket_path`: "tb-<8 hex>-". Each
+// instance adds its own random id: "tb-<socket hash>-<instance>-<n>".
 std::string SegmentPrefixFor(const std::string& socket_path);
 
 absl::Status RunDaemon(const DaemonOptions& options);

@@ -142,6 +142,7 @@ absl::StatusOr<TensorInfo> Client::Put(const std::string& name, const DLTensor& 
   if (!target.ok()) return target.status();
   TensorPtr writable(*target);
   CopyToCompact(tensor, static_cast<uint8_t*>(writable->dl_tensor.data));
+  writable.reset();  // our lease ends before Seal: the caller holds none afterwards
   auto sealed = Seal(name);
   if (!sealed.ok()) (void)Abort(name);
   return sealed;

@@ -48,11 +48,25 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(const std::string& 
   return connection;
 }
 
+void Connection::NoteSegment(const std::string& segment) {
+  std::lock_guard<std::mutex> lock(segments_mu_);
+  segments_.insert(segment);
+}
+
 void Connection::ReadEvents() {
   v1::SessionEvent event;
   while (session_->Read(&event)) {
-    if (event.has_segment_removed()) mapper().Forget(event.segment_removed().segment());
+    if (!event.has_segment_removed()) continue;
+    const std::string& segment = event.segment_removed().segment();
+    mapper().Forget(segment);
+    std::lock_guard<std::mutex> lock(segments_mu_);
+    segments_.erase(segment);
   }
+  // The session is over (this Client went away, or the daemon did): no cache entry made for it
+  // may outlive it. Tensors still held keep their own mappings.
+  std::lock_guard<std::mutex> lock(segments_mu_);
+  for (const std::string& segment : segments_) mapper().Forget(segment);
+  segments_.clear();
 }
 
 Connection::~Connection() {

@@ -13,6 +13,8 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -35,6 +37,10 @@ class Connection {
   const std::string& socket_path() const { return socket_path_; }
   SegmentMapper& mapper() { return ProcessSegmentMapper(); }
 
+  // Records that a tensor of this connection lives in `segment`, so the cached mapping is
+  // dropped when the daemon removes the segment or the session ends (daemon gone).
+  void NoteSegment(const std::string& segment);
+
   // Ends a lease. Never fails loudly: if the daemon is gone, so is the lease.
   void ReleaseLease(uint64_t lease_id) noexcept;
 
@@ -52,6 +58,8 @@ class Connection {
   std::unique_ptr<grpc::ClientReaderWriter<v1::SessionRequest, v1::SessionEvent>> session_;
   std::string session_id_;
   std::thread event_reader_;
+  std::mutex segments_mu_;
+  std::set<std::string> segments_;  // mapped through this connection, still alive
 };
 
 }  // namespace tensorbroker::client_internal

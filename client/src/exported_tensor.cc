@@ -15,6 +15,7 @@ struct ExportContext {
   uint64_t lease_id = 0;
   std::vector<int64_t> shape;
   std::vector<int64_t> strides;
+  int64_t no_dims[1] = {0};  // shape and strides of a 0-d tensor point here
   DLManagedTensorVersioned versioned{};
   DLManagedTensor legacy{};
 
@@ -47,6 +48,7 @@ absl::StatusOr<std::unique_ptr<ExportContext>> MakeContext(std::shared_ptr<Conne
                                                    region.writable());
   if (!mapping.ok()) return mapping.status();
   context->mapping = *mapping;
+  context->connection->NoteSegment(region.segment());
   const v1::TensorInfo& info = grant.info();
   context->shape = ToVector(info.shape());
   context->strides = ToVector(info.strides());
@@ -58,8 +60,10 @@ absl::StatusOr<std::unique_ptr<ExportContext>> MakeContext(std::shared_ptr<Conne
   tensor->device = {kDLCPU, 0};
   tensor->ndim = static_cast<int32_t>(context->shape.size());
   tensor->dtype = FromProto(info.dtype());
-  tensor->shape = context->shape.data();
-  tensor->strides = context->strides.data();
+  // Never NULL, also for 0-d tensors (DLPack 1.2 requires strides; some consumers read them).
+  const bool scalar = context->shape.empty();
+  tensor->shape = scalar ? context->no_dims : context->shape.data();
+  tensor->strides = scalar ? context->no_dims : context->strides.data();
   tensor->byte_offset = 0;
   return context;
 }

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <vector>
 
@@ -69,6 +70,66 @@ TEST(CopyToCompact, ScalarAndEmpty) {
   EXPECT_EQ(dst[0], 42.f);
   std::vector<int64_t> empty_shape{0, 3}, empty_strides{3, 1};
   CopyToCompact(View(src, empty_shape, &empty_strides), nullptr);  // copies nothing
+}
+
+}  // namespace
+}  // namespace tensorbroker
+
+namespace tensorbroker {
+namespace {
+
+std::vector<float> Collect(const DLTensor& t, size_t max_chunk, size_t* calls) {
+  std::vector<float> out;
+  *calls = 0;
+  EXPECT_TRUE(StreamCompact(t, max_chunk, [&](const uint8_t* data, size_t size) {
+    EXPECT_LE(size, std::max<size_t>(max_chunk, sizeof(float)));
+    EXPECT_EQ(size % sizeof(float), 0u);
+    const float* f = reinterpret_cast<const float*>(data);
+    out.insert(out.end(), f, f + size / sizeof(float));
+    ++*calls;
+    return true;
+  }));
+  return out;
+}
+
+TEST(StreamCompact, StridedTensorInBoundedChunks) {
+  std::vector<float> src(12);
+  std::iota(src.begin(), src.end(), 0.f);
+  std::vector<int64_t> shape{4, 3}, strides{1, 4};  // transpose of 3x4
+  DLTensor t = View(src, shape, &strides);
+  const std::vector<float> expected{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11};
+  for (size_t max_chunk : {size_t{4}, size_t{12}, size_t{20}, size_t{48}, size_t{1000}}) {
+    size_t calls = 0;
+    EXPECT_EQ(Collect(t, max_chunk, &calls), expected) << max_chunk;
+    if (max_chunk >= 48) {
+      EXPECT_EQ(calls, 1u);
+    } else if (max_chunk == 4) {
+      EXPECT_EQ(calls, 12u);
+    }
+  }
+}
+
+TEST(StreamCompact, CompactTensorIsPassedThroughAndEmptyGivesNothing) {
+  std::vector<float> src(10);
+  std::iota(src.begin(), src.end(), 0.f);
+  std::vector<int64_t> shape{10};
+  DLTensor t = View(src, shape, nullptr);
+  size_t calls = 0;
+  EXPECT_EQ(Collect(t, 16, &calls), src);
+  EXPECT_EQ(calls, 3u);  // 16 + 16 + 8 bytes
+  std::vector<int64_t> empty{0, 4}, empty_strides{4, 1};
+  EXPECT_TRUE(Collect(View(src, empty, &empty_strides), 16, &calls).empty());
+  EXPECT_EQ(calls, 0u);
+}
+
+TEST(StreamCompact, StopsWhenTheSinkSaysSo) {
+  std::vector<float> src(8, 1.f);
+  std::vector<int64_t> shape{8};
+  int calls = 0;
+  EXPECT_FALSE(StreamCompact(View(src, shape, nullptr), 4, [&](const uint8_t*, size_t) {
+    return ++calls < 2;
+  }));
+  EXPECT_EQ(calls, 2);
 }
 
 }  // namespace

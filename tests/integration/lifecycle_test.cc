@@ -1,0 +1,277 @@
+// Daemon lifecycle: SIGTERM exits 0 and removes every /dev/shm segment it created and its
+// socket, even with a client connected and holding a lease; after SIGKILL a new daemon starts on
+// the same socket and, once it stops, nothing of either instance is left in /dev/shm; a second
+// daemon on a socket already served exits non-zero while the first keeps serving.
+// These compare /dev/shm before and after, so CMake runs them RUN_SERIAL.
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "tests/integration/test_util.h"
+
+namespace tensorbroker::testing {
+namespace {
+
+std::set<std::string> Minus(const std::set<std::string>& a, const std::set<std::string>& b) {
+  std::set<std::string> out;
+  for (const std::string& x : a) {
+    if (b.count(x) == 0) out.insert(x);
+  }
+  return out;
+}
+
+std::string Join(const std::set<std::string>& s) { return "{" + absl::StrJoin(s, ", ") + "}"; }
+
+// A private temporary directory, removed at the end of the scope.
+class TempDir {
+ public:
+  TempDir() {
+    std::string t = (std::filesystem::temp_directory_path() / "tblife.XXXXXX").string();
+    if (mkdtemp(t.data()) != nullptr) path_ = t;
+  }
+  ~TempDir() {
+    if (!path_.empty()) std::filesystem::remove_all(path_);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Publishes a pooled (small) tensor, a dedicated (large) one and a mutable one; returns a lease
+// on the small one.
+void Populate(Client& c, const std::string& tag, TensorPtr* held) {
+  std::vector<float> small(100, 1.0f);
+  std::vector<int64_t> small_shape = {100};
+  ASSERT_OK(c.Put(tag + "/small", HostTensor(small.data(), small_shape, dtypes::kFloat32)));
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * big,
+                       c.Create(tag + "/large", {24 << 20}, dtypes::kUInt8));  // 24 MiB
+  TensorPtr big_ptr(big);
+  std::memset(MutableDataOf(big_ptr->dl_tensor), 0x42, 24 << 20);
+  ASSERT_OK(c.Seal(tag + "/large"));
+  CreateOptions mut;
+  mut.is_mutable = true;
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * m, c.Create(tag + "/mutable", {10},
+                                                              dtypes::kInt32, mut));
+  TensorPtr m_ptr(m);
+  ASSERT_OK(c.Seal(tag + "/mutable"));
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * h, c.Get(tag + "/small"));
+  held->reset(h);
+}
+
+TEST(LifecycleTest, SigtermExitsZeroAndRemovesItsSegmentsAndSocket) {
+  const std::set<std::string> before = ListSegmentFiles();
+  ASSERT_OK_AND_ASSIGN(DaemonProcess daemon, DaemonProcess::Start({"--log-level", "warning"}));
+  const std::string socket = daemon.socket_path();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> client, Client::Connect(socket));
+  TensorPtr held;
+  Populate(*client, "term", &held);
+  // An unsealed tensor at shutdown, too.
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * pending_raw,
+                       client->Create("term/pending", {1000}, dtypes::kUInt8));
+  TensorPtr pending(pending_raw);
+
+  const std::set<std::string> used = SegmentFilesUsedBy(daemon.pid());
+  const std::set<std::string> created = Minus(ListSegmentFiles(), before);
+  EXPECT_FALSE(used.empty()) << "the daemon maps no /dev/shm/" << kSegmentPrefix << "* file";
+  EXPECT_GE(created.size(), 2u) << "a pooled and a dedicated segment at least: " << Join(created);
+  for (const std::string& s : used) EXPECT_EQ(created.count(s), 1u) << s;
+  ASSERT_TRUE(std::filesystem::exists(socket));
+
+  ASSERT_OK_AND_ASSIGN(int status, daemon.Stop(SIGTERM));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "tensorbrokerd " << DescribeWaitStatus(status);
+  const std::set<std::string> after = ListSegmentFiles();
+  EXPECT_EQ(Minus(after, before), std::set<std::string>{})
+      << "segments left in /dev/shm after SIGTERM";
+  for (const std::string& s : created) EXPECT_EQ(after.count(s), 0u) << s << " still exists";
+  EXPECT_FALSE(std::filesystem::exists(socket)) << "socket " << socket << " left behind";
+
+  // A mapping outlives the daemon: the client still reads its pages, and its deleters return.
+  EXPECT_EQ(FloatsOf(held->dl_tensor), std::vector<float>(100, 1.0f));
+  held.reset();
+  pending.reset();
+  EXPECT_FALSE(client->Ping().ok());
+}
+
+TEST(LifecycleTest, SigtermWithNoClientsExitsZero) {
+  const std::set<std::string> before = ListSegmentFiles();
+  ASSERT_OK_AND_ASSIGN(DaemonProcess daemon, DaemonProcess::Start({"--log-level", "warning"}));
+  const std::string socket = daemon.socket_path();
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> client, Client::Connect(socket));
+    std::vector<float> v(10, 2.0f);
+    std::vector<int64_t> shape = {10};
+    ASSERT_OK(client->Put("quiet/a", HostTensor(v.data(), shape, dtypes::kFloat32)));
+  }
+  ASSERT_OK_AND_ASSIGN(int status, daemon.Stop(SIGTERM));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << DescribeWaitStatus(status);
+  EXPECT_EQ(Minus(ListSegmentFiles(), before), std::set<std::string>{});
+  EXPECT_FALSE(std::filesystem::exists(socket));
+}
+
+TEST(LifecycleTest, RestartAfterSigkillOnTheSameSocketCleansUpBothInstances) {
+  const std::set<std::string> before = ListSegmentFiles();
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string socket = dir.path() + "/broker.sock";
+
+  std::set<std::string> first_segments;
+  {
+    ASSERT_OK_AND_ASSIGN(DaemonProcess first,
+                         DaemonProcess::StartOn(socket, {"--log-level", "warning"}));
+    {
+      ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> client, Client::Connect(socket));
+      TensorPtr held;
+      Populate(*client, "first", &held);
+      first_segments = Minus(ListSegmentFiles(), before);
+      ASSERT_FALSE(first_segments.empty());
+      ASSERT_OK_AND_ASSIGN(int status, first.Stop(SIGKILL));
+      EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+          << DescribeWaitStatus(status);
+      // A killed daemon cleans nothing: its segments are still there (and still readable).
+      for (const std::string& s : first_segments) {
+        EXPECT_TRUE(std::filesystem::exists("/dev/shm/" + s)) << s;
+      }
+      EXPECT_EQ(FloatsOf(held->dl_tensor), std::vector<float>(100, 1.0f));
+    }
+  }
+
+  // The second instance starts on the stale socket.
+  auto second_or = DaemonProcess::StartOn(socket, {"--log-level", "warning"});
+  ASSERT_TRUE(second_or.ok()) << "restart on the socket of a SIGKILLed daemon: "
+                              << second_or.status();
+  DaemonProcess second = *std::move(second_or);
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> client, Client::Connect(socket));
+    // A new daemon starts empty.
+    EXPECT_CODE(client->Stat("first/small"), absl::StatusCode::kNotFound);
+    ASSERT_OK_AND_ASSIGN(BrokerStats stats, client->Stats());
+    EXPECT_EQ(stats.tensors, 0u);
+    EXPECT_EQ(stats.used_bytes, 0u);
+    TensorPtr held;
+    Populate(*client, "second", &held);
+    ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, client->Get("second/large"));
+    TensorPtr large(raw);
+    EXPECT_EQ(BytesOf(large->dl_tensor), std::vector<uint8_t>(24 << 20, 0x42))
+        << "this process reads other bytes than it wrote through Create";
+    ASSERT_OK_AND_ASSIGN(Mapping m, FindMapping(DataOf(large->dl_tensor)));
+    EXPECT_FALSE(m.deleted) << "Get points into " << m.path
+                            << " (deleted): a stale mapping of the killed instance";
+  }
+  ASSERT_OK_AND_ASSIGN(int status, second.Stop(SIGTERM));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << DescribeWaitStatus(status);
+  const std::set<std::string> after = ListSegmentFiles();
+  EXPECT_EQ(Minus(after, before), std::set<std::string>{})
+      << "segments of the two instances left in /dev/shm";
+  for (const std::string& s : first_segments) {
+    EXPECT_EQ(after.count(s), 0u) << "the SIGKILLed instance's " << s << " was never removed";
+  }
+  EXPECT_FALSE(std::filesystem::exists(socket));
+}
+
+// A long-lived client process across a graceful daemon restart on the same socket: the new
+// daemon's segments may reuse names, and what this process reads must be what it wrote.
+TEST(LifecycleTest, ClientProcessOutlivingARestartedDaemonUsesTheNewSegments) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string socket = dir.path() + "/broker.sock";
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round == 0 ? "first daemon" : "restarted daemon");
+    ASSERT_OK_AND_ASSIGN(DaemonProcess daemon,
+                         DaemonProcess::StartOn(socket, {"--log-level", "warning"}));
+    {
+      ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> client, Client::Connect(socket));
+      const uint8_t fill = round == 0 ? 0x11 : 0x22;
+      for (int64_t n : {int64_t{4096}, int64_t{24} << 20}) {  // pooled and dedicated
+        const std::string name = "restart/" + std::to_string(n);
+        ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * w, client->Create(name, {n},
+                                                                          dtypes::kUInt8));
+        TensorPtr writer(w);
+        std::memset(MutableDataOf(writer->dl_tensor), fill, static_cast<size_t>(n));
+        ASSERT_OK(client->Seal(name));
+        ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * r, client->Get(name));
+        TensorPtr reader(r);
+        ASSERT_OK_AND_ASSIGN(Mapping wm, FindMapping(DataOf(writer->dl_tensor)));
+        ASSERT_OK_AND_ASSIGN(Mapping rm, FindMapping(DataOf(reader->dl_tensor)));
+        EXPECT_FALSE(wm.deleted) << "Create points into " << wm.path << " (deleted)";
+        EXPECT_FALSE(rm.deleted) << "Get points into " << rm.path << " (deleted)";
+        EXPECT_EQ(BytesOf(reader->dl_tensor), std::vector<uint8_t>(static_cast<size_t>(n), fill))
+            << name << ": Get does not see what Create wrote";
+        // And another process agrees.
+        ASSERT_OK_AND_ASSIGN(PeerResult peer, RunPeer(socket, {"get", name}));
+        ASSERT_TRUE(WIFEXITED(peer.status) && WEXITSTATUS(peer.status) == 0) << peer.out;
+        const std::vector<uint8_t> want(static_cast<size_t>(n), fill);
+        EXPECT_EQ(ParseFields(peer.out).at("hash"), HashBytes(want.data(), want.size())) << name;
+      }
+    }
+    ASSERT_OK_AND_ASSIGN(int status, daemon.Stop(SIGTERM));
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << DescribeWaitStatus(status);
+  }
+}
+
+TEST(LifecycleTest, SecondDaemonOnTheSameSocketFailsAndTheFirstKeepsServing) {
+  ASSERT_OK_AND_ASSIGN(DaemonProcess first, DaemonProcess::Start({"--log-level", "warning"}));
+  const std::string socket = first.socket_path();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> client, Client::Connect(socket));
+  std::vector<float> v = {1, 2, 3};
+  std::vector<int64_t> shape = {3};
+  ASSERT_OK(client->Put("one/x", HostTensor(v.data(), shape, dtypes::kFloat32)));
+  const std::set<std::string> first_segments = SegmentFilesUsedBy(first.pid());
+
+  // Start the second one by hand: DaemonProcess::StartOn would take the first one's Ping as
+  // success.
+  std::vector<std::string> argv = {DaemonBinaryPath(), "--socket", socket, "--log-level",
+                                   "warning"};
+  std::vector<char*> cargv;
+  for (std::string& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execv(cargv[0], cargv.data());
+    _exit(127);
+  }
+  int status = 0;
+  const bool exited = PollUntil(
+      [&] { return waitpid(pid, &status, WNOHANG) == pid; }, std::chrono::seconds(30),
+      std::chrono::milliseconds(10));
+  if (!exited) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  ASSERT_TRUE(exited) << "a second tensorbrokerd on a served socket did not exit";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 127)
+      << "second tensorbrokerd " << DescribeWaitStatus(status);
+
+  // The first one is unharmed: same socket file, same tensors, same segments.
+  EXPECT_TRUE(std::filesystem::exists(socket));
+  EXPECT_OK(client->Ping());
+  ASSERT_OK_AND_ASSIGN(TensorInfo info, client->Stat("one/x"));
+  EXPECT_EQ(info.shape, std::vector<int64_t>{3});
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> fresh, Client::Connect(socket));
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, fresh->Get("one/x"));
+  TensorPtr t(raw);
+  EXPECT_EQ(FloatsOf(t->dl_tensor), v);
+  for (const std::string& s : first_segments) {
+    EXPECT_TRUE(std::filesystem::exists("/dev/shm/" + s)) << "the second daemon removed " << s;
+  }
+  t.reset();
+  fresh.reset();
+  client.reset();
+  ASSERT_OK_AND_ASSIGN(int first_status, first.Stop(SIGTERM));
+  EXPECT_TRUE(WIFEXITED(first_status) && WEXITSTATUS(first_status) == 0)
+      << DescribeWaitStatus(first_status);
+}
+
+}  // namespace
+}  // namespace tensorbroker::testing
