@@ -1,7 +1,7 @@
 """The tensorbroker.v1 gRPC API driven from Python with stubs generated from broker.proto.
 
 Starts tensorbrokerd ($TENSORBROKERD) on a private socket and checks, from another language:
-Ping; a client-streamed Put of a numpy array in 1 MiB chunks; List with a prefix; Stat fields;
+Ping; the standard grpc.health.v1 service; a client-streamed Put of a numpy array in 1 MiB chunks; List with a prefix; Stat fields;
 Read streaming the same bytes back; a Session stream whose id lets Get return a MemoryRegion
 that Python maps read-only from /dev/shm and compares with numpy (zero copy), then Release;
 a Python producer writing through a writable mapping; exact error codes; leases reclaimed when
@@ -23,6 +23,7 @@ import pytest
 
 from tensorbroker.v1 import broker_pb2 as pb
 from tensorbroker.v1 import broker_pb2_grpc as pbg
+from tb_health import health_pb2, health_pb2_grpc
 
 FLOAT32 = pb.DataType(code=2, bits=32, lanes=1)
 MIB = 1 << 20
@@ -132,6 +133,13 @@ ARRAY = np.arange(3 * MIB // 4, dtype=np.float32).reshape(768, 1024) * np.float3
 
 def test_ping(stub):
     assert stub.Ping(pb.Empty(), timeout=RPC_TIMEOUT) == pb.Empty()
+
+
+def test_standard_health_service_reports_serving(daemon):
+    with grpc.insecure_channel("unix:" + daemon.socket) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        reply = health.Check(health_pb2.HealthCheckRequest(service=""), timeout=RPC_TIMEOUT)
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
 def test_put_streams_header_then_1mib_chunks(stub):
