@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/region_mapper.h"
 #include "common/proto_convert.h"
 
 namespace tensorbroker::client_internal {
@@ -11,7 +12,7 @@ namespace {
 // The manager_ctx of every exported tensor.
 struct ExportContext {
   std::shared_ptr<Connection> connection;
-  std::shared_ptr<const MappedSegment> mapping;
+  std::shared_ptr<const void> mapping;
   uint64_t lease_id = 0;
   std::vector<int64_t> shape;
   std::vector<int64_t> strides;
@@ -37,18 +38,9 @@ absl::StatusOr<std::unique_ptr<ExportContext>> MakeContext(std::shared_ptr<Conne
   auto context = std::make_unique<ExportContext>();
   context->connection = std::move(connection);
   context->lease_id = grant.lease_id();  // released by ~ExportContext, also on failure below
-  const v1::MemoryRegion& region = grant.region();
-  if (region.offset() > region.segment_size() ||
-      region.nbytes() > region.segment_size() - region.offset()) {
-    return absl::DataLossError(absl::StrCat("daemon sent a region outside its segment: offset ",
-                                            region.offset(), " nbytes ", region.nbytes(),
-                                            " segment_size ", region.segment_size()));
-  }
-  auto mapping = context->connection->mapper().Map(region.segment(), region.segment_size(),
-                                                   region.writable());
-  if (!mapping.ok()) return mapping.status();
-  context->mapping = *mapping;
-  context->connection->NoteSegment(region.segment());
+  auto region = MapRegion(*context->connection, grant.region());
+  if (!region.ok()) return region.status();
+  context->mapping = std::move(region->keepalive);
   const v1::TensorInfo& info = grant.info();
   context->shape = ToVector(info.shape());
   context->strides = ToVector(info.strides());
@@ -56,8 +48,8 @@ absl::StatusOr<std::unique_ptr<ExportContext>> MakeContext(std::shared_ptr<Conne
     return absl::DataLossError("daemon sent strides and shape of different lengths");
   }
   DLTensor* tensor = pick(context.get());
-  tensor->data = context->mapping->data() + region.offset();
-  tensor->device = {kDLCPU, 0};
+  tensor->data = region->data;
+  tensor->device = region->device;
   tensor->ndim = static_cast<int32_t>(context->shape.size());
   tensor->dtype = FromProto(info.dtype());
   // Never NULL, also for 0-d tensors (DLPack 1.2 requires strides; some consumers read them).
