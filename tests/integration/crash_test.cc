@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,12 @@ TEST_F(CrashTest, KilledConsumerLeasesAreReleasedWithinOneSecond) {
       kReclaimBound - std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() -
                                                                killed_at),
       kPollStep);
+  const auto reclaim_ms = std::chrono::duration<double, std::milli>(
+                              std::chrono::steady_clock::now() - killed_at)
+                              .count();
+  std::printf("[ measured ] leases of a SIGKILLed consumer reclaimed %.1f ms after the kill\n",
+              reclaim_ms);
+  RecordProperty("reclaim_ms", static_cast<int>(reclaim_ms));
   ASSERT_OK_AND_ASSIGN(BrokerStats after, client().Stats());
   EXPECT_TRUE(reclaimed) << "1 s after SIGKILL: leases(crash/a)=" << LeasesOf(client(), "crash/a")
                          << " (want " << pre_a << "), leases(crash/b)="
