@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -41,8 +43,7 @@ std::string ReadWholeFile(const std::string& path) {
 }
 
 // Runs the CLI binary with `args`; posix_spawn, so it is safe next to gRPC's threads.
-CliResult RunCli(const std::vector<std::string>& args) {
-  const std::string dir = ::testing::TempDir();
+CliResult RunCli(const std::vector<std::string>& args, const std::string& dir) {
   const std::string out_path = dir + "/cli_get_test.stdout";
   const std::string err_path = dir + "/cli_get_test.stderr";
   std::vector<std::string> argv_storage = {TENSORBROKER_CLI_PATH};
@@ -77,6 +78,10 @@ CliResult RunCli(const std::vector<std::string>& args) {
 class CliGetTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    // A directory of this test's own: ctest runs tests in parallel processes.
+    std::string dir = ::testing::TempDir() + "/cli_get_test.XXXXXX";
+    ASSERT_NE(::mkdtemp(dir.data()), nullptr) << std::strerror(errno);
+    dir_ = dir;
     auto daemon = testing::DaemonProcess::Start({"--capacity", "256M"});
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = std::make_unique<testing::DaemonProcess>(*std::move(daemon));
@@ -97,13 +102,18 @@ class CliGetTest : public ::testing::Test {
     ASSERT_TRUE(sealed.ok()) << sealed.status();
   }
 
-  std::string Path(const std::string& file) { return ::testing::TempDir() + "/" + file; }
+  void TearDown() override {
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  std::string Path(const std::string& file) { return dir_ + "/" + file; }
 
   CliResult Cli(std::vector<std::string> args) {
     args.insert(args.begin(), {"--socket", daemon_->socket_path()});
-    return RunCli(args);
+    return RunCli(args, dir_);
   }
 
+  std::string dir_;
   std::unique_ptr<testing::DaemonProcess> daemon_;
   std::unique_ptr<Client> client_;
 };

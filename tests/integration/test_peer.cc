@@ -221,6 +221,20 @@ int RoleServe(const Args& a) {
   return 0;
 }
 
+}  // namespace
+
+// The write-sealed role faults on purpose and the tests expect the kernel's SIGSEGV, so the
+// sanitizers (in ASan/TSan builds) must not turn it into a report and an abort. Unused in
+// ordinary builds.
+extern "C" __attribute__((used)) const char* __asan_default_options() {
+  return "handle_segv=0:handle_sigbus=0";
+}
+extern "C" __attribute__((used)) const char* __tsan_default_options() {
+  return "handle_segv=0:handle_sigbus=0";
+}
+
+namespace {
+
 int RoleWriteSealed(const Args& a) {
   if (a.positional.size() != 1) Usage("write-sealed NAME");
   auto client = ConnectOrDie(a);
