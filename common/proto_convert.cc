@@ -34,4 +34,34 @@ std::vector<int64_t> ToVector(const google::protobuf::RepeatedField<int64_t>& va
   return std::vector<int64_t>(values.begin(), values.end());
 }
 
+TensorInfo FromProto(const v1::TensorInfo& info) {
+  TensorInfo out;
+  out.name = info.name();
+  out.dtype = FromProto(info.dtype());
+  out.shape = ToVector(info.shape());
+  out.strides = ToVector(info.strides());
+  out.nbytes = info.nbytes();
+  out.device = FromProto(info.device());
+  out.sealed = info.sealed();
+  out.is_mutable = info.mutable_();
+  out.version = info.version();
+  out.leases = info.leases();
+  out.created_unix_ms = info.created_unix_ms();
+  return out;
+}
+
+void ToProto(const TensorInfo& info, v1::TensorInfo* out) {
+  out->set_name(info.name);
+  ToProto(info.dtype, out->mutable_dtype());
+  out->mutable_shape()->Assign(info.shape.begin(), info.shape.end());
+  out->mutable_strides()->Assign(info.strides.begin(), info.strides.end());
+  out->set_nbytes(info.nbytes);
+  ToProto(info.device, out->mutable_device());
+  out->set_sealed(info.sealed);
+  out->set_mutable_(info.is_mutable);
+  out->set_version(info.version);
+  out->set_leases(info.leases);
+  out->set_created_unix_ms(info.created_unix_ms);
+}
+
 }  // namespace tensorbroker

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tensorbroker/types.h"
 #include "tensorbroker/v1/broker.pb.h"
 
 namespace tensorbroker {
@@ -20,6 +21,9 @@ DLDevice FromProto(const v1::Device& device);
 void ToProto(const DLDevice& device, v1::Device* out);
 
 std::vector<int64_t> ToVector(const google::protobuf::RepeatedField<int64_t>& values);
+
+TensorInfo FromProto(const v1::TensorInfo& info);
+void ToProto(const TensorInfo& info, v1::TensorInfo* out);
 
 }  // namespace tensorbroker
 

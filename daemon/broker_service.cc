@@ -47,20 +47,6 @@ absl::StatusOr<TensorSpec> MakeSpec(const std::string& name, const v1::DataType&
   return spec;
 }
 
-void ToProto(const TensorView& view, v1::TensorInfo* out) {
-  out->set_name(view.name);
-  tensorbroker::ToProto(view.dtype, out->mutable_dtype());
-  out->mutable_shape()->Assign(view.shape.begin(), view.shape.end());
-  out->mutable_strides()->Assign(view.strides.begin(), view.strides.end());
-  out->set_nbytes(view.nbytes);
-  tensorbroker::ToProto(view.device, out->mutable_device());
-  out->set_sealed(view.sealed);
-  out->set_mutable_(view.is_mutable);
-  out->set_version(view.version);
-  out->set_leases(view.leases);
-  out->set_created_unix_ms(view.created_unix_ms);
-}
-
 void ToProto(const TensorGrant& grant, v1::TensorGrant* out) {
   ToProto(grant.info, out->mutable_info());
   v1::MemoryRegion* region = out->mutable_region();
@@ -174,7 +160,7 @@ grpc::Status BrokerService::Read(grpc::ServerContext* context, const v1::ReadReq
   if (absl::Status s = ValidateName(request->name()); !s.ok()) return Answer("Read", s);
   auto ticket = store_->BeginRead(request->name());
   if (!ticket.ok()) return Answer("Read", ticket.status());
-  const TensorView& info = ticket->info;
+  const TensorInfo& info = ticket->info;
   v1::ReadResponse response;
   ToProto(info, response.mutable_info());
   // Compact C order whatever the stored layout.
@@ -228,7 +214,7 @@ grpc::Status BrokerService::Delete(grpc::ServerContext*, const v1::DeleteRequest
 grpc::Status BrokerService::List(grpc::ServerContext*, const v1::ListRequest* request,
                                  v1::ListResponse* response) {
   if (absl::Status s = ValidatePrefix(request->prefix()); !s.ok()) return Answer("List", s);
-  for (const TensorView& view : store_->List(request->prefix())) {
+  for (const TensorInfo& view : store_->List(request->prefix())) {
     ToProto(view, response->add_tensors());
   }
   return grpc::Status::OK;

@@ -146,7 +146,7 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::FindPendingLocked(
   return object;
 }
 
-absl::StatusOr<TensorView> TensorStore::Seal(const std::string& session_id,
+absl::StatusOr<TensorInfo> TensorStore::Seal(const std::string& session_id,
                                              const std::string& name) {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
@@ -166,7 +166,7 @@ absl::Status TensorStore::Abort(const std::string& session_id, const std::string
   return absl::OkStatus();
 }
 
-TensorView TensorStore::PublishLocked(TensorObject* object) {
+TensorInfo TensorStore::PublishLocked(TensorObject* object) {
   pending_.erase(object->spec.name);
   object->pending = false;
   object->sealed = true;
@@ -197,7 +197,7 @@ absl::StatusOr<PutTicket> TensorStore::BeginPut(const TensorSpec& spec) {
   return PutTicket{(*object)->id, (*object)->block.data, spec.nbytes};
 }
 
-absl::StatusOr<TensorView> TensorStore::CommitPut(uint64_t object_id) {
+absl::StatusOr<TensorInfo> TensorStore::CommitPut(uint64_t object_id) {
   absl::MutexLock lock(&mu_);
   auto it = objects_.find(object_id);
   if (it == objects_.end() || !it->second->pending) {
@@ -317,9 +317,9 @@ void TensorStore::NotifySegmentsRemovedLocked(const std::vector<std::string>& se
   }
 }
 
-std::vector<TensorView> TensorStore::List(const std::string& prefix) {
+std::vector<TensorInfo> TensorStore::List(const std::string& prefix) {
   absl::MutexLock lock(&mu_);
-  std::vector<TensorView> views;
+  std::vector<TensorInfo> views;
   for (auto it = published_.lower_bound(prefix);
        it != published_.end() && absl::StartsWith(it->first, prefix); ++it) {
     views.push_back(ViewLocked(*objects_.at(it->second)));
@@ -327,7 +327,7 @@ std::vector<TensorView> TensorStore::List(const std::string& prefix) {
   return views;
 }
 
-absl::StatusOr<TensorView> TensorStore::Stat(const std::string& name) {
+absl::StatusOr<TensorInfo> TensorStore::Stat(const std::string& name) {
   absl::MutexLock lock(&mu_);
   if (auto it = published_.find(name); it != published_.end()) {
     return ViewLocked(*objects_.at(it->second));
@@ -355,8 +355,8 @@ void TensorStore::Shutdown() {
   published_cv_.SignalAll();
 }
 
-TensorView TensorStore::ViewLocked(const TensorObject& object) const {
-  TensorView view;
+TensorInfo TensorStore::ViewLocked(const TensorObject& object) const {
+  TensorInfo view;
   view.name = object.spec.name;
   view.dtype = object.spec.dtype;
   view.shape = object.spec.shape;

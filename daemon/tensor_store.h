@@ -25,6 +25,7 @@
 #include "absl/time/time.h"
 #include "daemon/lease_table.h"
 #include "daemon/memory_pool.h"
+#include "tensorbroker/types.h"
 
 namespace tensorbroker::daemon {
 
@@ -39,24 +40,12 @@ struct TensorSpec {
   bool replace = false;
 };
 
-// What the store reports about a tensor.
-struct TensorView {
-  std::string name;
-  DLDataType dtype{};
-  std::vector<int64_t> shape;
-  std::vector<int64_t> strides;
-  uint64_t nbytes = 0;
-  DLDevice device{kDLCPU, 0};
-  bool sealed = false;
-  bool is_mutable = false;
-  uint64_t version = 0;
-  uint32_t leases = 0;
-  int64_t created_unix_ms = 0;
-};
+// What the store reports about a tensor is the public tensorbroker::TensorInfo (types.h).
+using ::tensorbroker::TensorInfo;
 
 // A tensor, where its bytes are, and the lease the caller now holds on it.
 struct TensorGrant {
-  TensorView info;
+  TensorInfo info;
   Block block;
   uint64_t lease_id = 0;
   bool writable = false;
@@ -71,11 +60,12 @@ struct PutTicket {
 
 // A Read in progress: the object stays alive until EndRead.
 struct ReadTicket {
-  TensorView info;
+  TensorInfo info;
   const uint8_t* data = nullptr;
   uint64_t lease_id = 0;
 };
 
+// Stats as the store sees them (the pool's plus the store's own counts).
 struct StoreStats {
   PoolStats pool;
   uint64_t tensors = 0;
@@ -105,11 +95,11 @@ class TensorStore {
   void CloseSession(const std::string& session_id);
 
   absl::StatusOr<TensorGrant> Create(const std::string& session_id, const TensorSpec& spec);
-  absl::StatusOr<TensorView> Seal(const std::string& session_id, const std::string& name);
+  absl::StatusOr<TensorInfo> Seal(const std::string& session_id, const std::string& name);
   absl::Status Abort(const std::string& session_id, const std::string& name);
 
   absl::StatusOr<PutTicket> BeginPut(const TensorSpec& spec);
-  absl::StatusOr<TensorView> CommitPut(uint64_t object_id);
+  absl::StatusOr<TensorInfo> CommitPut(uint64_t object_id);
   void CancelPut(uint64_t object_id);
 
   absl::StatusOr<ReadTicket> BeginRead(const std::string& name);
@@ -121,8 +111,8 @@ class TensorStore {
   absl::Status Release(const std::string& session_id, uint64_t lease_id);
 
   absl::Status Delete(const std::string& name);
-  std::vector<TensorView> List(const std::string& prefix);
-  absl::StatusOr<TensorView> Stat(const std::string& name);
+  std::vector<TensorInfo> List(const std::string& prefix);
+  absl::StatusOr<TensorInfo> Stat(const std::string& name);
   StoreStats Stats();
 
   // Wakes every waiting Get (they answer UNAVAILABLE) and refuses new work.
@@ -157,7 +147,7 @@ class TensorStore {
   absl::StatusOr<TensorObject*> FindPendingLocked(const std::string& session_id,
                                                   const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  TensorView PublishLocked(TensorObject* object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  TensorInfo PublishLocked(TensorObject* object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropPendingLocked(TensorObject* object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   TensorGrant GrantLocked(const std::string& session_id, TensorObject* object, bool writable)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -166,7 +156,7 @@ class TensorStore {
   void MaybeFreeLocked(TensorObject* object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NotifySegmentsRemovedLocked(const std::vector<std::string>& segments)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  TensorView ViewLocked(const TensorObject& object) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  TensorInfo ViewLocked(const TensorObject& object) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   absl::CondVar published_cv_;  // signalled whenever a name is published or on shutdown

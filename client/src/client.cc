@@ -26,22 +26,6 @@ class Client::Impl {
 
 namespace {
 
-TensorInfo FromProto(const v1::TensorInfo& info) {
-  TensorInfo out;
-  out.name = info.name();
-  out.dtype = tensorbroker::FromProto(info.dtype());
-  out.shape = ToVector(info.shape());
-  out.strides = ToVector(info.strides());
-  out.nbytes = info.nbytes();
-  out.device = tensorbroker::FromProto(info.device());
-  out.sealed = info.sealed();
-  out.is_mutable = info.mutable_();
-  out.version = info.version();
-  out.leases = info.leases();
-  out.created_unix_ms = info.created_unix_ms();
-  return out;
-}
-
 // Runs one unary call with the default deadline.
 template <typename Request, typename Response, typename Method>
 absl::Status Call(Connection& connection, Method method, const Request& request,

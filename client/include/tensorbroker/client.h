@@ -33,55 +33,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-
-static_assert(DLPACK_MAJOR_VERSION >= 1, "tensorbroker needs DLPack >= 1.0 (libdlpack-dev 1.0)");
+#include "tensorbroker/types.h"
 
 namespace tensorbroker {
-
-namespace dtypes {
-inline constexpr DLDataType kBool{kDLBool, 8, 1};
-inline constexpr DLDataType kInt8{kDLInt, 8, 1};
-inline constexpr DLDataType kInt16{kDLInt, 16, 1};
-inline constexpr DLDataType kInt32{kDLInt, 32, 1};
-inline constexpr DLDataType kInt64{kDLInt, 64, 1};
-inline constexpr DLDataType kUInt8{kDLUInt, 8, 1};
-inline constexpr DLDataType kUInt16{kDLUInt, 16, 1};
-inline constexpr DLDataType kUInt32{kDLUInt, 32, 1};
-inline constexpr DLDataType kUInt64{kDLUInt, 64, 1};
-inline constexpr DLDataType kFloat16{kDLFloat, 16, 1};
-inline constexpr DLDataType kFloat32{kDLFloat, 32, 1};
-inline constexpr DLDataType kFloat64{kDLFloat, 64, 1};
-inline constexpr DLDataType kBFloat16{kDLBfloat, 16, 1};
-inline constexpr DLDataType kComplex64{kDLComplex, 64, 1};
-inline constexpr DLDataType kComplex128{kDLComplex, 128, 1};
-}  // namespace dtypes
-
-// What the broker reports about a tensor (Stat, List, Put).
-struct TensorInfo {
-  std::string name;
-  DLDataType dtype{};
-  std::vector<int64_t> shape;
-  std::vector<int64_t> strides;  // in elements
-  uint64_t nbytes = 0;
-  DLDevice device{kDLCPU, 0};
-  bool sealed = false;
-  bool is_mutable = false;
-  uint64_t version = 0;
-  uint32_t leases = 0;
-  int64_t created_unix_ms = 0;
-};
-
-// Daemon-wide counters (Stats).
-struct BrokerStats {
-  uint64_t capacity_bytes = 0;
-  uint64_t used_bytes = 0;
-  uint64_t reserved_bytes = 0;
-  uint64_t tensors = 0;
-  uint64_t leases = 0;
-  uint64_t clients = 0;
-  uint64_t segments = 0;
-  uint64_t pending = 0;
-};
 
 struct CreateOptions {
   // Stays writable for every holder after Seal; writes are seen by all holders.
