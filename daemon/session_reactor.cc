@@ -9,7 +9,7 @@ SessionReactor::SessionReactor(TensorStore* store, SessionRegistry* registry)
   session_id_ = store_->OpenSession(0, "", this);
   registry_->Add(this);
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     v1::SessionEvent opened;
     opened.mutable_opened()->set_session_id(session_id_);
     QueueLocked(std::move(opened));
@@ -41,7 +41,7 @@ void SessionReactor::QueueLocked(v1::SessionEvent event) {
 }
 
 void SessionReactor::OnWriteDone(bool ok) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (!writes_.empty()) writes_.pop_front();
   if (!ok) {
     writes_.clear();
@@ -51,7 +51,7 @@ void SessionReactor::OnWriteDone(bool ok) {
 }
 
 void SessionReactor::OnSegmentRemoved(const std::string& segment) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   v1::SessionEvent event;
   event.mutable_segment_removed()->set_segment(segment);
   QueueLocked(std::move(event));
@@ -61,7 +61,7 @@ void SessionReactor::OnCancel() { CloseSession(); }
 
 void SessionReactor::CloseSession() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (session_closed_) return;
     session_closed_ = true;
   }
@@ -69,7 +69,7 @@ void SessionReactor::CloseSession() {
 }
 
 void SessionReactor::FinishWith(const grpc::Status& status) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (finished_) return;
   finished_ = true;
   Finish(status);
@@ -82,22 +82,22 @@ void SessionReactor::OnDone() {
 }
 
 void SessionRegistry::Add(SessionReactor* reactor) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   reactors_.insert(reactor);
 }
 
 void SessionRegistry::Remove(SessionReactor* reactor) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   reactors_.erase(reactor);
 }
 
 bool SessionRegistry::closed() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return closed_;
 }
 
 void SessionRegistry::FinishAll(const grpc::Status& status) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   closed_ = true;
   // OnDone (which takes mu_ via Remove) runs on a gRPC thread after Finish completes, never
   // inline, so holding mu_ here cannot deadlock.

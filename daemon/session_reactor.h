@@ -12,10 +12,11 @@
 #include <grpcpp/grpcpp.h>
 
 #include <deque>
+#include <mutex>
 #include <set>
 #include <string>
 
-#include "absl/synchronization/mutex.h"
+#include "absl/base/thread_annotations.h"
 #include "daemon/tensor_store.h"
 #include "tensorbroker/v1/broker.pb.h"
 
@@ -46,7 +47,7 @@ class SessionReactor final
   SessionRegistry* const registry_;
   std::string session_id_;
   v1::SessionRequest request_;
-  absl::Mutex mu_;
+  std::mutex mu_;
   std::deque<v1::SessionEvent> writes_ ABSL_GUARDED_BY(mu_);  // front() is in flight
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool session_closed_ ABSL_GUARDED_BY(mu_) = false;
@@ -62,7 +63,7 @@ class SessionRegistry {
   bool closed();
 
  private:
-  absl::Mutex mu_;
+  std::mutex mu_;
   std::set<SessionReactor*> reactors_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };

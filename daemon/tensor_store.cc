@@ -22,7 +22,7 @@ std::string NewSessionId() {
 TensorStore::TensorStore(std::unique_ptr<MemoryPool> cpu_pool) : cpu_pool_(std::move(cpu_pool)) {}
 
 TensorStore::~TensorStore() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> removed;
   for (auto& [id, object] : objects_) cpu_pool_->Free(object->block, &removed);
   objects_.clear();
@@ -30,7 +30,7 @@ TensorStore::~TensorStore() {
 
 std::string TensorStore::OpenSession(int32_t pid, const std::string& client_name,
                                      SessionEventSink* sink) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   std::string id = NewSessionId();
   sessions_[id] = Session{pid, client_name, sink, {}};
   return id;
@@ -38,7 +38,7 @@ std::string TensorStore::OpenSession(int32_t pid, const std::string& client_name
 
 void TensorStore::UpdateSessionHello(const std::string& session_id, int32_t pid,
                                      const std::string& client_name) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = sessions_.find(session_id);
   if (it == sessions_.end()) return;
   it->second.pid = pid;
@@ -46,7 +46,7 @@ void TensorStore::UpdateSessionHello(const std::string& session_id, int32_t pid,
 }
 
 void TensorStore::CloseSession(const std::string& session_id) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = sessions_.find(session_id);
   if (it == sessions_.end()) return;
   const std::set<std::string> pending_names = std::move(it->second.pending_names);
@@ -118,7 +118,7 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std:
 
 absl::StatusOr<TensorGrant> TensorStore::Create(const std::string& session_id,
                                                 const TensorSpec& spec) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
   auto object = ReserveLocked(session_id, spec);
   if (!object.ok()) return object.status();
@@ -148,7 +148,7 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::FindPendingLocked(
 
 absl::StatusOr<TensorInfo> TensorStore::Seal(const std::string& session_id,
                                              const std::string& name) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
   auto object = FindPendingLocked(session_id, name);
   if (!object.ok()) return object.status();
@@ -157,7 +157,7 @@ absl::StatusOr<TensorInfo> TensorStore::Seal(const std::string& session_id,
 }
 
 absl::Status TensorStore::Abort(const std::string& session_id, const std::string& name) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
   auto object = FindPendingLocked(session_id, name);
   if (!object.ok()) return object.status();
@@ -180,7 +180,7 @@ TensorInfo TensorStore::PublishLocked(TensorObject* object) {
     published_.emplace(object->spec.name, object->id);
   }
   object->published = true;
-  published_cv_.SignalAll();
+  published_cv_.notify_all();
   return ViewLocked(*object);
 }
 
@@ -191,14 +191,14 @@ void TensorStore::DropPendingLocked(TensorObject* object) {
 }
 
 absl::StatusOr<PutTicket> TensorStore::BeginPut(const TensorSpec& spec) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto object = ReserveLocked(kInternalSession, spec);
   if (!object.ok()) return object.status();
   return PutTicket{(*object)->id, (*object)->block.data, spec.nbytes};
 }
 
 absl::StatusOr<TensorInfo> TensorStore::CommitPut(uint64_t object_id) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = objects_.find(object_id);
   if (it == objects_.end() || !it->second->pending) {
     return absl::InternalError("put ticket is no longer pending");
@@ -207,14 +207,14 @@ absl::StatusOr<TensorInfo> TensorStore::CommitPut(uint64_t object_id) {
 }
 
 void TensorStore::CancelPut(uint64_t object_id) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = objects_.find(object_id);
   if (it == objects_.end() || !it->second->pending) return;
   DropPendingLocked(it->second.get());
 }
 
 absl::StatusOr<ReadTicket> TensorStore::BeginRead(const std::string& name) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (absl::Status s = CheckServing(); !s.ok()) return s;
   auto it = published_.find(name);
   if (it == published_.end()) {
@@ -226,7 +226,7 @@ absl::StatusOr<ReadTicket> TensorStore::BeginRead(const std::string& name) {
 }
 
 void TensorStore::EndRead(uint64_t lease_id) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto object_id = leases_.Remove(kInternalSession, lease_id);
   if (object_id.ok()) ReleaseLeaseOnLocked(*object_id);
 }
@@ -244,7 +244,7 @@ TensorGrant TensorStore::GrantLocked(const std::string& session_id, TensorObject
 
 absl::StatusOr<TensorGrant> TensorStore::Get(const std::string& session_id,
                                              const std::string& name, absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   bool waited = false;
   while (true) {
     if (absl::Status s = CheckServing(); !s.ok()) return s;
@@ -263,12 +263,12 @@ absl::StatusOr<TensorGrant> TensorStore::Get(const std::string& session_id,
       return absl::NotFoundError(absl::StrCat("name '", name, "' is not published"));
     }
     waited = true;
-    published_cv_.WaitWithDeadline(&mu_, deadline);
+    published_cv_.wait_until(lock, absl::ToChronoTime(deadline));
   }
 }
 
 absl::Status TensorStore::Release(const std::string& session_id, uint64_t lease_id) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
   auto object_id = leases_.Remove(session_id, lease_id);
   if (!object_id.ok()) return object_id.status();
@@ -284,7 +284,7 @@ void TensorStore::ReleaseLeaseOnLocked(uint64_t object_id) {
 }
 
 absl::Status TensorStore::Delete(const std::string& name) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (absl::Status s = CheckServing(); !s.ok()) return s;
   auto it = published_.find(name);
   if (it == published_.end()) {
@@ -318,7 +318,7 @@ void TensorStore::NotifySegmentsRemovedLocked(const std::vector<std::string>& se
 }
 
 std::vector<TensorInfo> TensorStore::List(const std::string& prefix) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<TensorInfo> views;
   for (auto it = published_.lower_bound(prefix);
        it != published_.end() && absl::StartsWith(it->first, prefix); ++it) {
@@ -328,7 +328,7 @@ std::vector<TensorInfo> TensorStore::List(const std::string& prefix) {
 }
 
 absl::StatusOr<TensorInfo> TensorStore::Stat(const std::string& name) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (auto it = published_.find(name); it != published_.end()) {
     return ViewLocked(*objects_.at(it->second));
   }
@@ -339,7 +339,7 @@ absl::StatusOr<TensorInfo> TensorStore::Stat(const std::string& name) {
 }
 
 StoreStats TensorStore::Stats() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   StoreStats stats;
   stats.pool = cpu_pool_->Stats();
   stats.tensors = published_.size();
@@ -350,9 +350,9 @@ StoreStats TensorStore::Stats() {
 }
 
 void TensorStore::Shutdown() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   shutting_down_ = true;
-  published_cv_.SignalAll();
+  published_cv_.notify_all();
 }
 
 TensorInfo TensorStore::ViewLocked(const TensorObject& object) const {

@@ -13,7 +13,9 @@
 #include <dlpack/dlpack.h>
 
 #include <cstdint>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <set>
 #include <string>
@@ -21,7 +23,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/lease_table.h"
 #include "daemon/memory_pool.h"
@@ -158,8 +159,10 @@ class TensorStore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   TensorInfo ViewLocked(const TensorObject& object) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
-  mutable absl::Mutex mu_;
-  absl::CondVar published_cv_;  // signalled whenever a name is published or on shutdown
+  // std::mutex rather than absl::Mutex: Debian's Abseil is not built for ThreadSanitizer, so
+  // TSan could not see absl::Mutex's happens-before edges; pthread-based locks it does see.
+  mutable std::mutex mu_;
+  std::condition_variable published_cv_;  // notified when a name is published or on shutdown
   std::unique_ptr<MemoryPool> cpu_pool_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::unique_ptr<TensorObject>> objects_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, uint64_t> published_ ABSL_GUARDED_BY(mu_);  // name -> object
