@@ -37,4 +37,4 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # ignore_noninstrumented_modules: memcpy and friends called from inside the prebuilt gRPC and
 # protobuf libraries are not checked (they hand buffers over by means TSan cannot see).
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1:suppressions=$(pwd)/deploy/tsan.supp}
-ctest --test-dir "$build_dir" --output-on-failure --timeout 600 "${ctest_args[@]}"
+ctest --test-dir "$build_dir" --output-on-failure --timeout 600 --parallel "$(nproc)" "${ctest_args[@]}"
