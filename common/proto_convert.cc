@@ -64,4 +64,28 @@ void ToProto(const TensorInfo& info, v1::TensorInfo* out) {
   out->set_created_unix_ms(info.created_unix_ms);
 }
 
+BrokerStats FromProto(const v1::BrokerStats& stats) {
+  BrokerStats out;
+  out.capacity_bytes = stats.capacity_bytes();
+  out.used_bytes = stats.used_bytes();
+  out.reserved_bytes = stats.reserved_bytes();
+  out.tensors = stats.tensors();
+  out.leases = stats.leases();
+  out.clients = stats.clients();
+  out.segments = stats.segments();
+  out.pending = stats.pending();
+  return out;
+}
+
+void ToProto(const BrokerStats& stats, v1::BrokerStats* out) {
+  out->set_capacity_bytes(stats.capacity_bytes);
+  out->set_used_bytes(stats.used_bytes);
+  out->set_reserved_bytes(stats.reserved_bytes);
+  out->set_tensors(stats.tensors);
+  out->set_leases(stats.leases);
+  out->set_clients(stats.clients);
+  out->set_segments(stats.segments);
+  out->set_pending(stats.pending);
+}
+
 }  // namespace tensorbroker

@@ -231,15 +231,7 @@ grpc::Status BrokerService::Stat(grpc::ServerContext*, const v1::StatRequest* re
 
 grpc::Status BrokerService::Stats(grpc::ServerContext*, const v1::StatsRequest*,
                                   v1::BrokerStats* response) {
-  const StoreStats stats = store_->Stats();
-  response->set_capacity_bytes(stats.pool.capacity_bytes);
-  response->set_used_bytes(stats.pool.used_bytes);
-  response->set_reserved_bytes(stats.pool.reserved_bytes);
-  response->set_segments(stats.pool.segments);
-  response->set_tensors(stats.tensors);
-  response->set_leases(stats.leases);
-  response->set_clients(stats.sessions);
-  response->set_pending(stats.pending);
+  ToProto(store_->Stats(), response);
   return grpc::Status::OK;
 }
 

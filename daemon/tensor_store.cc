@@ -338,13 +338,17 @@ absl::StatusOr<TensorInfo> TensorStore::Stat(const std::string& name) {
   return absl::NotFoundError(absl::StrCat("name '", name, "' is not published"));
 }
 
-StoreStats TensorStore::Stats() {
+BrokerStats TensorStore::Stats() {
   std::lock_guard<std::mutex> lock(mu_);
-  StoreStats stats;
-  stats.pool = cpu_pool_->Stats();
+  const PoolStats pool = cpu_pool_->Stats();
+  BrokerStats stats;
+  stats.capacity_bytes = pool.capacity_bytes;
+  stats.used_bytes = pool.used_bytes;
+  stats.reserved_bytes = pool.reserved_bytes;
+  stats.segments = pool.segments;
   stats.tensors = published_.size();
   stats.leases = leases_.size();
-  stats.sessions = sessions_.size();
+  stats.clients = sessions_.size();
   stats.pending = pending_.size();
   return stats;
 }

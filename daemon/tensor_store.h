@@ -42,6 +42,7 @@ struct TensorSpec {
 };
 
 // What the store reports about a tensor is the public tensorbroker::TensorInfo (types.h).
+using ::tensorbroker::BrokerStats;
 using ::tensorbroker::TensorInfo;
 
 // A tensor, where its bytes are, and the lease the caller now holds on it.
@@ -66,14 +67,6 @@ struct ReadTicket {
   uint64_t lease_id = 0;
 };
 
-// Stats as the store sees them (the pool's plus the store's own counts).
-struct StoreStats {
-  PoolStats pool;
-  uint64_t tensors = 0;
-  uint64_t leases = 0;
-  uint64_t sessions = 0;
-  uint64_t pending = 0;
-};
 
 // Receives events for one session. Called with the store's lock held: must not call back into
 // the store, and should only queue.
@@ -114,7 +107,7 @@ class TensorStore {
   absl::Status Delete(const std::string& name);
   std::vector<TensorInfo> List(const std::string& prefix);
   absl::StatusOr<TensorInfo> Stat(const std::string& name);
-  StoreStats Stats();
+  BrokerStats Stats();
 
   // Wakes every waiting Get (they answer UNAVAILABLE) and refuses new work.
   void Shutdown();

@@ -205,16 +205,7 @@ absl::StatusOr<BrokerStats> Client::Stats() {
       !s.ok()) {
     return s;
   }
-  BrokerStats out;
-  out.capacity_bytes = response.capacity_bytes();
-  out.used_bytes = response.used_bytes();
-  out.reserved_bytes = response.reserved_bytes();
-  out.tensors = response.tensors();
-  out.leases = response.leases();
-  out.clients = response.clients();
-  out.segments = response.segments();
-  out.pending = response.pending();
-  return out;
+  return FromProto(response);
 }
 
 absl::Status Client::Ping() {

@@ -97,11 +97,11 @@ TEST_F(TensorStoreTest, NameConflictsAndReplaceKeepOldVersionAlive) {
   std::memcpy(&new_value, v2->block.data, 4);
   EXPECT_EQ(old_value, 1.f);
   EXPECT_EQ(new_value, 2.f);
-  const uint64_t used = store_->Stats().pool.used_bytes;
+  const uint64_t used = store_->Stats().used_bytes;
   EXPECT_TRUE(store_->Release(session_, creator).ok());
-  EXPECT_EQ(store_->Stats().pool.used_bytes, used);  // v1 still leased
+  EXPECT_EQ(store_->Stats().used_bytes, used);  // v1 still leased
   EXPECT_TRUE(store_->Release(session_, v1->lease_id).ok());
-  EXPECT_EQ(store_->Stats().pool.used_bytes, used - 256);  // now v1 is freed
+  EXPECT_EQ(store_->Stats().used_bytes, used - 256);  // now v1 is freed
 }
 
 TEST_F(TensorStoreTest, DeleteWhileLeasedFreesOnLastRelease) {
@@ -115,9 +115,9 @@ TEST_F(TensorStoreTest, DeleteWhileLeasedFreesOnLastRelease) {
   float value = 0;
   std::memcpy(&value, held->block.data, 4);
   EXPECT_EQ(value, 5.f);
-  EXPECT_EQ(store_->Stats().pool.used_bytes, 2u << 20);
+  EXPECT_EQ(store_->Stats().used_bytes, 2u << 20);
   EXPECT_TRUE(store_->Release(session_, held->lease_id).ok());
-  EXPECT_EQ(store_->Stats().pool.used_bytes, 0u);
+  EXPECT_EQ(store_->Stats().used_bytes, 0u);
   // The idle segment is kept for reuse until capacity is short: a 63 MiB tensor needs its room.
   EXPECT_TRUE(sink_.removed.empty());
   auto large = store_->Create(session_, Spec("large", 63 << 18));
@@ -133,12 +133,12 @@ TEST_F(TensorStoreTest, ClosingASessionReleasesLeasesAndAbortsPending) {
   ASSERT_TRUE(store_->Get(other, "t", absl::InfinitePast()).ok());
   ASSERT_TRUE(store_->Create(other, Spec("unsealed", 4)).ok());
   EXPECT_EQ(store_->Stat("t")->leases, 3u);
-  EXPECT_EQ(store_->Stats().sessions, 2u);
+  EXPECT_EQ(store_->Stats().clients, 2u);
   store_->CloseSession(other);
   store_->CloseSession(other);  // idempotent
   EXPECT_EQ(store_->Stat("t")->leases, 1u);
   EXPECT_EQ(store_->Stats().pending, 0u);
-  EXPECT_EQ(store_->Stats().sessions, 1u);
+  EXPECT_EQ(store_->Stats().clients, 1u);
   EXPECT_TRUE(store_->Create(session_, Spec("unsealed", 4)).ok());  // the name is free again
   EXPECT_EQ(store_->Get(other, "t", absl::InfinitePast()).status().code(),
             absl::StatusCode::kFailedPrecondition);
