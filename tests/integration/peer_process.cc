@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,7 +59,8 @@ absl::StatusOr<PeerProcess> PeerProcess::Start(const std::string& socket_path,
   const pid_t pid = fork();
   if (pid < 0) return Errno("fork");
   if (pid == 0) {
-    // Only async-signal-safe calls between fork and exec.
+    // Only async-signal-safe calls between fork and exec. A peer dies with the test process.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     dup2(in_pipe[0], STDIN_FILENO);
     dup2(out_pipe[1], STDOUT_FILENO);
     execv(cargv[0], cargv.data());

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +24,10 @@ absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv) {
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
   if (pid == 0) {
+    // If the test process dies without stopping us (a crash, a sanitizer abort), the daemon
+    // gets SIGTERM and cleans up after itself instead of living on as an orphan.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() == 1) _exit(127);  // the parent is already gone
     execv(args[0], args.data());
     _exit(127);
   }
