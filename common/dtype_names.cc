@@ -13,7 +13,7 @@ struct NamedDType {
   DLDataType dtype;
 };
 
-constexpr std::array<NamedDType, 23> kNamedDTypes{{
+constexpr std::array<NamedDType, 24> kNamedDTypes{{
     {"bool", {kDLBool, 8, 1}},
     {"int8", {kDLInt, 8, 1}},
     {"int16", {kDLInt, 16, 1}},
@@ -27,6 +27,7 @@ constexpr std::array<NamedDType, 23> kNamedDTypes{{
     {"float32", {kDLFloat, 32, 1}},
     {"float64", {kDLFloat, 64, 1}},
     {"bfloat16", {kDLBfloat, 16, 1}},
+    {"complex32", {kDLComplex, 32, 1}},  // torch.complex32 (no NumPy equivalent)
     {"complex64", {kDLComplex, 64, 1}},
     {"complex128", {kDLComplex, 128, 1}},
     // DLPack 1.1 float8 codes 7..14, named as ml_dtypes names them for NumPy.

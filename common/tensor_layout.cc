@@ -88,8 +88,8 @@ absl::Status ValidateDType(const DLDataType& dtype, absl::string_view field) {
       if (dtype.bits == 16) break;
       return bad("is not bfloat16: bits must be 16");
     case kDLComplex:
-      if (dtype.bits == 64 || dtype.bits == 128) break;
-      return bad("is not a complex type: bits must be 64 or 128");
+      if (dtype.bits == 32 || dtype.bits == 64 || dtype.bits == 128) break;
+      return bad("is not a complex type: bits must be 32, 64 or 128");
     case kDLBool:
       if (dtype.bits == 8) break;
       return bad("is not bool: bits must be 8");

@@ -205,6 +205,14 @@ grpc::Status BrokerService::Release(grpc::ServerContext*, const v1::ReleaseReque
   return Answer("Release", store_->Release(request->session_id(), request->lease_id()));
 }
 
+grpc::Status BrokerService::Retain(grpc::ServerContext*, const v1::RetainRequest* request,
+                                   v1::TensorGrant* response) {
+  auto grant = store_->Retain(request->session_id(), request->lease_id());
+  if (!grant.ok()) return Answer("Retain", grant.status());
+  ToProto(*grant, response);
+  return grpc::Status::OK;
+}
+
 grpc::Status BrokerService::Delete(grpc::ServerContext*, const v1::DeleteRequest* request,
                                    v1::Empty*) {
   if (absl::Status s = ValidateName(request->name()); !s.ok()) return Answer("Delete", s);

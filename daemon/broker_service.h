@@ -35,6 +35,7 @@ class BrokerService final : public v1::Broker::WithCallbackMethod_Session<v1::Br
                     grpc::ServerWriter<v1::ReadResponse>*) override;
   grpc::Status Get(grpc::ServerContext*, const v1::GetRequest*, v1::TensorGrant*) override;
   grpc::Status Release(grpc::ServerContext*, const v1::ReleaseRequest*, v1::Empty*) override;
+  grpc::Status Retain(grpc::ServerContext*, const v1::RetainRequest*, v1::TensorGrant*) override;
   grpc::Status Delete(grpc::ServerContext*, const v1::DeleteRequest*, v1::Empty*) override;
   grpc::Status List(grpc::ServerContext*, const v1::ListRequest*, v1::ListResponse*) override;
   grpc::Status Stat(grpc::ServerContext*, const v1::StatRequest*, v1::TensorInfo*) override;

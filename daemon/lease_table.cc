@@ -11,7 +11,8 @@ uint64_t LeaseTable::Add(const std::string& session, uint64_t object_id) {
   return id;
 }
 
-absl::StatusOr<uint64_t> LeaseTable::Remove(const std::string& session, uint64_t lease_id) {
+absl::StatusOr<uint64_t> LeaseTable::ObjectOf(const std::string& session,
+                                              uint64_t lease_id) const {
   auto it = leases_.find(lease_id);
   if (it == leases_.end()) {
     return absl::NotFoundError(absl::StrCat("lease_id ", lease_id, " is not a live lease"));
@@ -20,11 +21,16 @@ absl::StatusOr<uint64_t> LeaseTable::Remove(const std::string& session, uint64_t
     return absl::PermissionDeniedError(
         absl::StrCat("lease_id ", lease_id, " belongs to another session"));
   }
-  const uint64_t object_id = it->second.object_id;
+  return it->second.object_id;
+}
+
+absl::StatusOr<uint64_t> LeaseTable::Remove(const std::string& session, uint64_t lease_id) {
+  auto object_id = ObjectOf(session, lease_id);
+  if (!object_id.ok()) return object_id;
+  leases_.erase(lease_id);
   auto owned = by_session_.find(session);
   owned->second.erase(lease_id);
   if (owned->second.empty()) by_session_.erase(owned);
-  leases_.erase(it);
   return object_id;
 }
 

@@ -20,6 +20,8 @@ class LeaseTable {
  public:
   // Records a new lease of `session` on `object_id` and returns its id (never 0).
   uint64_t Add(const std::string& session, uint64_t object_id);
+  // The object `lease_id` held by `session` keeps alive; the same errors as Remove.
+  absl::StatusOr<uint64_t> ObjectOf(const std::string& session, uint64_t lease_id) const;
   // Ends `lease_id` held by `session`; returns the object it kept alive. NOT_FOUND for an
   // unknown lease, PERMISSION_DENIED for a lease of another session.
   absl::StatusOr<uint64_t> Remove(const std::string& session, uint64_t lease_id);

@@ -276,6 +276,18 @@ absl::Status TensorStore::Release(const std::string& session_id, uint64_t lease_
   return absl::OkStatus();
 }
 
+absl::StatusOr<TensorGrant> TensorStore::Retain(const std::string& session_id,
+                                                uint64_t lease_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status s = CheckServing(); !s.ok()) return s;
+  if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
+  auto object_id = leases_.ObjectOf(session_id, lease_id);
+  if (!object_id.ok()) return object_id.status();
+  TensorObject* object = objects_.at(*object_id).get();
+  // Only the creator holds leases on a pending object, and its Create lease is writable.
+  return GrantLocked(session_id, object, /*writable=*/object->pending || object->spec.is_mutable);
+}
+
 void TensorStore::ReleaseLeaseOnLocked(uint64_t object_id) {
   auto it = objects_.find(object_id);
   if (it == objects_.end()) return;

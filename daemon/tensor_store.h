@@ -103,6 +103,9 @@ class TensorStore {
   absl::StatusOr<TensorGrant> Get(const std::string& session_id, const std::string& name,
                                   absl::Time deadline);
   absl::Status Release(const std::string& session_id, uint64_t lease_id);
+  // A second lease of `session_id` on the object its lease `lease_id` keeps alive; writable
+  // like the first (pending for its creator, or mutable).
+  absl::StatusOr<TensorGrant> Retain(const std::string& session_id, uint64_t lease_id);
 
   absl::Status Delete(const std::string& name);
   std::vector<TensorInfo> List(const std::string& prefix);

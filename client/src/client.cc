@@ -166,6 +166,20 @@ absl::StatusOr<DLManagedTensor*> Client::GetLegacy(const std::string& name,
   return client_internal::ExportLegacy(impl_->connection, *grant);
 }
 
+absl::StatusOr<DLManagedTensorVersioned*> Client::Retain(const DLManagedTensorVersioned& tensor) {
+  Connection& connection = *impl_->connection;
+  auto lease_id = client_internal::LeaseOf(tensor, &connection);
+  if (!lease_id.ok()) return lease_id.status();
+  v1::RetainRequest request;
+  request.set_session_id(connection.session_id());
+  request.set_lease_id(*lease_id);
+  v1::TensorGrant grant;
+  if (absl::Status s = Call(connection, &v1::Broker::Stub::Retain, request, &grant); !s.ok()) {
+    return s;
+  }
+  return client_internal::ExportVersioned(impl_->connection, grant);
+}
+
 absl::Status Client::Delete(const std::string& name) {
   v1::DeleteRequest request;
   request.set_name(name);

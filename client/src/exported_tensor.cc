@@ -88,4 +88,16 @@ absl::StatusOr<DLManagedTensor*> ExportLegacy(std::shared_ptr<Connection> connec
   return out;
 }
 
+absl::StatusOr<uint64_t> LeaseOf(const DLManagedTensorVersioned& tensor,
+                                 const Connection* connection) {
+  if (tensor.deleter != &DeleteVersioned || tensor.manager_ctx == nullptr) {
+    return absl::InvalidArgumentError("tensor was not made by a tensorbroker Client");
+  }
+  const auto* context = static_cast<const ExportContext*>(tensor.manager_ctx);
+  if (context->connection.get() != connection) {
+    return absl::InvalidArgumentError("tensor was made by another tensorbroker Client");
+  }
+  return context->lease_id;
+}
+
 }  // namespace tensorbroker::client_internal

@@ -22,6 +22,11 @@ absl::StatusOr<DLManagedTensorVersioned*> ExportVersioned(std::shared_ptr<Connec
 absl::StatusOr<DLManagedTensor*> ExportLegacy(std::shared_ptr<Connection> connection,
                                               const v1::TensorGrant& grant);
 
+// The lease a tensor made by ExportVersioned over `connection` holds; INVALID_ARGUMENT for a
+// tensor made elsewhere (another Client, another library).
+absl::StatusOr<uint64_t> LeaseOf(const DLManagedTensorVersioned& tensor,
+                                 const Connection* connection);
+
 }  // namespace tensorbroker::client_internal
 
 #endif  // TENSORBROKER_CLIENT_SRC_EXPORTED_TENSOR_H_

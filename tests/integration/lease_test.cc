@@ -232,5 +232,67 @@ TEST_F(LeaseTest, ReplaceWhileLeasedKeepsOldVersionForHoldersAndPublishesTheNewO
   EXPECT_EQ(after.used_bytes, before.used_bytes + 1024) << "old versions not freed";
 }
 
+TEST_F(LeaseTest, RetainGivesAnIndependentLeaseOnTheSameVersionEvenAfterReplaceAndDelete) {
+  ASSERT_OK(PutFloats(client(), "retain/a", {1, 2, 3}));
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, client().Get("retain/a"));
+  TensorPtr first(raw);
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw2, client().Retain(*first));
+  TensorPtr second(raw2);
+  EXPECT_EQ(LeasesOf(client(), "retain/a"), 2);
+  EXPECT_EQ(second->dl_tensor.data, first->dl_tensor.data) << "same mapping, same bytes";
+  EXPECT_EQ(second->flags & DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_FLAG_BITMASK_READ_ONLY);
+  EXPECT_EQ(FloatsOf(second->dl_tensor), (std::vector<float>{1, 2, 3}));
+
+  // The first handle's deleter ends only its own lease.
+  first.reset();
+  EXPECT_EQ(LeasesOf(client(), "retain/a"), 1);
+
+  // Replaced, then deleted: Retain still reaches the version `second` holds, not the name.
+  PutOptions replace;
+  replace.replace = true;
+  ASSERT_OK(PutFloats(client(), "retain/a", {7, 7}, replace));
+  ASSERT_OK(client().Delete("retain/a"));
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw3, client().Retain(*second));
+  TensorPtr third(raw3);
+  second.reset();
+  EXPECT_EQ(FloatsOf(third->dl_tensor), (std::vector<float>{1, 2, 3}));
+  ASSERT_OK_AND_ASSIGN(BrokerStats held, client().Stats());
+  EXPECT_EQ(held.leases, 1u);
+  third.reset();
+  ASSERT_OK_AND_ASSIGN(BrokerStats after, client().Stats());
+  EXPECT_EQ(after.leases, 0u);
+  EXPECT_EQ(after.used_bytes, 0u) << "the old version is freed with its last lease";
+}
+
+TEST_F(LeaseTest, RetainOfAnUnsealedTensorIsWritableAndCountsOnTheSealedVersion) {
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, client().Create("retain/w", {4},
+                                                                       dtypes::kFloat32));
+  TensorPtr created(raw);
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw2, client().Retain(*created));
+  TensorPtr view(raw2);
+  EXPECT_EQ(view->flags & DLPACK_FLAG_BITMASK_READ_ONLY, 0u);
+  float* p = reinterpret_cast<float*>(MutableDataOf(view->dl_tensor));
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<float>(i) + 0.5f;
+  ASSERT_OK(client().Seal("retain/w"));
+  EXPECT_EQ(LeasesOf(client(), "retain/w"), 2);
+  created.reset();
+  view.reset();
+  EXPECT_EQ(LeasesOf(client(), "retain/w"), 0);
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw3, client().Get("retain/w"));
+  TensorPtr got(raw3);
+  EXPECT_EQ(FloatsOf(got->dl_tensor), (std::vector<float>{0.5f, 1.5f, 2.5f, 3.5f}));
+}
+
+TEST_F(LeaseTest, RetainRefusesATensorFromAnotherClient) {
+  ASSERT_OK(PutFloats(client(), "retain/other", {1}));
+  ASSERT_OK_AND_ASSIGN(auto other, Client::Connect(socket()));
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, other->Get("retain/other"));
+  TensorPtr theirs(raw);
+  EXPECT_CODE(client().Retain(*theirs), absl::StatusCode::kInvalidArgument);
+  DLManagedTensorVersioned foreign{};
+  EXPECT_CODE(client().Retain(foreign), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(LeasesOf(client(), "retain/other"), 1);
+}
+
 }  // namespace
 }  // namespace tensorbroker::testing

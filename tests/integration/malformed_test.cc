@@ -99,6 +99,13 @@ class RawBroker {
     v1::Empty e;
     return stub_->Release(Ctx().get(), r, &e);
   }
+  grpc::Status Retain(const std::string& session, uint64_t lease, v1::TensorGrant* out = nullptr) {
+    v1::RetainRequest r;
+    r.set_session_id(session);
+    r.set_lease_id(lease);
+    v1::TensorGrant g;
+    return stub_->Retain(Ctx().get(), r, out ? out : &g);
+  }
   grpc::Status Stat(const std::string& name) {
     v1::StatRequest r;
     r.set_name(name);
@@ -383,6 +390,7 @@ TEST_F(MalformedTest, SessionAndLeaseErrors) {
     ExpectRaw(raw_->Seal(bad, "sess/new"), kFailed, "session", "Seal");
     ExpectRaw(raw_->Abort(bad, "sess/new"), kFailed, "session", "Abort");
     ExpectRaw(raw_->Release(bad, 1), kFailed, "session", "Release");
+    ExpectRaw(raw_->Retain(bad, 1), kFailed, "session", "Retain");
   }
   EXPECT_CODE(client().Stat("sess/new"), StatusCode::kNotFound);
   EXPECT_EQ(LeasesOf(client(), "sess/a"), 0);
@@ -391,6 +399,8 @@ TEST_F(MalformedTest, SessionAndLeaseErrors) {
   ExpectRaw(raw_->Release(session_, 987654321), grpc::StatusCode::NOT_FOUND, "lease",
             "Release unknown lease");
   ExpectRaw(raw_->Release(session_, 0), grpc::StatusCode::NOT_FOUND, "lease", "Release lease 0");
+  ExpectRaw(raw_->Retain(session_, 987654321), grpc::StatusCode::NOT_FOUND, "lease_id",
+            "Retain unknown lease");
   // A lease is released once; a second time it is unknown.
   v1::TensorGrant grant;
   ASSERT_TRUE(raw_->Get(session_, "sess/a", 0, &grant).ok());
@@ -402,11 +412,15 @@ TEST_F(MalformedTest, SessionAndLeaseErrors) {
   // proto: PERMISSION_DENIED "the caller may not touch that object".
   ExpectRaw(other.Release(other_session, grant.lease_id()), grpc::StatusCode::PERMISSION_DENIED,
             "lease", "Release of another session's lease");
+  ExpectRaw(other.Retain(other_session, grant.lease_id()), grpc::StatusCode::PERMISSION_DENIED,
+            "lease_id", "Retain of another session's lease");
   EXPECT_EQ(LeasesOf(client(), "sess/a"), 1);
   ASSERT_TRUE(raw_->Release(session_, grant.lease_id()).ok());
   EXPECT_EQ(LeasesOf(client(), "sess/a"), 0);
   ExpectRaw(raw_->Release(session_, grant.lease_id()), grpc::StatusCode::NOT_FOUND, "lease",
             "second Release");
+  ExpectRaw(raw_->Retain(session_, grant.lease_id()), grpc::StatusCode::NOT_FOUND, "lease_id",
+            "Retain of a released lease");
 }
 
 TEST_F(MalformedTest, SealAndAbortInTheWrongState) {

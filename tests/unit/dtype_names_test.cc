@@ -23,7 +23,7 @@ TEST(DTypeNames, RoundTripEveryValidDType) {
       ++named;
     }
   }
-  EXPECT_EQ(named, 23);
+  EXPECT_EQ(named, 24);
 }
 
 TEST(DTypeNames, NumPySpellings) {
@@ -31,6 +31,7 @@ TEST(DTypeNames, NumPySpellings) {
   EXPECT_EQ(DTypeName({kDLBool, 8, 1}), "bool");
   EXPECT_EQ(DTypeName({kDLBfloat, 16, 1}), "bfloat16");
   EXPECT_EQ(DTypeName({kDLComplex, 64, 1}), "complex64");
+  EXPECT_EQ(DTypeName({kDLComplex, 32, 1}), "complex32");
   EXPECT_EQ(DTypeName({10, 8, 1}), "float8_e4m3fn");
   EXPECT_EQ(DTypeName({kDLFloat, 32, 4}), "dtype(code=2,bits=32,lanes=4)");
   EXPECT_EQ(ParseDTypeName("float128").status().code(), absl::StatusCode::kInvalidArgument);

@@ -12,7 +12,7 @@
 //   auto t = (*client)->Get("frames/0", std::chrono::seconds(5));
 //   ... use (*t)->dl_tensor ...;  (*t)->deleter(*t);           // releases this lease
 //
-// Ownership: every tensor returned (Create, Get, GetLegacy) is owned by the caller, who must
+// Ownership: every tensor returned (Create, Get, GetLegacy, Retain) is owned by the caller, who must
 // call its deleter exactly once. The deleter releases exactly the lease that tensor holds; it
 // may run on any thread, also after the Client is destroyed: a tensor stays valid until its
 // deleter runs. `tensorbroker::TensorPtr` does that for you.
@@ -101,6 +101,13 @@ class Client {
   // The same for consumers still on the pre-1.0 DLPack ABI.
   absl::StatusOr<DLManagedTensor*> GetLegacy(
       const std::string& name, std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+
+  // Another handle on the tensor `tensor` refers to, with a lease of its own: the same memory
+  // and version even if the name was since replaced or deleted, writable if `tensor` is.
+  // For handing one tensor to several consumers that each call their own deleter.
+  // `tensor` must come from this Client (Create, Get or Retain) and still be alive;
+  // INVALID_ARGUMENT otherwise.
+  absl::StatusOr<DLManagedTensorVersioned*> Retain(const DLManagedTensorVersioned& tensor);
 
   absl::Status Delete(const std::string& name);
   absl::StatusOr<std::vector<TensorInfo>> List(const std::string& prefix = "");
