@@ -41,20 +41,6 @@ std::string KeyValueLines(const std::vector<std::pair<std::string, std::string>>
 
 }  // namespace
 
-std::string DeviceName(const DLDevice& device) {
-  switch (device.device_type) {
-    case kDLCPU:
-      return "cpu";
-    case kDLCUDA:
-      return absl::StrCat("cuda:", device.device_id);
-    case kDLCUDAHost:
-      return "cuda_host";
-    default:
-      return absl::StrCat("device(type=", static_cast<int>(device.device_type),
-                          ",id=", device.device_id, ")");
-  }
-}
-
 void WriteTensorInfoJson(const TensorInfo& info, JsonWriter& json) {
   json.BeginObject();
   json.Key("name").String(info.name);

@@ -20,7 +20,6 @@
 
 namespace tensorbroker::cli {
 
-std::string DeviceName(const DLDevice& device);
 
 void WriteTensorInfoJson(const TensorInfo& info, JsonWriter& json);
 // One JSON object, no trailing newline.

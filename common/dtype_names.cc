@@ -64,4 +64,18 @@ absl::StatusOr<DLDataType> ParseDTypeName(absl::string_view name) {
                    "(e.g. float32, int64, bool, bfloat16, complex64, float8_e4m3fn)"));
 }
 
+std::string DeviceName(const DLDevice& device) {
+  switch (device.device_type) {
+    case kDLCPU:
+      return "cpu";
+    case kDLCUDA:
+      return absl::StrCat("cuda:", device.device_id);
+    case kDLCUDAHost:
+      return "cuda_host";
+    default:
+      return absl::StrCat("device(type=", static_cast<int>(device.device_type),
+                          ",id=", device.device_id, ")");
+  }
+}
+
 }  // namespace tensorbroker

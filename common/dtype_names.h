@@ -1,5 +1,6 @@
-// NumPy spellings of DLPack dtypes ("float32", "bool", "bfloat16", "float8_e4m3fn", ...), used by
-// the CLI's output, .npy files and the Python package. Pure functions, thread-safe.
+// NumPy spellings of DLPack dtypes ("float32", "bool", "bfloat16", "float8_e4m3fn", ...) and
+// short device names ("cpu", "cuda:0"), used by the CLI's output, .npy files and the Python
+// package. Pure functions, thread-safe.
 #ifndef TENSORBROKER_COMMON_DTYPE_NAMES_H_
 #define TENSORBROKER_COMMON_DTYPE_NAMES_H_
 
@@ -14,6 +15,9 @@ namespace tensorbroker {
 
 // The NumPy name of a valid dtype; "dtype(code=C,bits=B,lanes=L)" for anything else.
 std::string DTypeName(const DLDataType& dtype);
+// "cpu", "cuda:N", "cuda_host", or "device(type=T,id=I)" for any other device.
+std::string DeviceName(const DLDevice& device);
+
 // Inverse of DTypeName for the names it produces; INVALID_ARGUMENT otherwise.
 absl::StatusOr<DLDataType> ParseDTypeName(absl::string_view name);
 

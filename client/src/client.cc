@@ -180,6 +180,10 @@ absl::StatusOr<DLManagedTensorVersioned*> Client::Retain(const DLManagedTensorVe
   return client_internal::ExportVersioned(impl_->connection, grant);
 }
 
+absl::StatusOr<TensorInfo> Client::Describe(const DLManagedTensorVersioned& tensor) const {
+  return client_internal::InfoOf(tensor, impl_->connection.get());
+}
+
 absl::Status Client::Delete(const std::string& name) {
   v1::DeleteRequest request;
   request.set_name(name);

@@ -1,5 +1,9 @@
 #include "client/src/connection.h"
 
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
@@ -8,6 +12,31 @@
 namespace tensorbroker::client_internal {
 namespace {
 constexpr std::chrono::seconds kUnaryDeadline(60);
+
+// One plain connect(2) to the socket, to tell "not allowed" (EACCES: answered at once, with
+// PERMISSION_DENIED) from "nobody there yet" (UNAVAILABLE, worth waiting for).
+absl::Status ProbeUnixSocket(const std::string& path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(address.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("socket path '", path, "' is longer than ",
+                                                   sizeof(address.sun_path) - 1, " bytes"));
+  }
+  path.copy(address.sun_path, path.size());
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("socket(): ", strerror(errno)));
+  const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address));
+  const int error = errno;
+  ::close(fd);
+  if (rc == 0) return absl::OkStatus();
+  if (error == EACCES || error == EPERM) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "may not connect to ", path, ": ", strerror(error),
+        " (the daemon's socket is mode 0660: run as its user or a member of its group)"));
+  }
+  return absl::UnavailableError(absl::StrCat(path, ": ", strerror(error)));
+}
+
 }  // namespace
 
 void Connection::SetDeadline(grpc::ClientContext* context, std::chrono::milliseconds extra) {
@@ -16,6 +45,8 @@ void Connection::SetDeadline(grpc::ClientContext* context, std::chrono::millisec
 
 absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(const std::string& socket_path,
                                                              std::chrono::milliseconds timeout) {
+  absl::Status probe = ProbeUnixSocket(socket_path);
+  if (absl::IsPermissionDenied(probe) || absl::IsInvalidArgument(probe)) return probe;
   std::shared_ptr<Connection> connection(new Connection());
   connection->socket_path_ = socket_path;
   grpc::ChannelArguments args;
@@ -25,9 +56,11 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(const std::string& 
                                                    grpc::InsecureChannelCredentials(), args);
   const auto deadline = std::chrono::system_clock::now() + timeout;
   if (!connection->channel_->WaitForConnected(deadline)) {
-    return absl::UnavailableError(absl::StrCat("no tensorbrokerd answers on ", socket_path,
-                                               " (is it running? see --socket / "
-                                               "$TENSORBROKER_SOCKET)"));
+    probe = ProbeUnixSocket(socket_path);
+    if (absl::IsPermissionDenied(probe)) return probe;
+    return absl::UnavailableError(absl::StrCat(
+        "no tensorbrokerd answers on ", socket_path, " (is it running? see --socket / "
+        "$TENSORBROKER_SOCKET)", probe.ok() ? "" : absl::StrCat("; last try: ", probe.message())));
   }
   connection->stub_ = v1::Broker::NewStub(connection->channel_);
   connection->session_ = connection->stub_->Session(&connection->session_context_);

@@ -14,6 +14,7 @@ struct ExportContext {
   std::shared_ptr<Connection> connection;
   std::shared_ptr<const void> mapping;
   uint64_t lease_id = 0;
+  TensorInfo info;  // as the grant described the tensor
   std::vector<int64_t> shape;
   std::vector<int64_t> strides;
   int64_t no_dims[1] = {0};  // shape and strides of a 0-d tensor point here
@@ -42,6 +43,7 @@ absl::StatusOr<std::unique_ptr<ExportContext>> MakeContext(std::shared_ptr<Conne
   if (!region.ok()) return region.status();
   context->mapping = std::move(region->keepalive);
   const v1::TensorInfo& info = grant.info();
+  context->info = FromProto(info);
   context->shape = ToVector(info.shape());
   context->strides = ToVector(info.strides());
   if (context->strides.size() != context->shape.size()) {
@@ -88,8 +90,10 @@ absl::StatusOr<DLManagedTensor*> ExportLegacy(std::shared_ptr<Connection> connec
   return out;
 }
 
-absl::StatusOr<uint64_t> LeaseOf(const DLManagedTensorVersioned& tensor,
-                                 const Connection* connection) {
+namespace {
+
+absl::StatusOr<const ExportContext*> ContextOf(const DLManagedTensorVersioned& tensor,
+                                               const Connection* connection) {
   if (tensor.deleter != &DeleteVersioned || tensor.manager_ctx == nullptr) {
     return absl::InvalidArgumentError("tensor was not made by a tensorbroker Client");
   }
@@ -97,7 +101,23 @@ absl::StatusOr<uint64_t> LeaseOf(const DLManagedTensorVersioned& tensor,
   if (context->connection.get() != connection) {
     return absl::InvalidArgumentError("tensor was made by another tensorbroker Client");
   }
-  return context->lease_id;
+  return context;
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> LeaseOf(const DLManagedTensorVersioned& tensor,
+                                 const Connection* connection) {
+  auto context = ContextOf(tensor, connection);
+  if (!context.ok()) return context.status();
+  return (*context)->lease_id;
+}
+
+absl::StatusOr<TensorInfo> InfoOf(const DLManagedTensorVersioned& tensor,
+                                  const Connection* connection) {
+  auto context = ContextOf(tensor, connection);
+  if (!context.ok()) return context.status();
+  return (*context)->info;
 }
 
 }  // namespace tensorbroker::client_internal

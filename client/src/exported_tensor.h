@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/src/connection.h"
+#include "tensorbroker/types.h"
 #include "tensorbroker/v1/broker.pb.h"
 
 namespace tensorbroker::client_internal {
@@ -26,6 +27,9 @@ absl::StatusOr<DLManagedTensor*> ExportLegacy(std::shared_ptr<Connection> connec
 // tensor made elsewhere (another Client, another library).
 absl::StatusOr<uint64_t> LeaseOf(const DLManagedTensorVersioned& tensor,
                                  const Connection* connection);
+// What the grant said about that tensor; the same errors as LeaseOf.
+absl::StatusOr<TensorInfo> InfoOf(const DLManagedTensorVersioned& tensor,
+                                  const Connection* connection);
 
 }  // namespace tensorbroker::client_internal
 

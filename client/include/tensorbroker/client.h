@@ -12,9 +12,9 @@
 //   auto t = (*client)->Get("frames/0", std::chrono::seconds(5));
 //   ... use (*t)->dl_tensor ...;  (*t)->deleter(*t);           // releases this lease
 //
-// Ownership: every tensor returned (Create, Get, GetLegacy, Retain) is owned by the caller, who must
-// call its deleter exactly once. The deleter releases exactly the lease that tensor holds; it
-// may run on any thread, also after the Client is destroyed: a tensor stays valid until its
+// Ownership: every tensor returned (Create, Get, GetLegacy, Retain) is owned by the caller, who
+// must call its deleter exactly once. The deleter releases exactly the lease that tensor holds;
+// it may run on any thread, also after the Client is destroyed: a tensor stays valid until its
 // deleter runs. `tensorbroker::TensorPtr` does that for you.
 //
 // Threading: a Client is safe to use from many threads at once.
@@ -108,6 +108,9 @@ class Client {
   // `tensor` must come from this Client (Create, Get or Retain) and still be alive;
   // INVALID_ARGUMENT otherwise.
   absl::StatusOr<DLManagedTensorVersioned*> Retain(const DLManagedTensorVersioned& tensor);
+  // What the broker said about `tensor` when it granted it: name, version, mutable, ...
+  // (`leases` as of then). No round trip. The same INVALID_ARGUMENT cases as Retain.
+  absl::StatusOr<TensorInfo> Describe(const DLManagedTensorVersioned& tensor) const;
 
   absl::Status Delete(const std::string& name);
   absl::StatusOr<std::vector<TensorInfo>> List(const std::string& prefix = "");

@@ -1,0 +1,144 @@
+// The `tensorbroker._core` extension: binds PyClient and PyTensor and maps broker errors to
+// tensorbroker.errors. The public package (tensorbroker/__init__.py) re-exports it.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "common/dtype_names.h"
+#include "python/src/py_client.h"
+#include "python/src/py_tensor.h"
+#include "python/src/status_error.h"
+
+namespace py = pybind11;
+using tensorbroker::python::PyClient;
+using tensorbroker::python::PyTensor;
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "tensorbroker's native core; use the `tensorbroker` package.";
+  py::module_::import("tensorbroker.errors");  // fail at import, not at the first error
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const tensorbroker::python::StatusError& e) {
+      tensorbroker::python::RaiseInPython(e);
+    }
+  });
+
+  m.def("default_socket", &tensorbroker::DefaultSocketPath,
+        "The socket used when none is given: $TENSORBROKER_SOCKET, else "
+        "/run/tensorbroker/broker.sock for root, else $XDG_RUNTIME_DIR/tensorbroker/broker.sock, "
+        "else /tmp/tensorbroker-$UID/broker.sock.");
+
+  m.def("connect", &PyClient::Connect, py::arg("socket") = py::none(), py::arg("timeout") = 5.0,
+        R"doc(Connect to tensorbrokerd and open a session.
+
+socket: the daemon's Unix socket; None uses default_socket() (the same rule as the C++ client
+    and the CLI).
+timeout: seconds to wait for the daemon to answer.
+
+Raises Unavailable when no daemon answers, PermissionDenied when the socket may not be used.)doc");
+
+  py::class_<PyClient>(m, "Client", R"doc(A session with tensorbrokerd; made by connect().
+
+Safe to share between threads. Every call releases the GIL while it talks to the daemon.
+Tensors it returned keep working after close(). Usable as a context manager (closes on exit).)doc")
+      .def("put", &PyClient::Put, py::arg("name"), py::arg("obj"), py::kw_only(),
+           py::arg("mutable") = false, py::arg("replace") = false,
+           R"doc(Publish a copy of `obj` under `name` and return its stat() dict.
+
+obj: anything with __dlpack__ (numpy.ndarray, torch.Tensor, ...) or the buffer protocol, on the
+    CPU, with any strides (one copy, stored compact in C order).
+mutable: the published tensor stays writable for every holder; writes are seen by all.
+replace: publish a new version if the name is taken (holders of the old one keep it).)doc")
+      .def("create", &PyClient::Create, py::arg("name"), py::arg("shape"), py::arg("dtype"),
+           py::kw_only(), py::arg("mutable") = false, py::arg("replace") = false,
+           R"doc(Reserve a writable tensor in broker memory to fill in place, then seal() it.
+
+np.asarray(t) and torch.from_dlpack(t) give writable zero-copy views. Nobody else sees the
+tensor until t.seal(). dtype: "float32", np.float32, torch.float32, ... (NumPy spelling).)doc")
+      .def("get", &PyClient::Get, py::arg("name"), py::arg("timeout") = py::none(),
+           R"doc(The tensor published under `name`, without copying it.
+
+timeout: seconds to wait for the name to be published; 0 answers at once (NotFound if absent);
+    None (the default) waits until it is. Raises Timeout when the wait runs out. Ctrl-C
+    interrupts the wait.)doc")
+      .def("delete", &PyClient::Delete, py::arg("name"),
+           "Unpublish `name` at once; holders keep valid memory until they release it.")
+      .def("list", &PyClient::List, py::arg("prefix") = "",
+           "stat() dicts of the published tensors whose names start with `prefix`, by name.")
+      .def("stat", &PyClient::Stat, py::arg("name"),
+           "What the broker knows about `name`: the fields of `tensorbroker stat --json` (name, "
+           "dtype, shape, strides, nbytes, device, sealed, mutable, version, leases, "
+           "created_unix_ms).")
+      .def("stats", &PyClient::Stats,
+           "Daemon-wide counters: the fields of `tensorbroker stats --json`.")
+      .def("ping", &PyClient::Ping, "An empty round trip to the daemon.")
+      .def("close", &PyClient::Close, "End the session. Tensors already returned stay valid.")
+      .def_property_readonly("socket", &PyClient::socket, "The daemon's socket path.")
+      .def_property_readonly("closed", &PyClient::closed)
+      .def("__enter__", [](PyClient& self) -> PyClient& { return self; },
+           py::return_value_policy::reference)
+      .def("__exit__", [](PyClient& self, py::args) { self.Close(); })
+      .def("__repr__", [](const PyClient& self) {
+        return "<tensorbroker.Client " + self.socket() + (self.closed() ? " closed>" : ">");
+      });
+
+  py::class_<PyTensor>(m, "Tensor", R"doc(A broker tensor this process holds a lease on.
+
+Zero-copy views: np.asarray(t), np.from_dlpack(t), torch.from_dlpack(t), t.numpy(), t.torch().
+Each view holds a lease of its own, so it stays valid after t.release() or after `t` is
+garbage-collected; the broker frees the memory when the last lease anywhere ends.
+Read-only unless the tensor is mutable or came from create() and is not sealed yet.
+Usable as a context manager: release() on exit (and abort() if created and never sealed).)doc")
+      .def("__dlpack__", &PyTensor::DLPack, py::kw_only(), py::arg("stream") = py::none(),
+           py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(),
+           py::arg("copy") = py::none(),
+           R"doc(A DLPack capsule holding its own lease, released by its deleter.
+
+"dltensor_versioned" (DLPack 1.x, with the read-only flag) when max_version allows it, else the
+legacy "dltensor" that NumPy 1.24 and PyTorch 1.13 read.)doc")
+      .def("__dlpack_device__", &PyTensor::DLPackDevice, "(device_type, device_id): (1, 0) = CPU.")
+      .def("__array__", &PyTensor::Array, py::arg("dtype") = py::none(),
+           py::arg("copy") = py::none(),
+           "A NumPy view of the broker's pages (its own lease); read-only unless writable.")
+      .def("numpy", [](PyTensor& self) { return self.Array(py::none(), py::none()); },
+           "np.asarray(t): a zero-copy NumPy view, bool included.")
+      .def("torch", &PyTensor::Torch,
+           "torch.from_dlpack(t); bool tensors come back as torch.bool (through a uint8 view).")
+      .def("view", &PyTensor::View, py::arg("dtype"),
+           "The same bytes as another dtype of the same item size (e.g. bool as uint8), with a "
+           "lease of its own.")
+      .def("seal", &PyTensor::Seal,
+           "Publish a tensor from create(). Unless it is mutable it is read-only from now on: do "
+           "not write through views taken before.")
+      .def("abort", &PyTensor::Abort, "Drop a tensor from create() that was never sealed.")
+      .def("release", &PyTensor::Release,
+           "End this object's lease now (views made from it keep theirs). Idempotent.")
+      .def_property_readonly("name", [](const PyTensor& t) { return t.info().name; })
+      .def_property_readonly("shape", [](const PyTensor& t) { return py::tuple(py::cast(t.info().shape)); })
+      .def_property_readonly("strides",
+                             [](const PyTensor& t) { return py::tuple(py::cast(t.info().strides)); },
+                             "In elements, as DLPack.")
+      .def_property_readonly("ndim", [](const PyTensor& t) { return t.info().shape.size(); })
+      .def_property_readonly("dtype", [](const PyTensor& t) { return tensorbroker::DTypeName(t.dtype()); },
+                             "NumPy spelling: \"float32\", \"bool\", \"bfloat16\", ...")
+      .def_property_readonly("nbytes", [](const PyTensor& t) { return t.info().nbytes; })
+      .def_property_readonly("version", [](const PyTensor& t) { return t.info().version; })
+      .def_property_readonly("mutable", [](const PyTensor& t) { return t.info().is_mutable; })
+      .def_property_readonly("readonly", [](const PyTensor& t) { return !t.writable(); })
+      .def_property_readonly("sealed", [](const PyTensor& t) { return !t.created(); })
+      .def_property_readonly("released", &PyTensor::released)
+      .def_property_readonly("device", [](const PyTensor& t) { return tensorbroker::DeviceName(t.info().device); })
+      .def("__enter__", [](PyTensor& self) -> PyTensor& { return self; },
+           py::return_value_policy::reference)
+      .def("__exit__",
+           [](PyTensor& self, py::args) {
+             if (self.created() && !self.released()) {
+               try {
+                 self.Abort();
+               } catch (const tensorbroker::python::StatusError&) {
+               }
+             }
+             self.Release();
+           })
+      .def("__repr__", &PyTensor::Repr);
+}

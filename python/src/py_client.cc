@@ -1,0 +1,200 @@
+#include "python/src/py_client.h"
+
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/dtype_names.h"
+#include "python/src/py_dtype.h"
+#include "python/src/source_view.h"
+#include "python/src/status_error.h"
+
+namespace tensorbroker::python {
+
+namespace py = pybind11;
+
+namespace {
+
+// get() waits in slices this long, checking for KeyboardInterrupt between them.
+constexpr std::chrono::milliseconds kWaitSlice(250);
+
+// Runs `call` (a Client method) with the GIL released and returns its value or throws.
+template <typename Call>
+auto Unlocked(Call&& call) {
+  decltype(call()) result = absl::UnknownError("not run");
+  {
+    py::gil_scoped_release release;
+    result = call();
+  }
+  return result;
+}
+
+std::chrono::milliseconds SecondsToMillis(double seconds, const char* field) {
+  if (!std::isfinite(seconds) || seconds < 0) {
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat(field, " = ", seconds, "; must be a finite number of seconds >= 0")));
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000.0)));
+}
+
+std::vector<int64_t> ShapeFromPython(py::handle shape) {
+  if (PyLong_Check(shape.ptr())) return {shape.cast<int64_t>()};
+  std::vector<int64_t> dims;
+  try {
+    for (py::handle dim : py::iter(shape)) dims.push_back(py::cast<int64_t>(dim));
+  } catch (const py::error_already_set&) {
+    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+        "shape ", std::string(py::str(py::repr(shape))), " is not a sequence of integers")));
+  } catch (const py::cast_error&) {
+    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+        "shape ", std::string(py::str(py::repr(shape))), " is not a sequence of integers")));
+  }
+  return dims;
+}
+
+}  // namespace
+
+py::dict InfoDict(const TensorInfo& info) {
+  py::dict d;
+  d["name"] = info.name;
+  d["dtype"] = DTypeName(info.dtype);
+  d["shape"] = py::cast(info.shape);
+  d["strides"] = py::cast(info.strides);
+  d["nbytes"] = info.nbytes;
+  d["device"] = DeviceName(info.device);
+  d["sealed"] = info.sealed;
+  d["mutable"] = info.is_mutable;
+  d["version"] = info.version;
+  d["leases"] = info.leases;
+  d["created_unix_ms"] = info.created_unix_ms;
+  return d;
+}
+
+py::dict StatsDict(const BrokerStats& stats) {
+  py::dict d;
+  d["capacity_bytes"] = stats.capacity_bytes;
+  d["used_bytes"] = stats.used_bytes;
+  d["reserved_bytes"] = stats.reserved_bytes;
+  d["tensors"] = stats.tensors;
+  d["leases"] = stats.leases;
+  d["clients"] = stats.clients;
+  d["segments"] = stats.segments;
+  d["pending"] = stats.pending;
+  return d;
+}
+
+std::unique_ptr<PyClient> PyClient::Connect(std::optional<std::string> socket, double timeout) {
+  const std::chrono::milliseconds wait = SecondsToMillis(timeout, "timeout");
+  const std::string path = socket.value_or("");
+  auto client = Unlocked([&] { return Client::Connect(path, wait); });
+  std::shared_ptr<Client> shared(ValueOrThrow(std::move(client)).release());
+  std::string resolved = shared->socket_path();
+  return std::unique_ptr<PyClient>(new PyClient(std::move(shared), std::move(resolved)));
+}
+
+std::shared_ptr<Client> PyClient::Live() const {
+  if (client_ == nullptr) {
+    throw StatusError(absl::FailedPreconditionError(
+        absl::StrCat("the client for ", socket_, " is closed; connect() again")));
+  }
+  return client_;
+}
+
+void PyClient::Close() {
+  std::shared_ptr<Client> dropped = std::move(client_);
+  client_ = nullptr;
+  py::gil_scoped_release release;  // ends the session: a round trip
+  dropped.reset();
+}
+
+py::dict PyClient::Put(const std::string& name, py::handle object, bool is_mutable,
+                       bool replace) {
+  std::shared_ptr<Client> client = Live();
+  std::unique_ptr<SourceView> source = SourceView::Of(object);
+  PutOptions options;
+  options.is_mutable = is_mutable;
+  options.replace = replace;
+  auto info = Unlocked([&] { return client->Put(name, source->tensor(), options); });
+  source.reset();  // the producer's deleter may need the GIL: we hold it again
+  return InfoDict(ValueOrThrow(std::move(info)));
+}
+
+std::unique_ptr<PyTensor> PyClient::Create(const std::string& name, py::handle shape,
+                                           py::handle dtype, bool is_mutable, bool replace) {
+  std::shared_ptr<Client> client = Live();
+  const std::vector<int64_t> dims = ShapeFromPython(shape);
+  const DLDataType dl_dtype = DTypeFromPython(dtype);
+  CreateOptions options;
+  options.is_mutable = is_mutable;
+  options.replace = replace;
+  auto created = Unlocked([&] { return client->Create(name, dims, dl_dtype, options); });
+  TensorPtr lease(ValueOrThrow(std::move(created)));
+  TensorInfo info = ValueOrThrow(client->Describe(*lease));
+  return std::make_unique<PyTensor>(client, std::move(lease), std::move(info), /*created=*/true);
+}
+
+std::unique_ptr<PyTensor> PyClient::Get(const std::string& name, std::optional<double> timeout) {
+  std::shared_ptr<Client> client = Live();
+  const bool forever = !timeout.has_value();
+  const auto total = forever ? std::chrono::milliseconds(0) : SecondsToMillis(*timeout, "timeout");
+  const auto deadline = std::chrono::steady_clock::now() + total;
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    const auto slice = forever ? kWaitSlice : std::clamp(left, std::chrono::milliseconds(0),
+                                                         kWaitSlice);
+    auto got = Unlocked([&] { return client->Get(name, slice); });
+    if (got.ok()) {
+      TensorPtr lease(*got);
+      TensorInfo info = ValueOrThrow(client->Describe(*lease));
+      return std::make_unique<PyTensor>(client, std::move(lease), std::move(info),
+                                        /*created=*/false);
+    }
+    const bool waiting_more = absl::IsDeadlineExceeded(got.status()) &&
+                              (forever || std::chrono::steady_clock::now() < deadline);
+    if (!waiting_more) {
+      if (absl::IsDeadlineExceeded(got.status())) {
+        throw StatusError(absl::DeadlineExceededError(absl::StrCat(
+            "name '", name, "' was not published within ", *timeout, " s")));
+      }
+      throw StatusError(got.status());
+    }
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // Ctrl-C
+  }
+}
+
+void PyClient::Delete(const std::string& name) {
+  std::shared_ptr<Client> client = Live();
+  ThrowIfError(Unlocked([&] { return client->Delete(name); }));
+}
+
+py::list PyClient::List(const std::string& prefix) {
+  std::shared_ptr<Client> client = Live();
+  auto infos = ValueOrThrow(Unlocked([&] { return client->List(prefix); }));
+  py::list out;
+  for (const TensorInfo& info : infos) out.append(InfoDict(info));
+  return out;
+}
+
+py::dict PyClient::Stat(const std::string& name) {
+  std::shared_ptr<Client> client = Live();
+  return InfoDict(ValueOrThrow(Unlocked([&] { return client->Stat(name); })));
+}
+
+py::dict PyClient::Stats() {
+  std::shared_ptr<Client> client = Live();
+  return StatsDict(ValueOrThrow(Unlocked([&] { return client->Stats(); })));
+}
+
+void PyClient::Ping() {
+  std::shared_ptr<Client> client = Live();
+  ThrowIfError(Unlocked([&] { return client->Ping(); }));
+}
+
+}  // namespace tensorbroker::python

@@ -1,0 +1,57 @@
+// tensorbroker.Client: a connection and session to tensorbrokerd, made by tensorbroker.connect().
+// Tensors it returns keep working after close(): each holds its own lease and the connection.
+//
+// Threading: safe to call from many Python threads; every broker round trip and every wait
+// runs with the GIL released. get() waits in slices so Ctrl-C (KeyboardInterrupt) interrupts it.
+#ifndef TENSORBROKER_PYTHON_SRC_PY_CLIENT_H_
+#define TENSORBROKER_PYTHON_SRC_PY_CLIENT_H_
+
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "python/src/py_tensor.h"
+#include "tensorbroker/client.h"
+
+namespace tensorbroker::python {
+
+class PyClient {
+ public:
+  // `socket`: None for the default (same rule as the C++ client and the CLI).
+  static std::unique_ptr<PyClient> Connect(std::optional<std::string> socket, double timeout);
+
+  pybind11::dict Put(const std::string& name, pybind11::handle object, bool is_mutable,
+                     bool replace);
+  std::unique_ptr<PyTensor> Create(const std::string& name, pybind11::handle shape,
+                                   pybind11::handle dtype, bool is_mutable, bool replace);
+  // `timeout`: seconds to wait for the name to be published; None waits until it is.
+  std::unique_ptr<PyTensor> Get(const std::string& name, std::optional<double> timeout);
+  void Delete(const std::string& name);
+  pybind11::list List(const std::string& prefix);
+  pybind11::dict Stat(const std::string& name);
+  pybind11::dict Stats();
+  void Ping();
+
+  std::string socket() const { return socket_; }
+  bool closed() const { return client_ == nullptr; }
+  void Close();
+
+ private:
+  PyClient(std::shared_ptr<Client> client, std::string socket)
+      : client_(std::move(client)), socket_(std::move(socket)) {}
+  // The live client, or FAILED_PRECONDITION after close().
+  std::shared_ptr<Client> Live() const;
+
+  std::shared_ptr<Client> client_;
+  std::string socket_;
+};
+
+// The same fields and spellings as `tensorbroker stat --json` / `stats --json`.
+pybind11::dict InfoDict(const TensorInfo& info);
+pybind11::dict StatsDict(const BrokerStats& stats);
+
+}  // namespace tensorbroker::python
+
+#endif  // TENSORBROKER_PYTHON_SRC_PY_CLIENT_H_

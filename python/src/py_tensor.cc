@@ -1,0 +1,170 @@
+#include "python/src/py_tensor.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/dtype_names.h"
+#include "python/src/lease_export.h"
+#include "python/src/py_dtype.h"
+#include "python/src/status_error.h"
+
+namespace tensorbroker::python {
+
+namespace py = pybind11;
+
+namespace {
+
+PyTensor::Handle ShareHandle(TensorPtr lease) {
+  return PyTensor::Handle(lease.release(), [](DLManagedTensorVersioned* t) {
+    RunWithoutGil([t] { t->deleter(t); });  // the Release round trip
+  });
+}
+
+bool IsNone(const py::handle& h) { return h.is_none(); }
+
+}  // namespace
+
+PyTensor::PyTensor(std::shared_ptr<Client> client, TensorPtr lease, TensorInfo info, bool created)
+    : client_(std::move(client)),
+      info_(std::move(info)),
+      dtype_(info_.dtype),
+      writable_((lease->flags & DLPACK_FLAG_BITMASK_READ_ONLY) == 0),
+      created_(created) {
+  handle_ = ShareHandle(std::move(lease));
+}
+
+PyTensor::~PyTensor() { Release(); }
+
+void PyTensor::Release() {
+  Handle dropped = std::move(handle_);
+  handle_ = nullptr;
+  dropped.reset();  // the deleter releases the GIL itself
+}
+
+PyTensor::Handle PyTensor::LiveHandle() const {
+  if (handle_ == nullptr) {
+    throw StatusError(absl::FailedPreconditionError(
+        absl::StrCat("tensor '", info_.name, "' was released; get() it again")));
+  }
+  return handle_;
+}
+
+TensorPtr PyTensor::RetainLease() const {
+  Handle handle = LiveHandle();
+  absl::StatusOr<DLManagedTensorVersioned*> retained;
+  {
+    py::gil_scoped_release release;
+    retained = client_->Retain(*handle);
+  }
+  return TensorPtr(ValueOrThrow(std::move(retained)));
+}
+
+py::object PyTensor::DLPack(py::object stream, py::object max_version, py::object dl_device,
+                            py::object copy) {
+  if (!IsNone(stream)) {
+    throw py::buffer_error("stream must be None: tensorbroker tensors are in CPU memory");
+  }
+  if (!IsNone(dl_device)) {
+    py::tuple device = dl_device.cast<py::tuple>();
+    if (device.size() != 2 || device[0].cast<int>() != kDLCPU || device[1].cast<int>() != 0) {
+      throw py::buffer_error(absl::StrCat("dl_device ", std::string(py::str(dl_device)),
+                                          " is not available: the tensor is on the CPU (1, 0)"));
+    }
+  }
+  if (!IsNone(copy) && copy.cast<bool>()) {
+    throw py::buffer_error("copy=True is not supported: tensorbroker exports the broker's own "
+                           "shared pages (copy=None or False)");
+  }
+  bool versioned = false;
+  if (!IsNone(max_version)) {
+    py::tuple version = max_version.cast<py::tuple>();
+    versioned = version.size() >= 1 && version[0].cast<int>() >= 1;
+  }
+  ExportLook look{dtype_, !writable_};
+  return MakeDLPackCapsule(RetainLease(), look, versioned);
+}
+
+py::tuple PyTensor::DLPackDevice() const {
+  return py::make_tuple(static_cast<int>(info_.device.device_type), info_.device.device_id);
+}
+
+py::object PyTensor::Array(py::object dtype, py::object copy) {
+  NumpyDType(dtype_);  // fail before taking a lease if NumPy lacks the dtype
+  ExportLook look{dtype_, !writable_};
+  py::object array = MakeNumpyArray(RetainLease(), look);
+  const bool want_copy = !IsNone(copy) && copy.cast<bool>();
+  if (!IsNone(dtype) || want_copy) {
+    py::object target = IsNone(dtype) ? array.attr("dtype") : dtype;
+    return array.attr("astype")(target, py::arg("copy") = want_copy);
+  }
+  return array;
+}
+
+std::unique_ptr<PyTensor> PyTensor::View(py::handle dtype) {
+  const DLDataType target = DTypeFromPython(dtype);
+  if (target.bits != dtype_.bits) {
+    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+        "dtype: view() keeps the item size; ", DTypeName(target), " has ", target.bits / 8,
+        " bytes, ", DTypeName(dtype_), " has ", dtype_.bits / 8)));
+  }
+  auto view = std::make_unique<PyTensor>(client_, RetainLease(), info_, /*created=*/false);
+  view->dtype_ = target;
+  view->writable_ = writable_;
+  return view;
+}
+
+py::object PyTensor::Torch() {
+  py::module_ torch = py::module_::import("torch");
+  if (dtype_.code == kDLBool) {  // torch 1.13 rejects kDLBool: take the bytes, call them bool
+    std::unique_ptr<PyTensor> bytes = View(py::str("uint8"));
+    py::object as_bytes = torch.attr("from_dlpack")(py::cast(std::move(bytes)));
+    return as_bytes.attr("view")(torch.attr("bool"));
+  }
+  return torch.attr("from_dlpack")(py::cast(this, py::return_value_policy::reference));
+}
+
+void PyTensor::Seal() {
+  Handle handle = LiveHandle();
+  if (!created_) {
+    throw StatusError(absl::FailedPreconditionError(absl::StrCat(
+        "tensor '", info_.name, "' is not an unsealed tensor from create(); nothing to seal")));
+  }
+  absl::StatusOr<TensorInfo> sealed;
+  {
+    py::gil_scoped_release release;
+    sealed = client_->Seal(info_.name);
+  }
+  info_ = ValueOrThrow(std::move(sealed));
+  created_ = false;
+  writable_ = info_.is_mutable;
+}
+
+void PyTensor::Abort() {
+  LiveHandle();
+  if (!created_) {
+    throw StatusError(absl::FailedPreconditionError(absl::StrCat(
+        "tensor '", info_.name, "' is not an unsealed tensor from create(); nothing to abort")));
+  }
+  absl::Status status;
+  {
+    py::gil_scoped_release release;
+    status = client_->Abort(info_.name);
+  }
+  ThrowIfError(status);
+  created_ = false;
+  Release();
+}
+
+std::string PyTensor::Repr() const {
+  std::string state = released() ? "released"
+                      : created_ ? "unsealed, writable"
+                      : writable_ ? "mutable"
+                                  : "read-only";
+  return absl::StrCat("<tensorbroker.Tensor '", info_.name, "' ", DTypeName(dtype_), "[",
+                      absl::StrJoin(info_.shape, ", "), "] version ", info_.version, ", ", state,
+                      ">");
+}
+
+}  // namespace tensorbroker::python

@@ -1,0 +1,68 @@
+// tensorbroker.Tensor: one lease on a broker tensor, from Client.get() (read-only unless the
+// tensor is mutable) or Client.create() (writable until seal()). NumPy and PyTorch reach its
+// memory without a copy through __dlpack__ and __array__; every capsule and every array made
+// from it holds a lease of its own, so they stay valid after release() or garbage collection of
+// this object.
+//
+// Threading: methods run with the GIL held and release it around broker round trips; the
+// lease handle is shared with those calls, so release() from another thread meanwhile is safe.
+#ifndef TENSORBROKER_PYTHON_SRC_PY_TENSOR_H_
+#define TENSORBROKER_PYTHON_SRC_PY_TENSOR_H_
+
+#include <dlpack/dlpack.h>
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "tensorbroker/client.h"
+
+namespace tensorbroker::python {
+
+class PyTensor {
+ public:
+  using Handle = std::shared_ptr<DLManagedTensorVersioned>;
+
+  // `created`: the tensor came from Client.create() and is not sealed yet.
+  PyTensor(std::shared_ptr<Client> client, TensorPtr lease, TensorInfo info, bool created);
+  ~PyTensor();
+  PyTensor(const PyTensor&) = delete;
+  PyTensor& operator=(const PyTensor&) = delete;
+
+  const TensorInfo& info() const { return info_; }
+  DLDataType dtype() const { return dtype_; }
+  bool writable() const { return writable_; }
+  bool created() const { return created_; }
+  bool released() const { return handle_ == nullptr; }
+
+  pybind11::object DLPack(pybind11::object stream, pybind11::object max_version,
+                          pybind11::object dl_device, pybind11::object copy);
+  pybind11::tuple DLPackDevice() const;
+  pybind11::object Array(pybind11::object dtype, pybind11::object copy);
+  // Same bytes seen as another dtype of the same item size, with a lease of its own.
+  std::unique_ptr<PyTensor> View(pybind11::handle dtype);
+  pybind11::object Torch();
+
+  void Seal();
+  void Abort();
+  void Release();
+  std::string Repr() const;
+
+ private:
+  // The live handle, or FAILED_PRECONDITION naming the tensor when released.
+  Handle LiveHandle() const;
+  // A new lease on the same tensor (GIL released during the round trip).
+  TensorPtr RetainLease() const;
+
+  std::shared_ptr<Client> client_;
+  Handle handle_;
+  TensorInfo info_;
+  DLDataType dtype_{};
+  bool writable_ = false;
+  bool created_ = false;
+};
+
+}  // namespace tensorbroker::python
+
+#endif  // TENSORBROKER_PYTHON_SRC_PY_TENSOR_H_

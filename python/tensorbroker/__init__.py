@@ -1,0 +1,48 @@
+"""tensorbroker: share tensors between processes by name, without copying them.
+
+A daemon (tensorbrokerd) keeps tensors in shared memory; this package publishes NumPy arrays and
+PyTorch tensors there and hands them back to any process as zero-copy views through DLPack::
+
+    import numpy as np, tensorbroker
+    client = tensorbroker.connect()                 # $TENSORBROKER_SOCKET or the default socket
+    client.put("frames/0", np.ones((100, 10000), np.float32))
+
+    # in another process
+    t = tensorbroker.connect().get("frames/0", timeout=10)
+    x = np.asarray(t)                               # or torch.from_dlpack(t): same pages
+
+Each view holds a lease on the broker's memory, ended when the view is garbage-collected.
+"""
+
+from . import errors
+from .errors import (
+    AlreadyExists,
+    CapacityError,
+    Error,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Timeout,
+    Unavailable,
+)
+from ._core import Client, Tensor, connect, default_socket
+
+from ._version import __version__
+
+__all__ = [
+    "connect",
+    "default_socket",
+    "Client",
+    "Tensor",
+    "errors",
+    "Error",
+    "NotFound",
+    "AlreadyExists",
+    "InvalidArgument",
+    "CapacityError",
+    "Timeout",
+    "PermissionDenied",
+    "Unavailable",
+    "FailedPrecondition",
+]

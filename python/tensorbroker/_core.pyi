@@ -1,0 +1,127 @@
+"""Type stubs for tensorbroker's native core (re-exported by the tensorbroker package)."""
+
+from types import TracebackType
+from typing import Any, Iterable, Literal, Optional, Tuple, Type, TypedDict, Union
+
+DTypeLike = Union[str, Any]  # "float32", numpy dtypes and scalar types, torch dtypes
+
+class TensorStat(TypedDict):
+    name: str
+    dtype: str
+    shape: list[int]
+    strides: list[int]
+    nbytes: int
+    device: str
+    sealed: bool
+    mutable: bool
+    version: int
+    leases: int
+    created_unix_ms: int
+
+class BrokerStats(TypedDict):
+    capacity_bytes: int
+    used_bytes: int
+    reserved_bytes: int
+    tensors: int
+    leases: int
+    clients: int
+    segments: int
+    pending: int
+
+def default_socket() -> str:
+    """The socket used when none is given ($TENSORBROKER_SOCKET, else the per-user default)."""
+
+def connect(socket: Optional[str] = None, timeout: float = 5.0) -> Client:
+    """Connect to tensorbrokerd and open a session (Unavailable / PermissionDenied on failure)."""
+
+class Client:
+    """A session with tensorbrokerd. Thread-safe; the GIL is released during every call."""
+
+    @property
+    def socket(self) -> str: ...
+    @property
+    def closed(self) -> bool: ...
+    def put(self, name: str, obj: Any, *, mutable: bool = False, replace: bool = False) -> TensorStat:
+        """Publish one copy of `obj` (__dlpack__ or buffer protocol, CPU, any strides)."""
+    def create(
+        self,
+        name: str,
+        shape: Union[int, Iterable[int]],
+        dtype: DTypeLike,
+        *,
+        mutable: bool = False,
+        replace: bool = False,
+    ) -> Tensor:
+        """Reserve a writable broker tensor; fill it through np.asarray / torch.from_dlpack, then seal()."""
+    def get(self, name: str, timeout: Optional[float] = None) -> Tensor:
+        """The tensor published under `name`; waits up to `timeout` s (None: until published)."""
+    def delete(self, name: str) -> None: ...
+    def list(self, prefix: str = "") -> list[TensorStat]: ...
+    def stat(self, name: str) -> TensorStat: ...
+    def stats(self) -> BrokerStats: ...
+    def ping(self) -> None: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Client: ...
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None: ...
+
+class Tensor:
+    """A lease on a broker tensor; zero-copy views through __dlpack__ and __array__."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def shape(self) -> Tuple[int, ...]: ...
+    @property
+    def strides(self) -> Tuple[int, ...]:
+        """In elements, as DLPack."""
+    @property
+    def ndim(self) -> int: ...
+    @property
+    def dtype(self) -> str:
+        """NumPy spelling: "float32", "bool", "bfloat16", ..."""
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def mutable(self) -> bool: ...
+    @property
+    def readonly(self) -> bool: ...
+    @property
+    def sealed(self) -> bool: ...
+    @property
+    def released(self) -> bool: ...
+    @property
+    def device(self) -> str: ...
+    def __dlpack__(
+        self,
+        *,
+        stream: Optional[int] = None,
+        max_version: Optional[Tuple[int, int]] = None,
+        dl_device: Optional[Tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> Any:
+        """A capsule with its own lease: "dltensor_versioned" if max_version >= (1, 0), else "dltensor"."""
+    def __dlpack_device__(self) -> Tuple[int, int]: ...
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> Any: ...
+    def numpy(self) -> Any:
+        """A zero-copy numpy.ndarray (bool included); read-only unless the tensor is writable."""
+    def torch(self) -> Any:
+        """A zero-copy torch.Tensor; bool tensors come back as torch.bool."""
+    def view(self, dtype: DTypeLike) -> Tensor:
+        """The same bytes as another dtype of the same item size, with a lease of its own."""
+    def seal(self) -> None: ...
+    def abort(self) -> None: ...
+    def release(self) -> None: ...
+    def __enter__(self) -> Tensor: ...
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None: ...

@@ -1,0 +1,107 @@
+"""Exceptions raised by tensorbroker.
+
+Every broker error is a :class:`Error`, and also the builtin exception a Python programmer
+would reach for first, so ``except KeyError`` or ``except TimeoutError`` work too::
+
+    Error                               base of everything below; .code is the gRPC code name
+    ├── NotFound(KeyError)              no tensor published under that name
+    ├── AlreadyExists                   name taken (pass replace=True to publish a new version)
+    ├── InvalidArgument(ValueError)     malformed name, dtype, shape, strides or object
+    ├── CapacityError(MemoryError)      the broker's --capacity or /dev/shm is full
+    ├── Timeout(TimeoutError)           get() waited `timeout` seconds and nothing was published
+    ├── PermissionDenied(PermissionError) the socket or object belongs to someone else
+    ├── Unavailable(ConnectionError)    no daemon answers (not running, or shutting down)
+    └── FailedPrecondition(RuntimeError) the tensor is in the wrong state (e.g. sealed twice)
+
+The message always says what was wrong: the field, the value and the rule it broke.
+"""
+
+__all__ = [
+    "Error",
+    "NotFound",
+    "AlreadyExists",
+    "InvalidArgument",
+    "CapacityError",
+    "Timeout",
+    "PermissionDenied",
+    "Unavailable",
+    "FailedPrecondition",
+    "error_class_for_code",
+]
+
+
+class Error(Exception):
+    """Base class of every error the broker reports."""
+
+    #: The gRPC status code name the daemon (or client library) answered with.
+    code = "UNKNOWN"
+
+
+class NotFound(Error, KeyError):
+    """No tensor is published under that name (or the lease is gone)."""
+
+    code = "NOT_FOUND"
+
+    def __str__(self):
+        # KeyError would show the message in quotes; a sentence reads better.
+        return Exception.__str__(self)
+
+
+class AlreadyExists(Error):
+    """The name is taken; pass ``replace=True`` to publish a new version."""
+
+    code = "ALREADY_EXISTS"
+
+
+class InvalidArgument(Error, ValueError):
+    """A malformed name, dtype, shape, strides or object."""
+
+    code = "INVALID_ARGUMENT"
+
+
+class CapacityError(Error, MemoryError):
+    """The broker's capacity (--capacity) or /dev/shm has no room for the tensor."""
+
+    code = "RESOURCE_EXHAUSTED"
+
+
+class Timeout(Error, TimeoutError):
+    """The wait ran out before the name was published."""
+
+    code = "DEADLINE_EXCEEDED"
+
+
+class PermissionDenied(Error, PermissionError):
+    """The caller may not use that socket or object."""
+
+    code = "PERMISSION_DENIED"
+
+
+class Unavailable(Error, ConnectionError):
+    """No daemon answers on the socket, or it is shutting down."""
+
+    code = "UNAVAILABLE"
+
+
+class FailedPrecondition(Error, RuntimeError):
+    """The tensor is in the wrong state for the call (e.g. sealed twice, deleted while pending)."""
+
+    code = "FAILED_PRECONDITION"
+
+
+_BY_CODE = {
+    "NOT_FOUND": NotFound,
+    "ALREADY_EXISTS": AlreadyExists,
+    "INVALID_ARGUMENT": InvalidArgument,
+    "OUT_OF_RANGE": InvalidArgument,
+    "RESOURCE_EXHAUSTED": CapacityError,
+    "DEADLINE_EXCEEDED": Timeout,
+    "PERMISSION_DENIED": PermissionDenied,
+    "UNAVAILABLE": Unavailable,
+    "FAILED_PRECONDITION": FailedPrecondition,
+}
+
+
+def error_class_for_code(code):
+    """The exception class for a gRPC status code name such as ``"NOT_FOUND"``."""
+    return _BY_CODE.get(code, Error)
