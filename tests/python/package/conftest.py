@@ -1,0 +1,126 @@
+"""Fixtures for the tensorbroker package tests: a real tensorbrokerd on a private socket, and
+peer processes (peer.py) that act as consumers, so producer and consumer are always different
+processes."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HANG_GUARD = 120  # seconds; only against hangs, never a measurement
+
+
+class Daemon:
+    def __init__(self, *extra_args):
+        binary = os.environ.get("TENSORBROKERD")
+        assert binary and os.path.exists(binary), "set TENSORBROKERD to the tensorbrokerd binary"
+        self.dir = tempfile.mkdtemp(prefix="tbpkg.")
+        self.socket = os.path.join(self.dir, "broker.sock")
+        self.proc = subprocess.Popen(
+            [binary, "--socket", self.socket, "--log-level", "warning", *extra_args])
+        import tensorbroker
+
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                tensorbroker.connect(self.socket, timeout=1).close()
+                break
+            except tensorbroker.Unavailable:
+                assert self.proc.poll() is None, "tensorbrokerd exited during start-up"
+                assert time.monotonic() < deadline, "tensorbrokerd did not answer"
+                time.sleep(0.05)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=60)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return code
+
+
+@pytest.fixture(scope="module")
+def daemon():
+    d = Daemon()
+    yield d
+    assert d.stop() == 0, "tensorbrokerd did not exit cleanly"
+
+
+@pytest.fixture
+def client(daemon):
+    import tensorbroker
+
+    c = tensorbroker.connect(daemon.socket)
+    yield c
+    c.close()
+
+
+class Peer:
+    """A consumer in another process: one JSON command per line in, one JSON answer out."""
+
+    def __init__(self, socket, *, torch=True):
+        args = [sys.executable, os.path.join(HERE, "peer.py"), socket]
+        if not torch:
+            args.append("--no-torch")
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, bufsize=1)
+        ready = self._read()
+        assert ready == {"ready": True}, ready
+
+    def _read(self):
+        line = self.proc.stdout.readline()
+        assert line, f"peer {self.proc.pid} died (exit {self.proc.wait(timeout=HANG_GUARD)})"
+        return json.loads(line)
+
+    def ask(self, op, **args):
+        self.proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
+        self.proc.stdin.flush()
+        answer = self._read()
+        if "error" in answer:
+            raise AssertionError(f"peer {op} failed: {answer['error']}")
+        return answer
+
+    def send(self, op, **args):
+        """Sends a command without waiting for an answer (the peer may die doing it)."""
+        self.proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
+        self.proc.stdin.flush()
+
+    def wait(self):
+        return self.proc.wait(timeout=HANG_GUARD)
+
+    def close(self):
+        if self.proc.poll() is None:
+            try:
+                self.send("exit")
+                self.proc.wait(timeout=HANG_GUARD)
+            except (BrokenPipeError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def peers(daemon):
+    started = []
+
+    def start(**kwargs):
+        p = Peer(daemon.socket, **kwargs)
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        p.close()
+
+
+def wait_for(predicate, what):
+    """Polls `predicate` until it is true; fails after HANG_GUARD seconds."""
+    deadline = time.monotonic() + HANG_GUARD
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)

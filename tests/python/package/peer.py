@@ -1,0 +1,163 @@
+"""A consumer process for the package tests, driven by JSON lines on stdin.
+
+Each command names a tensor; the peer keeps what it gets in `held` under a key so later
+commands can read, write, locate or release it. Answers are JSON lines on stdout."""
+
+import hashlib
+import json
+import os
+import sys
+import threading
+
+import numpy as np
+
+import tensorbroker
+
+torch = None
+if "--no-torch" not in sys.argv:
+    import torch
+
+
+def raw_bytes(view):
+    """The bytes a framework's view sees, in C order (framework-native, no broker call)."""
+    if torch is not None and isinstance(view, torch.Tensor):
+        flat = view.contiguous().reshape(-1)
+        if flat.dtype == torch.bool:
+            flat = flat.view(torch.uint8)
+        return flat.view(torch.uint8).numpy().tobytes()
+    return np.ascontiguousarray(view).tobytes()
+
+
+def data_pointer(view):
+    if torch is not None and isinstance(view, torch.Tensor):
+        return view.data_ptr()
+    return view.__array_interface__["data"][0]
+
+
+def locate(address):
+    """The backing file and file offset of `address`, from /proc/self/maps."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            if start <= address < end:
+                path = fields[5] if len(fields) > 5 else ""
+                return {"file": path, "offset": int(fields[2], 16) + (address - start),
+                        "perms": fields[1]}
+    return {"file": None, "offset": None, "perms": None}
+
+
+def rss_anon_kib():
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+    raise RuntimeError("no RssAnon in /proc/self/status")
+
+
+def smaps_rollup():
+    out = {}
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 3 and parts[2] == "kB":
+                out[parts[0].rstrip(":")] = int(parts[1])
+    return out
+
+
+def make_view(tensor, framework):
+    if framework == "numpy":
+        return np.asarray(tensor)
+    if framework == "numpy_dlpack":
+        return np.from_dlpack(tensor)
+    if framework == "torch":
+        return torch.from_dlpack(tensor)
+    if framework == "torch_bool":
+        return tensor.torch()
+    raise ValueError(f"unknown framework {framework}")
+
+
+def fetch(client, cmd):
+    """A framework view of a broker tensor; the view holds its own lease."""
+    tensor = client.get(cmd["name"], timeout=cmd.get("timeout", 30))
+    view = make_view(tensor, cmd.get("framework", "numpy"))
+    tensor.release()
+    return view
+
+
+def describe(view):
+    return {"sha256": hashlib.sha256(raw_bytes(view)).hexdigest(), "dtype": str(view.dtype),
+            "shape": list(view.shape), "pointer": data_pointer(view)}
+
+
+def main():
+    client = tensorbroker.connect(sys.argv[1])
+    held = {}
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        op = cmd["op"]
+        try:
+            if op == "exit":
+                break
+            key = cmd.get("key", cmd.get("name"))
+            if op == "get":
+                held[key] = fetch(client, cmd)
+                answer = describe(held[key])
+            elif op == "hash":
+                answer = {"sha256": hashlib.sha256(raw_bytes(held[key])).hexdigest()}
+            elif op == "locate":
+                answer = locate(data_pointer(held[key]))
+            elif op == "write":
+                held[key][tuple(cmd["index"])] = cmd["value"]
+                answer = {}
+            elif op == "read":
+                answer = {"value": float(held[key][tuple(cmd["index"])])}
+            elif op == "writeable":
+                answer = {"writeable": bool(held[key].flags.writeable)}
+            elif op == "touch":
+                answer = {"sum": float(held[key].sum())}
+            elif op == "release":
+                del held[key]
+                answer = {}
+            elif op == "hold_many":
+                # Leases of every kind: Tensor objects, numpy and torch views, a raw capsule.
+                for i in range(cmd["count"]):
+                    t = client.get(cmd["name"], timeout=30)
+                    held[f"many{i}"] = (t, np.asarray(t),
+                                        torch.from_dlpack(t) if torch is not None else None,
+                                        t.__dlpack__())
+                answer = {"leases": 4 * cmd["count"] if torch is not None else 3 * cmd["count"]}
+            elif op == "cycles":
+                # get / view / release, `n` times; RssAnon after a warm-up and at the end.
+                def cycle():
+                    t = client.get(cmd["name"], timeout=30)
+                    a = np.asarray(t)
+                    v = torch.from_dlpack(t) if torch is not None else None
+                    del a, v
+                    t.release()
+                for _ in range(cmd["warmup"]):
+                    cycle()
+                before = rss_anon_kib()
+                for _ in range(cmd["n"]):
+                    cycle()
+                answer = {"rss_anon_kib_before": before, "rss_anon_kib_after": rss_anon_kib()}
+            elif op == "smaps":
+                answer = smaps_rollup()
+            elif op == "wait_forever":
+                # get() with no timeout, until Ctrl-C: answers once KeyboardInterrupt arrives.
+                print(json.dumps({"waiting": True}), flush=True)
+                try:
+                    client.get(cmd["name"])
+                    answer = {"interrupted": False}
+                except KeyboardInterrupt:
+                    answer = {"interrupted": True}
+            else:
+                answer = {"error": f"unknown op {op}"}
+        except Exception as e:  # reported to the test, which fails with it
+            answer = {"error": f"{type(e).__name__}: {e}"}
+        print(json.dumps(answer), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""NumPy and PyTorch exchange across processes, the seed's matrix: numpy -> numpy,
+numpy -> torch, torch -> numpy, torch -> torch with a 100x10000 float32 tensor, ten rounds each.
+The producer is this process; every consumer is a peer process (peer.py)."""
+
+import hashlib
+import signal
+
+import numpy as np
+import pytest
+import torch
+
+import tensorbroker
+
+SHAPE = (100, 10000)
+ROUNDS = 10
+FRAMEWORKS = ["numpy", "torch"]
+
+
+def produce(framework, array):
+    return array if framework == "numpy" else torch.from_numpy(array)
+
+
+@pytest.fixture(scope="module")
+def two_consumers(daemon):
+    from conftest import Peer
+
+    a, b = Peer(daemon.socket), Peer(daemon.socket)
+    yield a, b
+    a.close()
+    b.close()
+
+
+@pytest.mark.parametrize("producer", FRAMEWORKS)
+@pytest.mark.parametrize("consumer", FRAMEWORKS)
+def test_matrix_ten_rounds_equal_bytes_and_same_pages(client, two_consumers, producer, consumer):
+    a, b = two_consumers
+    for round_ in range(ROUNDS):
+        rng = np.random.default_rng(round_ + 100 * FRAMEWORKS.index(producer))
+        x = rng.standard_normal(SHAPE, dtype=np.float32)
+        name = f"matrix/{producer}-{consumer}/{round_}"
+        info = client.put(name, produce(producer, x))
+        assert info["shape"] == list(SHAPE) and info["dtype"] == "float32"
+        expected = hashlib.sha256(x.tobytes()).hexdigest()
+        got_a = a.ask("get", name=name, framework=consumer)
+        got_b = b.ask("get", name=name, framework=consumer)
+        assert got_a["sha256"] == expected
+        assert got_b["sha256"] == expected
+        assert got_a["shape"] == list(SHAPE)
+        # Two consumers, two processes: the very same page of the same shared-memory file.
+        where_a = a.ask("locate", name=name)
+        where_b = b.ask("locate", name=name)
+        assert where_a["file"].startswith("/dev/shm/tb-"), where_a
+        assert (where_a["file"], where_a["offset"]) == (where_b["file"], where_b["offset"])
+        assert client.stat(name)["leases"] == 2
+        a.ask("release", name=name)
+        b.ask("release", name=name)
+        assert client.stat(name)["leases"] == 0
+        client.delete(name)
+
+
+@pytest.mark.parametrize("framework_a,framework_b",
+                         [("numpy", "numpy"), ("numpy", "torch"), ("torch", "numpy"),
+                          ("torch", "torch")])
+def test_mutable_tensor_writes_are_seen_both_ways(client, peers, framework_a, framework_b):
+    name = f"mutable/{framework_a}-{framework_b}"
+    client.put(name, np.zeros(SHAPE, np.float32), mutable=True)
+    a, b = peers(), peers()
+    a.ask("get", name=name, framework=framework_a)
+    b.ask("get", name=name, framework=framework_b)
+    a.ask("write", name=name, index=[1, 0], value=1.0)  # y[1, 0] = 1.0 in process a
+    assert b.ask("read", name=name, index=[1, 0])["value"] == 1.0
+    b.ask("write", name=name, index=[2, 5], value=-3.5)  # and back, from process b
+    assert a.ask("read", name=name, index=[2, 5])["value"] == -3.5
+    with client.get(name, timeout=0) as t:
+        seen = np.asarray(t)
+        assert seen[1, 0] == 1.0 and seen[2, 5] == -3.5 and seen.flags.writeable
+
+
+def test_sealed_tensor_numpy_view_is_read_only(client, peers):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    client.put("sealed/np", x)
+    p = peers()
+    p.ask("get", name="sealed/np", framework="numpy")
+    assert p.ask("writeable", name="sealed/np") == {"writeable": False}
+    p.ask("get", name="sealed/np", key="dl", framework="numpy_dlpack")
+    assert p.ask("writeable", key="dl") == {"writeable": False}
+    # numpy refuses the write with "assignment destination is read-only"; nothing changes.
+    with pytest.raises(AssertionError, match="ValueError: assignment destination is read-only"):
+        p.ask("write", name="sealed/np", index=[1, 0], value=1.0)
+    with client.get("sealed/np", timeout=0) as t:
+        assert np.array_equal(np.asarray(t), x)
+
+
+def test_torch_write_into_sealed_tensor_faults_and_leaves_broker_copy_intact(client, peers):
+    # torch has no read-only tensors: the page is mapped read-only, so the writing process gets
+    # SIGSEGV (documented in the README) and nobody else sees a change.
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    client.put("sealed/torch", x)
+    writer = peers()
+    writer.ask("get", name="sealed/torch", framework="torch")
+    where = writer.ask("locate", name="sealed/torch")
+    assert where["perms"].startswith("r-"), where
+    writer.send("write", name="sealed/torch", index=[1, 0], value=1.0)
+    assert writer.wait() == -signal.SIGSEGV
+    reader = peers()
+    got = reader.ask("get", name="sealed/torch", framework="torch")
+    assert got["sha256"] == hashlib.sha256(x.tobytes()).hexdigest()
+
+
+def test_dlpack_versions_and_capsule_leases(client):
+    client.put("caps/a", np.arange(6, dtype=np.int32))
+    t = client.get("caps/a", timeout=0)
+    legacy = t.__dlpack__()
+    versioned = t.__dlpack__(max_version=(1, 0))
+    old_max = t.__dlpack__(max_version=(0, 8))
+    assert "dltensor" in repr(legacy) and "versioned" not in repr(legacy)
+    assert '"dltensor_versioned"' in repr(versioned)
+    assert "versioned" not in repr(old_max)
+    assert t.__dlpack_device__() == (1, 0)
+    assert client.stat("caps/a")["leases"] == 4  # t and three capsules, each its own lease
+    del legacy, versioned, old_max                # unconsumed capsules release on collection
+    assert client.stat("caps/a")["leases"] == 1
+    with pytest.raises(BufferError):
+        t.__dlpack__(stream=1)
+    with pytest.raises(BufferError):
+        t.__dlpack__(dl_device=(2, 0))
+    with pytest.raises(BufferError):
+        t.__dlpack__(copy=True)
+    t.release()
+    with pytest.raises(tensorbroker.FailedPrecondition, match="released"):
+        t.__dlpack__()
+    assert client.stat("caps/a")["leases"] == 0
+
+
+def test_views_outlive_their_tensor_object(client):
+    before = client.stats()
+    client.put("outlive/a", np.arange(5, dtype=np.float64))
+    t = client.get("outlive/a", timeout=0)
+    a, b = np.asarray(t), torch.from_dlpack(t)
+    t.release()
+    del t
+    client.delete("outlive/a")
+    assert a.tolist() == [0, 1, 2, 3, 4] and b.tolist() == [0, 1, 2, 3, 4]
+    assert client.stats()["leases"] == before["leases"] + 2
+    del a, b
+    after = client.stats()
+    assert after["leases"] == before["leases"]
+    assert after["used_bytes"] == before["used_bytes"]  # freed with the last lease
