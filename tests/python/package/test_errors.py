@@ -1,0 +1,183 @@
+"""Each exception class is raised by the case that should raise it, and is also the builtin a
+Python programmer would catch; the GIL is released while a call waits; Ctrl-C interrupts an
+endless get(); tensors, views and capsules still alive at interpreter exit are harmless."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import tensorbroker
+from conftest import Daemon, wait_for
+
+
+def test_not_found_is_a_key_error(client):
+    for call in (lambda: client.get("missing/x", timeout=0), lambda: client.stat("missing/x"),
+                 lambda: client.delete("missing/x")):
+        with pytest.raises(tensorbroker.NotFound, match="'missing/x' is not published") as e:
+            call()
+        assert isinstance(e.value, KeyError) and isinstance(e.value, tensorbroker.Error)
+        assert e.value.code == "NOT_FOUND"
+
+
+def test_already_exists(client):
+    first = client.put("err/taken", np.zeros(3))
+    with pytest.raises(tensorbroker.AlreadyExists, match="'err/taken' is already published"):
+        client.put("err/taken", np.ones(3))
+    client.put("err/taken", np.ones(3), replace=True)  # a new version instead
+    assert client.stat("err/taken")["version"] > first["version"]
+    with client.get("err/taken", timeout=0) as t:
+        assert np.asarray(t).tolist() == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("call,field", [
+    (lambda c: c.put("bad//name", np.zeros(1)), "name"),
+    (lambda c: c.put("", np.zeros(1)), "name"),
+    (lambda c: c.create("err/dtype", (2,), "float128"), "dtype"),
+    (lambda c: c.create("err/shape", (2, -1), "float32"), "shape"),
+    (lambda c: c.create("err/shape2", "not a shape", "float32"), "shape"),
+    (lambda c: c.get("err/x", timeout=-1), "timeout"),
+])
+def test_invalid_argument_is_a_value_error_naming_the_field(client, call, field):
+    with pytest.raises(tensorbroker.InvalidArgument, match=field) as e:
+        call(client)
+    assert isinstance(e.value, ValueError) and e.value.code in ("INVALID_ARGUMENT", "OUT_OF_RANGE")
+
+
+def test_capacity_error_is_a_memory_error():
+    small = Daemon("--capacity", "64M")
+    try:
+        c = tensorbroker.connect(small.socket)
+        with pytest.raises(tensorbroker.CapacityError, match="capacity") as e:
+            c.put("big", np.zeros(100 << 20, np.uint8))
+        assert isinstance(e.value, MemoryError)
+        assert c.stats()["used_bytes"] == 0  # nothing half-made is left behind
+        c.close()
+    finally:
+        assert small.stop() == 0
+
+
+def test_timeout_is_a_timeout_error(client):
+    start = time.monotonic()
+    with pytest.raises(tensorbroker.Timeout, match="'err/later' was not published within 0.3 s") as e:
+        client.get("err/later", timeout=0.3)
+    assert isinstance(e.value, TimeoutError)
+    assert time.monotonic() - start >= 0.3
+
+
+def test_permission_denied_is_a_permission_error():
+    d = Daemon()
+    try:
+        if os.geteuid() == 0:
+            # root passes every permission check: become nobody for the connect (the socket is
+            # 0660 root:root), then root again.
+            os.seteuid(65534)
+            try:
+                with pytest.raises(tensorbroker.PermissionDenied, match="may not connect") as e:
+                    tensorbroker.connect(d.socket, timeout=2)
+            finally:
+                os.seteuid(0)
+        else:
+            os.chmod(d.socket, 0)
+            with pytest.raises(tensorbroker.PermissionDenied, match="may not connect") as e:
+                tensorbroker.connect(d.socket, timeout=2)
+        assert isinstance(e.value, PermissionError)
+    finally:
+        assert d.stop() == 0
+
+
+def test_unavailable_is_a_connection_error(tmp_path):
+    with pytest.raises(tensorbroker.Unavailable, match="no tensorbrokerd answers") as e:
+        tensorbroker.connect(str(tmp_path / "nobody.sock"), timeout=0.2)
+    assert isinstance(e.value, ConnectionError)
+    # A daemon that goes away: calls answer Unavailable, not a hang or a crash.
+    d = Daemon()
+    c = tensorbroker.connect(d.socket)
+    assert d.stop() == 0
+    with pytest.raises(tensorbroker.Unavailable):
+        c.stats()
+
+
+def test_failed_precondition_for_the_wrong_state(client):
+    w = client.create("err/state", (2,), "int32")
+    with pytest.raises(tensorbroker.FailedPrecondition, match="not sealed"):
+        client.delete("err/state")
+    w.seal()
+    with pytest.raises(tensorbroker.FailedPrecondition, match="nothing to seal") as e:
+        w.seal()
+    assert isinstance(e.value, RuntimeError)
+    w.release()
+    with pytest.raises(tensorbroker.FailedPrecondition, match="released"):
+        np.asarray(w)
+    client.close()
+    with pytest.raises(tensorbroker.FailedPrecondition, match="closed"):
+        client.stats()
+
+
+def test_put_of_something_that_is_no_tensor_is_a_type_error(client):
+    with pytest.raises(TypeError, match="__dlpack__"):
+        client.put("err/obj", {"not": "a tensor"})
+
+
+def test_gil_is_released_while_get_waits(client):
+    # The waiter blocks in get() for a name only the main thread will publish: were the GIL
+    # held during the wait, the main thread could not run put() and the waiter would time out.
+    result = {}
+
+    def waiter():
+        with client.get("gil/late", timeout=60) as t:
+            result["value"] = np.asarray(t).tolist()
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    ticks = 0
+    deadline = time.monotonic() + 0.3
+    while time.monotonic() < deadline:  # pure-Python work, needs the GIL
+        ticks += 1
+    client.put("gil/late", np.array([4, 2], np.int16))
+    thread.join(timeout=60)
+    assert result == {"value": [4, 2]}
+    assert ticks > 1000
+
+
+def test_ctrl_c_interrupts_an_endless_get(peers):
+    p = peers(torch=False)
+    p.send("wait_forever", name="never/published")
+    assert p._read() == {"waiting": True}
+    time.sleep(0.3)  # let it block in get()
+    os.kill(p.proc.pid, signal.SIGINT)
+    assert p._read() == {"interrupted": True}
+
+
+SHUTDOWN_SCRIPT = textwrap.dedent("""
+    import sys
+    import numpy as np, torch, tensorbroker
+    c = tensorbroker.connect(sys.argv[1])
+    c.put("exit/a", np.arange(10, dtype=np.float32), replace=True)
+    t = c.get("exit/a")
+    keep = [t, np.asarray(t), torch.from_dlpack(t), t.__dlpack__(),
+            t.__dlpack__(max_version=(1, 0)), np.from_dlpack(t)]
+    cycle = {"views": keep}
+    cycle["self"] = cycle            # only the garbage collector frees this
+    w = c.create("exit/w", (4,), "float64")
+    wt = torch.from_dlpack(w)        # an unsealed tensor and a view of it, never sealed
+    print("holding", flush=True)
+""")
+
+
+def test_tensors_alive_at_interpreter_exit_are_harmless(client, daemon):
+    done = subprocess.run([sys.executable, "-c", SHUTDOWN_SCRIPT, daemon.socket],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "holding\n"
+    assert done.stderr == ""
+    wait_for(lambda: client.stats()["leases"] == 0, "the exited process's leases")
+    assert client.stats()["pending"] == 0
+    with pytest.raises(tensorbroker.NotFound):
+        client.stat("exit/w")
