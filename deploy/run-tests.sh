@@ -27,7 +27,7 @@ case "$sanitize" in
   *) echo "run-tests.sh: --sanitize takes 'address' or 'thread'" >&2; exit 2 ;;
 esac
 
-bash deploy/install-deps.sh
+bash deploy/install-deps.sh --with-torch   # the Python package tests use PyTorch
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTENSORBROKER_SANITIZE="$sanitize" >/dev/null
 cmake --build "$build_dir" -j"$(nproc)"

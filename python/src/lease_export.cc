@@ -2,6 +2,7 @@
 
 #include <pybind11/numpy.h>
 
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -57,7 +58,8 @@ void DestroyArrayBase(PyObject* capsule) {
 }  // namespace
 
 py::capsule MakeDLPackCapsule(TensorPtr lease, const ExportLook& look, bool versioned) {
-  auto* export_ = new LeaseExport();
+  auto owned = std::make_unique<LeaseExport>();  // the capsule owns it once it exists
+  LeaseExport* export_ = owned.get();
   DLTensor tensor = lease->dl_tensor;  // shape/strides stay owned by the lease
   tensor.dtype = look.dtype;
   export_->lease = std::move(lease);
@@ -67,12 +69,16 @@ py::capsule MakeDLPackCapsule(TensorPtr lease, const ExportLook& look, bool vers
     export_->versioned.deleter = &DeleteVersioned;
     export_->versioned.flags = look.read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
     export_->versioned.dl_tensor = tensor;
-    return py::capsule(&export_->versioned, kVersionedName, &DestroyVersionedCapsule);
+    py::capsule capsule(&export_->versioned, kVersionedName, &DestroyVersionedCapsule);
+    owned.release();
+    return capsule;
   }
   export_->legacy.manager_ctx = export_;
   export_->legacy.deleter = &DeleteLegacy;
   export_->legacy.dl_tensor = tensor;
-  return py::capsule(&export_->legacy, kLegacyName, &DestroyLegacyCapsule);
+  py::capsule capsule(&export_->legacy, kLegacyName, &DestroyLegacyCapsule);
+  owned.release();
+  return capsule;
 }
 
 py::object MakeNumpyArray(TensorPtr lease, const ExportLook& look) {
@@ -82,9 +88,10 @@ py::object MakeNumpyArray(TensorPtr lease, const ExportLook& look) {
   std::vector<py::ssize_t> strides(t.strides, t.strides + t.ndim);
   for (py::ssize_t& stride : strides) stride *= dtype.itemsize();
   void* data = static_cast<uint8_t*>(t.data) + t.byte_offset;
-  auto* export_ = new LeaseExport();
-  export_->lease = std::move(lease);
-  py::capsule base(export_, kArrayBaseName, &DestroyArrayBase);
+  auto owned = std::make_unique<LeaseExport>();
+  owned->lease = std::move(lease);
+  py::capsule base(owned.get(), kArrayBaseName, &DestroyArrayBase);
+  owned.release();
   py::array array(dtype, shape, strides, data, base);
   if (look.read_only) {
     py::detail::array_proxy(array.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;

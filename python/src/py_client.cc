@@ -29,18 +29,22 @@ template <typename Call>
 auto Unlocked(Call&& call) {
   decltype(call()) result = absl::UnknownError("not run");
   {
-    py::gil_scoped_release release;
+    GilReleased released;
     result = call();
   }
   return result;
 }
 
+// Longer waits are taken as this long (over 31 years).
+constexpr double kMaxSeconds = 1e9;
+
 std::chrono::milliseconds SecondsToMillis(double seconds, const char* field) {
-  if (!std::isfinite(seconds) || seconds < 0) {
+  if (std::isnan(seconds) || seconds < 0) {
     throw StatusError(absl::InvalidArgumentError(
-        absl::StrCat(field, " = ", seconds, "; must be a finite number of seconds >= 0")));
+        absl::StrCat(field, " = ", seconds, "; must be a number of seconds >= 0")));
   }
-  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000.0)));
+  return std::chrono::milliseconds(
+      static_cast<int64_t>(std::ceil(std::min(seconds, kMaxSeconds) * 1000.0)));
 }
 
 std::vector<int64_t> ShapeFromPython(py::handle shape) {
@@ -106,11 +110,12 @@ std::shared_ptr<Client> PyClient::Live() const {
   return client_;
 }
 
+PyClient::~PyClient() { Close(); }
+
 void PyClient::Close() {
   std::shared_ptr<Client> dropped = std::move(client_);
   client_ = nullptr;
-  py::gil_scoped_release release;  // ends the session: a round trip
-  dropped.reset();
+  RunWithoutGil([&] { dropped.reset(); });  // ends the session: a round trip
 }
 
 py::dict PyClient::Put(const std::string& name, py::handle object, bool is_mutable,
@@ -144,9 +149,16 @@ std::unique_ptr<PyTensor> PyClient::Get(const std::string& name, std::optional<d
   const bool forever = !timeout.has_value();
   const auto total = forever ? std::chrono::milliseconds(0) : SecondsToMillis(*timeout, "timeout");
   const auto deadline = std::chrono::steady_clock::now() + total;
+  bool first = true;
   while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+    // Rounded up: a last slice of 0 ms would ask "is it there now?" and answer NOT_FOUND.
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline -
+                                                             std::chrono::steady_clock::now());
+    if (!forever && !first && left.count() <= 0) {
+      throw StatusError(absl::DeadlineExceededError(
+          absl::StrCat("name '", name, "' was not published within ", *timeout, " s")));
+    }
+    first = false;
     const auto slice = forever ? kWaitSlice : std::clamp(left, std::chrono::milliseconds(0),
                                                          kWaitSlice);
     auto got = Unlocked([&] { return client->Get(name, slice); });

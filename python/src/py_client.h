@@ -21,6 +21,9 @@ class PyClient {
  public:
   // `socket`: None for the default (same rule as the C++ client and the CLI).
   static std::unique_ptr<PyClient> Connect(std::optional<std::string> socket, double timeout);
+  ~PyClient();
+  PyClient(const PyClient&) = delete;
+  PyClient& operator=(const PyClient&) = delete;
 
   pybind11::dict Put(const std::string& name, pybind11::handle object, bool is_mutable,
                      bool replace);

@@ -35,7 +35,11 @@ PyTensor::PyTensor(std::shared_ptr<Client> client, TensorPtr lease, TensorInfo i
   handle_ = ShareHandle(std::move(lease));
 }
 
-PyTensor::~PyTensor() { Release(); }
+PyTensor::~PyTensor() {
+  Release();
+  // The last reference to a Client ends its session: a round trip, without the GIL.
+  RunWithoutGil([this] { client_.reset(); });
+}
 
 void PyTensor::Release() {
   Handle dropped = std::move(handle_);
@@ -55,7 +59,7 @@ TensorPtr PyTensor::RetainLease() const {
   Handle handle = LiveHandle();
   absl::StatusOr<DLManagedTensorVersioned*> retained;
   {
-    py::gil_scoped_release release;
+    GilReleased released;
     retained = client_->Retain(*handle);
   }
   return TensorPtr(ValueOrThrow(std::move(retained)));
@@ -94,11 +98,17 @@ py::object PyTensor::Array(py::object dtype, py::object copy) {
   NumpyDType(dtype_);  // fail before taking a lease if NumPy lacks the dtype
   ExportLook look{dtype_, !writable_};
   py::object array = MakeNumpyArray(RetainLease(), look);
-  const bool want_copy = !IsNone(copy) && copy.cast<bool>();
-  if (!IsNone(dtype) || want_copy) {
-    py::object target = IsNone(dtype) ? array.attr("dtype") : dtype;
-    return array.attr("astype")(target, py::arg("copy") = want_copy);
+  if (!IsNone(dtype)) {
+    py::object target = py::module_::import("numpy").attr("dtype")(dtype);
+    if (!target.equal(array.attr("dtype"))) {
+      if (!IsNone(copy) && !copy.cast<bool>()) {
+        throw py::value_error(absl::StrCat("copy=False, but dtype ", std::string(py::str(target)),
+                                           " differs from the tensor's ", DTypeName(dtype_)));
+      }
+      return array.attr("astype")(target);
+    }
   }
+  if (!IsNone(copy) && copy.cast<bool>()) return array.attr("copy")();
   return array;
 }
 
@@ -131,10 +141,11 @@ void PyTensor::Seal() {
     throw StatusError(absl::FailedPreconditionError(absl::StrCat(
         "tensor '", info_.name, "' is not an unsealed tensor from create(); nothing to seal")));
   }
+  const std::string name = info_.name;  // info_ may change under another thread's Seal
   absl::StatusOr<TensorInfo> sealed;
   {
-    py::gil_scoped_release release;
-    sealed = client_->Seal(info_.name);
+    GilReleased released;
+    sealed = client_->Seal(name);
   }
   info_ = ValueOrThrow(std::move(sealed));
   created_ = false;
@@ -147,10 +158,11 @@ void PyTensor::Abort() {
     throw StatusError(absl::FailedPreconditionError(absl::StrCat(
         "tensor '", info_.name, "' is not an unsealed tensor from create(); nothing to abort")));
   }
+  const std::string name = info_.name;
   absl::Status status;
   {
-    py::gil_scoped_release release;
-    status = client_->Abort(info_.name);
+    GilReleased released;
+    status = client_->Abort(name);
   }
   ThrowIfError(status);
   created_ = false;

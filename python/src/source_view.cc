@@ -17,9 +17,12 @@ namespace {
   throw StatusError(absl::InvalidArgumentError(absl::StrCat(field, ": ", what)));
 }
 
+// torch.Tensor and its subclasses (nn.Parameter, ...); torch is imported only if the caller
+// already did, as it must have to make one.
 bool IsTorchTensor(py::handle object) {
-  const std::string module = py::str(py::type::handle_of(object).attr("__module__"));
-  return module == "torch" && py::hasattr(object, "requires_grad");
+  py::dict modules = py::module_::import("sys").attr("modules");
+  if (!modules.contains("torch")) return false;
+  return py::isinstance(object, modules["torch"].attr("Tensor"));
 }
 
 // The DLPack dtype of a buffer-protocol format string ("f", "<d", "?", "Zf", ...).
@@ -55,6 +58,7 @@ std::unique_ptr<SourceView> SourceView::Of(py::handle object, const char* field)
     // A copy into the broker has no autograd meaning; torch refuses to export these as they are.
     if (source.attr("requires_grad").cast<bool>()) source = source.attr("detach")();
     if (source.attr("is_conj")().cast<bool>()) source = source.attr("resolve_conj")();
+    if (source.attr("is_neg")().cast<bool>()) source = source.attr("resolve_neg")();
     // torch 1.13 cannot export bool through DLPack: export its bytes, then call them bool.
     if (std::string(py::str(source.attr("dtype"))) == "torch.bool") {
       source = source.attr("view")(py::module_::import("torch").attr("uint8"));

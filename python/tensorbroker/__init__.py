@@ -15,34 +15,9 @@ Each view holds a lease on the broker's memory, ended when the view is garbage-c
 """
 
 from . import errors
-from .errors import (
-    AlreadyExists,
-    CapacityError,
-    Error,
-    FailedPrecondition,
-    InvalidArgument,
-    NotFound,
-    PermissionDenied,
-    Timeout,
-    Unavailable,
-)
 from ._core import Client, Tensor, connect, default_socket
-
 from ._version import __version__
+from .errors import *  # noqa: F401,F403  (Error, NotFound, ... : see tensorbroker.errors)
 
-__all__ = [
-    "connect",
-    "default_socket",
-    "Client",
-    "Tensor",
-    "errors",
-    "Error",
-    "NotFound",
-    "AlreadyExists",
-    "InvalidArgument",
-    "CapacityError",
-    "Timeout",
-    "PermissionDenied",
-    "Unavailable",
-    "FailedPrecondition",
-]
+__all__ = ["connect", "default_socket", "Client", "Tensor", "errors"] + [
+    name for name in errors.__all__ if name != "error_class_for_code"]

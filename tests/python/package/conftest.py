@@ -23,8 +23,12 @@ class Daemon:
         assert binary and os.path.exists(binary), "set TENSORBROKERD to the tensorbrokerd binary"
         self.dir = tempfile.mkdtemp(prefix="tbpkg.")
         self.socket = os.path.join(self.dir, "broker.sock")
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)  # set for sanitized Python processes only
+        if "TENSORBROKERD_ASAN_OPTIONS" in env:
+            env["ASAN_OPTIONS"] = env["TENSORBROKERD_ASAN_OPTIONS"]
         self.proc = subprocess.Popen(
-            [binary, "--socket", self.socket, "--log-level", "warning", *extra_args])
+            [binary, "--socket", self.socket, "--log-level", "warning", *extra_args], env=env)
         import tensorbroker
 
         deadline = time.monotonic() + 30
@@ -64,12 +68,16 @@ def client(daemon):
 class Peer:
     """A consumer in another process: one JSON command per line in, one JSON answer out."""
 
-    def __init__(self, socket, *, torch=True):
+    def __init__(self, socket, *, torch=True, sanitizer_options=""):
         args = [sys.executable, os.path.join(HERE, "peer.py"), socket]
         if not torch:
             args.append("--no-torch")
+        env = dict(os.environ)
+        if sanitizer_options:  # only matters in sanitizer builds
+            for var in ("ASAN_OPTIONS", "TSAN_OPTIONS"):
+                env[var] = ":".join(filter(None, [env.get(var, ""), sanitizer_options]))
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, bufsize=1)
+                                     text=True, bufsize=1, env=env)
         ready = self._read()
         assert ready == {"ready": True}, ready
 

@@ -113,6 +113,32 @@ def test_dtype_spellings(client):
         "<tensorbroker.Tensor 'api/dt2' bfloat16[2, 2] version 0, unsealed")
 
 
+def test_torch_subclasses_and_lazy_tensors_put(client):
+    weight = torch.nn.Parameter(torch.arange(6, dtype=torch.float32).reshape(2, 3))
+    client.put("api/param", weight)  # requires_grad: detached for the copy
+    negated = torch.arange(3, dtype=torch.float64)._neg_view()
+    client.put("api/neg", negated)
+    conj = torch.tensor([1 + 2j], dtype=torch.complex64).conj()
+    client.put("api/conj", conj)
+    with client.get("api/param", timeout=0) as p, client.get("api/neg", timeout=0) as n, \
+            client.get("api/conj", timeout=0) as c:
+        assert np.asarray(p).tolist() == [[0, 1, 2], [3, 4, 5]]
+        assert np.asarray(n).tolist() == [0, -1, -2]
+        assert np.asarray(c).tolist() == [1 - 2j]
+
+
+def test_array_protocol_dtype_and_copy(client):
+    client.put("api/arr", np.arange(4, dtype=np.int32))
+    with client.get("api/arr", timeout=0) as t:
+        assert t.__array__().dtype == np.int32
+        assert t.__array__(np.float64).tolist() == [0.0, 1.0, 2.0, 3.0]
+        assert t.__array__(np.int32, copy=False).flags.writeable is False
+        copied = t.__array__(copy=True)
+        assert copied.flags.writeable and copied.ctypes.data != np.asarray(t).ctypes.data
+        with pytest.raises(ValueError, match="copy=False"):
+            t.__array__(np.float64, copy=False)
+
+
 def test_default_socket_follows_the_environment(daemon, monkeypatch):
     monkeypatch.setenv("TENSORBROKER_SOCKET", daemon.socket)
     assert tensorbroker.default_socket() == daemon.socket

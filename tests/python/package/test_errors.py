@@ -69,6 +69,11 @@ def test_timeout_is_a_timeout_error(client):
         client.get("err/later", timeout=0.3)
     assert isinstance(e.value, TimeoutError)
     assert time.monotonic() - start >= 0.3
+    for tiny in (0.0004, 0.001, 0.0011):  # never a NotFound from a last 0 ms slice
+        with pytest.raises(tensorbroker.Timeout):
+            client.get("err/later", timeout=tiny)
+    with pytest.raises(tensorbroker.NotFound):
+        client.get("err/later", timeout=0)
 
 
 def test_permission_denied_is_a_permission_error():
@@ -167,6 +172,9 @@ SHUTDOWN_SCRIPT = textwrap.dedent("""
     cycle["self"] = cycle            # only the garbage collector frees this
     w = c.create("exit/w", (4,), "float64")
     wt = torch.from_dlpack(w)        # an unsealed tensor and a view of it, never sealed
+    import threading
+    threading.Thread(target=lambda: c.get("exit/never"), daemon=True).start()
+    threading.Thread(target=lambda: c.get("exit/never", timeout=1e300), daemon=True).start()
     print("holding", flush=True)
 """)
 
