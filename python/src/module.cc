@@ -41,8 +41,11 @@ Raises Unavailable when no daemon answers, PermissionDenied when the socket may 
 
 Safe to share between threads. Every call releases the GIL while it talks to the daemon.
 Tensors it returned keep working after close(). Usable as a context manager (closes on exit).)doc")
-      .def("put", &PyClient::Put, py::arg("name"), py::arg("obj"), py::kw_only(),
-           py::arg("mutable") = false, py::arg("replace") = false,
+      .def("put",
+           [](PyClient& self, const std::string& name, py::handle obj, bool replace,
+              bool is_mutable) { return self.Put(name, obj, is_mutable, replace); },
+           py::arg("name"), py::arg("obj"), py::arg("replace") = false, py::kw_only(),
+           py::arg("mutable") = false,
            R"doc(Publish a copy of `obj` under `name` and return its stat() dict.
 
 obj: anything with __dlpack__ (numpy.ndarray, torch.Tensor, ...) or the buffer protocol, on the
@@ -50,7 +53,7 @@ obj: anything with __dlpack__ (numpy.ndarray, torch.Tensor, ...) or the buffer p
 mutable: the published tensor stays writable for every holder; writes are seen by all.
 replace: publish a new version if the name is taken (holders of the old one keep it).)doc")
       .def("create", &PyClient::Create, py::arg("name"), py::arg("shape"), py::arg("dtype"),
-           py::kw_only(), py::arg("mutable") = false, py::arg("replace") = false,
+           py::arg("mutable") = false, py::arg("replace") = false,
            R"doc(Reserve a writable tensor in broker memory to fill in place, then seal() it.
 
 np.asarray(t) and torch.from_dlpack(t) give writable zero-copy views. Nobody else sees the

@@ -41,14 +41,13 @@ class Client:
     def socket(self) -> str: ...
     @property
     def closed(self) -> bool: ...
-    def put(self, name: str, obj: Any, *, mutable: bool = False, replace: bool = False) -> TensorStat:
+    def put(self, name: str, obj: Any, replace: bool = False, *, mutable: bool = False) -> TensorStat:
         """Publish one copy of `obj` (__dlpack__ or buffer protocol, CPU, any strides)."""
     def create(
         self,
         name: str,
         shape: Union[int, Iterable[int]],
         dtype: DTypeLike,
-        *,
         mutable: bool = False,
         replace: bool = False,
     ) -> Tensor:
