@@ -2,6 +2,7 @@
 peer processes (peer.py) that act as consumers, so producer and consumer are always different
 processes."""
 
+import ctypes
 import json
 import os
 import shutil
@@ -15,6 +16,15 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HANG_GUARD = 120  # seconds; only against hangs, never a measurement
+PR_SET_PDEATHSIG = 1
+
+
+def dies_with_test(sig):
+    """preexec_fn: the child gets `sig` when this test process dies, however it dies, so a
+    crashed or killed test leaves no daemon (and no shared memory) behind."""
+    def arm():
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    return arm
 
 
 class Daemon:
@@ -27,9 +37,11 @@ class Daemon:
         env.pop("LD_PRELOAD", None)  # set for sanitized Python processes only
         if "TENSORBROKERD_ASAN_OPTIONS" in env:
             env["ASAN_OPTIONS"] = env["TENSORBROKERD_ASAN_OPTIONS"]
-        self.proc = subprocess.Popen(
-            [binary, "--socket", self.socket, "--log-level", "warning", *extra_args], env=env)
         import tensorbroker
+
+        self.proc = subprocess.Popen(
+            [binary, "--socket", self.socket, "--log-level", "warning", *extra_args], env=env,
+            preexec_fn=dies_with_test(signal.SIGTERM))
 
         deadline = time.monotonic() + 30
         while True:
@@ -77,7 +89,8 @@ class Peer:
             for var in ("ASAN_OPTIONS", "TSAN_OPTIONS"):
                 env[var] = ":".join(filter(None, [env.get(var, ""), sanitizer_options]))
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, bufsize=1, env=env)
+                                     text=True, bufsize=1, env=env,
+                                     preexec_fn=dies_with_test(signal.SIGKILL))
         ready = self._read()
         assert ready == {"ready": True}, ready
 

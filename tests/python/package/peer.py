@@ -138,10 +138,12 @@ def main():
                     t.release()
                 for _ in range(cmd["warmup"]):
                     cycle()
-                before = rss_anon_kib()
-                for _ in range(cmd["n"]):
-                    cycle()
-                answer = {"rss_anon_kib_before": before, "rss_anon_kib_after": rss_anon_kib()}
+                rss = [rss_anon_kib()]  # after the warm-up, then after each of 4 quarters
+                for quarter in range(4):
+                    for _ in range(cmd["n"] // 4):
+                        cycle()
+                    rss.append(rss_anon_kib())
+                answer = {"rss_anon_kib": rss}
             elif op == "smaps":
                 answer = smaps_rollup()
             elif op == "wait_forever":
