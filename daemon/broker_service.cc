@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/cuda_devices.h"
 #include "common/grpc_status.h"
 #include "common/proto_convert.h"
 #include "common/strided_copy.h"
@@ -13,15 +14,19 @@
 namespace tensorbroker::daemon {
 namespace {
 
-// Only CPU memory is served so far; CUDA is refused clearly rather than mistaken for CPU.
+// Only CPU memory is served so far; CUDA is refused clearly rather than mistaken for CPU, with
+// the reason this daemon has no usable GPU when it has none.
 absl::Status CheckDevice(bool has_device, const v1::Device& device) {
   if (!has_device || (device.device_type() == kDLCPU && device.device_id() == 0)) {
     return absl::OkStatus();
   }
   if (device.device_type() == kDLCUDA || device.device_type() == kDLCUDAHost) {
+    auto gpus = CudaDevices();
     return absl::FailedPreconditionError(absl::StrCat(
         "device (type=", device.device_type(), ", id=", device.device_id(),
-        "): this tensorbrokerd serves CPU memory only"));
+        "): this tensorbrokerd serves CPU memory only",
+        gpus.ok() ? " (CUDA tensors are not served by this version yet)"
+                  : absl::StrCat(": ", gpus.status().message())));
   }
   return absl::InvalidArgumentError(absl::StrCat("device (type=", device.device_type(),
                                                  ", id=", device.device_id(),

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/byte_size.h"
+#include "common/cuda_devices.h"
 #include "daemon/broker_service.h"
 #include "daemon/cpu_segment_pool.h"
 #include "daemon/instance_lock.h"
@@ -101,6 +102,14 @@ absl::Status RunDaemon(const DaemonOptions& options) {
   server->GetHealthCheckService()->SetServingStatus(true);
   Log(LogLevel::kInfo, "tensorbrokerd serving on ", options.socket_path, " capacity=",
       FormatByteSize(options.capacity_bytes), " pid=", ::getpid());
+  if (auto gpus = CudaDevices(); gpus.ok()) {
+    for (const CudaDevice& gpu : *gpus) {
+      Log(LogLevel::kInfo, "CUDA device ", gpu.ordinal, ": ", gpu.name, " ",
+          CudaUuidText(gpu.uuid), " (CUDA tensors are not served by this version yet)");
+    }
+  } else {
+    Log(LogLevel::kInfo, "CUDA: ", gpus.status().message(), "; serving CPU tensors only");
+  }
 
   const int signal = WaitForStopSignal(stop_signals);
   Log(LogLevel::kInfo, "received ", strsignal(signal), "; shutting down");

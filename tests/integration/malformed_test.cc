@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "common/cuda_devices.h"
 #include "tensorbroker/v1/broker.grpc.pb.h"
 #include "tests/integration/test_util.h"
 
@@ -332,6 +333,14 @@ TEST_F(MalformedTest, BadShapesAndDtypesAreInvalidArgument) {
   cuda.mutable_device()->set_device_type(kDLCUDA);
   ExpectRaw(raw_->Create(cuda), grpc::StatusCode::FAILED_PRECONDITION, "device",
             "raw Create CUDA");
+  // Without a usable GPU the answer says why (the daemon's own probe, as CudaDevices() here).
+  if (auto gpus = CudaDevices(); !gpus.ok()) {
+    v1::TensorGrant ignored;
+    grpc::Status refused = raw_->Create(cuda, &ignored);
+    EXPECT_NE(refused.error_message().find(std::string(gpus.status().message())),
+              std::string::npos)
+        << refused.error_message();
+  }
   ASSERT_OK_AND_ASSIGN(BrokerStats stats, client().Stats());
   EXPECT_EQ(stats.pending, 0u);
   EXPECT_EQ(stats.tensors, 0u);
