@@ -1,6 +1,6 @@
 // The daemon's device abstraction: a MemoryPool hands out Blocks of one device's memory and
 // takes them back. CPU shared memory is CpuSegmentPool (cpu_segment_pool.h); CUDA device memory
-// will be another implementation behind the same interface.
+// is CudaSlabPool (cuda_slab_pool.h), one per device.
 //
 // Not thread-safe: the TensorStore calls a pool only while holding its own lock.
 #ifndef TENSORBROKER_DAEMON_MEMORY_POOL_H_
@@ -28,8 +28,9 @@ struct Block {
   uint64_t segment_size = 0;
   uint64_t offset = 0;
   uint64_t size = 0;  // rounded up to the alignment
-  uint8_t* data = nullptr;
+  uint8_t* data = nullptr;         // CUDA: a device pointer
   DLDevice device{kDLCPU, 0};
+  std::string export_handle;       // CUDA: the segment's IPC handle bytes; empty for CPU
 };
 
 struct PoolStats {

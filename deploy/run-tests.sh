@@ -37,4 +37,11 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # ignore_noninstrumented_modules: memcpy and friends called from inside the prebuilt gRPC and
 # protobuf libraries are not checked (they hand buffers over by means TSan cannot see).
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1:suppressions=$(pwd)/deploy/tsan.supp}
-ctest --test-dir "$build_dir" --output-on-failure --timeout 600 --parallel "$(nproc)" "${ctest_args[@]}"
+status=0
+ctest --test-dir "$build_dir" --output-on-failure --timeout 600 --parallel "$(nproc)" \
+  "${ctest_args[@]}" || status=$?
+# Say why tests were skipped (GPU tests without a usable GPU): the reason each one printed.
+reasons=$(grep -h -A1 ': Skipped$' "$build_dir/Testing/Temporary/LastTest.log" 2>/dev/null |
+          grep -v -e ': Skipped$' -e '^--$' | sort | uniq -c || true)
+[ -z "$reasons" ] || printf 'skipped tests, and why:\n%s\n' "$reasons"
+exit "$status"
