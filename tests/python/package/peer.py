@@ -3,6 +3,7 @@
 Each command names a tensor; the peer keeps what it gets in `held` under a key so later
 commands can read, write, locate or release it. Answers are JSON lines on stdout."""
 
+import ctypes
 import hashlib
 import json
 import os
@@ -53,6 +54,28 @@ def rss_anon_kib():
             if line.startswith("RssAnon:"):
                 return int(line.split()[1])
     raise RuntimeError("no RssAnon in /proc/self/status")
+
+
+def heap_in_use_bytes():
+    """Bytes the program has malloc'd and not freed: the sanitizer allocator's count when a
+    sanitizer runtime is loaded (its own bookkeeping excluded), else glibc's mallinfo2()."""
+    libc = ctypes.CDLL(None)
+    try:
+        sanitizer = libc.__sanitizer_get_current_allocated_bytes
+    except AttributeError:
+        sanitizer = None
+    if sanitizer is not None:
+        sanitizer.restype = ctypes.c_size_t
+        return "sanitizer", int(sanitizer())
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+            "fordblks", "keepcost")]
+
+    libc.mallinfo2.restype = MallInfo2
+    info = libc.mallinfo2()
+    return "glibc", int(info.uordblks + info.hblkhd)
 
 
 def smaps_rollup():
@@ -139,11 +162,14 @@ def main():
                 for _ in range(cmd["warmup"]):
                     cycle()
                 rss = [rss_anon_kib()]  # after the warm-up, then after each of 4 quarters
+                heap = [heap_in_use_bytes()[1]]
                 for quarter in range(4):
                     for _ in range(cmd["n"] // 4):
                         cycle()
                     rss.append(rss_anon_kib())
-                answer = {"rss_anon_kib": rss}
+                    heap.append(heap_in_use_bytes()[1])
+                answer = {"rss_anon_kib": rss, "heap_in_use_bytes": heap,
+                          "heap_counter": heap_in_use_bytes()[0]}
             elif op == "smaps":
                 answer = smaps_rollup()
             elif op == "wait_forever":
