@@ -10,14 +10,6 @@
 #include "common/tensor_layout.h"
 
 namespace tensorbroker::daemon {
-namespace {
-
-uint64_t RoundUp(uint64_t value, uint64_t multiple) {
-  return (value + multiple - 1) / multiple * multiple;
-}
-
-}  // namespace
-
 CpuSegmentPool::CpuSegmentPool(CpuSegmentPoolOptions options) : options_(std::move(options)) {}
 
 uint64_t CpuSegmentPool::PooledSegmentBytes() const {

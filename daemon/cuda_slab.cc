@@ -2,8 +2,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "daemon/log.h"
+#include "daemon/memory_pool.h"
 
 namespace tensorbroker::daemon {
 namespace {
@@ -15,8 +18,7 @@ std::string Describe(cudaError_t error) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CudaSlab>> CudaSlab::Allocate(int ordinal, uint64_t bytes) {
-  const uint64_t size = (std::max<uint64_t>(bytes, 1) + kGranularity - 1) / kGranularity *
-                        kGranularity;
+  const uint64_t size = RoundUp(std::max<uint64_t>(bytes, 1), kGranularity);
   if (cudaError_t e = cudaSetDevice(ordinal); e != cudaSuccess) {
     return absl::FailedPreconditionError(
         absl::StrCat("CUDA device ", ordinal, ": cudaSetDevice: ", Describe(e)));

@@ -6,19 +6,11 @@
 #include "common/tensor_layout.h"
 
 namespace tensorbroker::daemon {
-namespace {
-
-uint64_t RoundUpTo(uint64_t value, uint64_t multiple) {
-  return (value + multiple - 1) / multiple * multiple;
-}
-
-}  // namespace
-
 CudaSlabPool::CudaSlabPool(CudaSlabPoolOptions options) : options_(std::move(options)) {}
 
 absl::StatusOr<CudaSlabPool::SlabMap::iterator> CudaSlabPool::NewSlab(uint64_t bytes,
                                                                        bool dedicated) {
-  const uint64_t size = RoundUpTo(bytes, CudaSlab::kGranularity);
+  const uint64_t size = RoundUp(bytes, CudaSlab::kGranularity);
   if (reserved_bytes_ + size > options_.capacity_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "cuda:", options_.ordinal, " capacity (--cuda-capacity ", options_.capacity_bytes,
@@ -49,7 +41,7 @@ Block CudaSlabPool::MakeBlock(const std::string& name, const Slab& slab, uint64_
 
 absl::StatusOr<Block> CudaSlabPool::Allocate(uint64_t nbytes, BlockKind,
                                              std::vector<std::string>*) {
-  const uint64_t rounded = RoundUpTo(std::max<uint64_t>(nbytes, 1), kDataAlignment);
+  const uint64_t rounded = RoundUp(std::max<uint64_t>(nbytes, 1), kDataAlignment);
   const bool dedicated = rounded > options_.dedicated_threshold;
   if (!dedicated) {
     for (auto& [name, slab] : slabs_) {

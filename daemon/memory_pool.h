@@ -33,6 +33,11 @@ struct Block {
   std::string export_handle;       // CUDA: the segment's IPC handle bytes; empty for CPU
 };
 
+// `value` rounded up to a multiple of `multiple` (sizes of blocks, segments and slabs).
+inline uint64_t RoundUp(uint64_t value, uint64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
 struct PoolStats {
   uint64_t capacity_bytes = 0;
   uint64_t used_bytes = 0;      // allocated to blocks
