@@ -82,6 +82,17 @@ std::string StatsJson(const BrokerStats& stats) {
   json.Key("clients").UInt(stats.clients);
   json.Key("segments").UInt(stats.segments);
   json.Key("pending").UInt(stats.pending);
+  json.Key("pools").BeginArray();
+  for (const PoolUsage& pool : stats.pools) {
+    json.BeginObject();
+    json.Key("device").String(DeviceName(pool.device));
+    json.Key("capacity_bytes").UInt(pool.capacity_bytes);
+    json.Key("used_bytes").UInt(pool.used_bytes);
+    json.Key("reserved_bytes").UInt(pool.reserved_bytes);
+    json.Key("segments").UInt(pool.segments);
+    json.EndObject();
+  }
+  json.EndArray();
   json.EndObject();
   return json.str();
 }
@@ -130,7 +141,7 @@ std::string TensorTableText(const std::vector<TensorInfo>& infos) {
 }
 
 std::string StatsText(const BrokerStats& stats) {
-  return KeyValueLines({
+  std::vector<std::pair<std::string, std::string>> lines = {
       {"capacity", FormatByteSize(stats.capacity_bytes)},
       {"used", FormatByteSize(stats.used_bytes)},
       {"reserved", FormatByteSize(stats.reserved_bytes)},
@@ -139,7 +150,17 @@ std::string StatsText(const BrokerStats& stats) {
       {"clients", absl::StrCat(stats.clients)},
       {"segments", absl::StrCat(stats.segments)},
       {"pending", absl::StrCat(stats.pending)},
-  });
+  };
+  // Device pools beyond the CPU one (whose figures are the lines above).
+  for (size_t i = 1; i < stats.pools.size(); ++i) {
+    const PoolUsage& pool = stats.pools[i];
+    lines.push_back({DeviceName(pool.device),
+                     absl::StrCat(FormatByteSize(pool.used_bytes), " used of ",
+                                  FormatByteSize(pool.capacity_bytes), ", ",
+                                  FormatByteSize(pool.reserved_bytes), " in ", pool.segments,
+                                  " slab(s)")});
+  }
+  return KeyValueLines(lines);
 }
 
 }  // namespace tensorbroker::cli

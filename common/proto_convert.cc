@@ -1,5 +1,9 @@
 #include "common/proto_convert.h"
 
+#include <algorithm>
+
+#include "common/cuda_devices.h"
+
 namespace tensorbroker {
 
 DLDataType FromProto(const v1::DataType& dtype) {
@@ -22,12 +26,24 @@ DLDevice FromProto(const v1::Device& device) {
   DLDevice out;
   out.device_type = static_cast<DLDeviceType>(device.device_type());
   out.device_id = device.device_id();
+  if (out.device_type == kDLCUDA && device.uuid().size() == sizeof(CudaUuid)) {
+    CudaUuid uuid;
+    std::copy(device.uuid().begin(), device.uuid().end(), uuid.begin());
+    if (auto ordinal = CudaOrdinalOf(uuid); ordinal.ok()) out.device_id = *ordinal;
+  }
   return out;
 }
 
 void ToProto(const DLDevice& device, v1::Device* out) {
   out->set_device_type(device.device_type);
   out->set_device_id(device.device_id);
+  if (device.device_type != kDLCUDA) return;
+  auto devices = CudaDevices();
+  if (!devices.ok()) return;
+  for (const CudaDevice& gpu : *devices) {
+    if (gpu.ordinal != device.device_id) continue;
+    out->set_uuid(std::string(gpu.uuid.begin(), gpu.uuid.end()));
+  }
 }
 
 std::vector<int64_t> ToVector(const google::protobuf::RepeatedField<int64_t>& values) {
@@ -74,6 +90,15 @@ BrokerStats FromProto(const v1::BrokerStats& stats) {
   out.clients = stats.clients();
   out.segments = stats.segments();
   out.pending = stats.pending();
+  for (const v1::PoolStats& pool : stats.pools()) {
+    PoolUsage usage;
+    usage.device = FromProto(pool.device());
+    usage.capacity_bytes = pool.capacity_bytes();
+    usage.used_bytes = pool.used_bytes();
+    usage.reserved_bytes = pool.reserved_bytes();
+    usage.segments = pool.segments();
+    out.pools.push_back(usage);
+  }
   return out;
 }
 
@@ -86,6 +111,14 @@ void ToProto(const BrokerStats& stats, v1::BrokerStats* out) {
   out->set_clients(stats.clients);
   out->set_segments(stats.segments);
   out->set_pending(stats.pending);
+  for (const PoolUsage& usage : stats.pools) {
+    v1::PoolStats* pool = out->add_pools();
+    ToProto(usage.device, pool->mutable_device());
+    pool->set_capacity_bytes(usage.capacity_bytes);
+    pool->set_used_bytes(usage.used_bytes);
+    pool->set_reserved_bytes(usage.reserved_bytes);
+    pool->set_segments(usage.segments);
+  }
 }
 
 }  // namespace tensorbroker

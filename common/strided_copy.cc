@@ -8,39 +8,40 @@
 
 namespace tensorbroker {
 
-void CopyToCompact(const DLTensor& src, uint8_t* dst) {
+void ForEachRowBatch(const DLTensor& src, const RowBatchVisitor& visit) {
   const int64_t item = static_cast<int64_t>(ItemSize(src.dtype));
   const int ndim = src.ndim;
   int64_t elements = 1;
   for (int i = 0; i < ndim; ++i) elements *= src.shape[i];
   if (elements == 0) return;
-  const uint8_t* base = static_cast<const uint8_t*>(src.data) + src.byte_offset;
   if (src.strides == nullptr) {
-    std::memcpy(dst, base, static_cast<size_t>(elements * item));
+    visit(0, elements * item, 1, 0);
     return;
   }
-  // Merge the innermost dimensions that are already laid out compactly into one block.
-  int outer = ndim;  // dims [outer, ndim) form one contiguous block
-  int64_t block_elements = 1;
+  // Merge the innermost dimensions that are already laid out compactly into one run.
+  int outer = ndim;  // dims [outer, ndim) form one contiguous run
+  int64_t run_elements = 1;
   while (outer > 0) {
     const int d = outer - 1;
-    if (src.shape[d] != 1 && src.strides[d] != block_elements) break;
-    block_elements *= src.shape[d];
+    if (src.shape[d] != 1 && src.strides[d] != run_elements) break;
+    run_elements *= src.shape[d];
     --outer;
   }
-  const size_t block_bytes = static_cast<size_t>(block_elements * item);
+  const int64_t run_bytes = run_elements * item;
   if (outer == 0) {
-    std::memcpy(dst, base, block_bytes);
+    visit(0, run_bytes, 1, 0);
     return;
   }
-  // Odometer over the outer dimensions.
-  std::vector<int64_t> index(static_cast<size_t>(outer), 0);
-  int64_t offset = 0;  // in elements, of the current block's first element
-  const int64_t blocks = elements / block_elements;
-  for (int64_t b = 0; b < blocks; ++b) {
-    std::memcpy(dst, base + offset * item, block_bytes);
-    dst += block_bytes;
-    for (int d = outer - 1; d >= 0; --d) {
+  // The innermost outer dimension becomes the rows of a batch; an odometer walks the rest.
+  const int row_dim = outer - 1;
+  const int64_t rows = src.shape[row_dim];
+  const int64_t pitch = src.strides[row_dim] * item;
+  std::vector<int64_t> index(static_cast<size_t>(row_dim), 0);
+  int64_t offset = 0;  // in elements, of the current batch's first element
+  const int64_t batches = elements / run_elements / rows;
+  for (int64_t b = 0; b < batches; ++b) {
+    visit(offset * item, run_bytes, rows, pitch);
+    for (int d = row_dim - 1; d >= 0; --d) {
       if (++index[static_cast<size_t>(d)] < src.shape[d]) {
         offset += src.strides[d];
         break;
@@ -49,6 +50,16 @@ void CopyToCompact(const DLTensor& src, uint8_t* dst) {
       index[static_cast<size_t>(d)] = 0;
     }
   }
+}
+
+void CopyToCompact(const DLTensor& src, uint8_t* dst) {
+  const uint8_t* base = static_cast<const uint8_t*>(src.data) + src.byte_offset;
+  ForEachRowBatch(src, [&](int64_t offset, int64_t run_bytes, int64_t rows, int64_t pitch) {
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(dst, base + offset + r * pitch, static_cast<size_t>(run_bytes));
+      dst += run_bytes;
+    }
+  });
 }
 
 bool StreamCompact(const DLTensor& src, size_t max_chunk,

@@ -12,6 +12,15 @@
 
 namespace tensorbroker {
 
+// Walks `src` (valid, as for CopyToCompact) in C order as batches of `rows` runs of
+// `run_bytes` contiguous bytes each; run r of a batch starts at byte `offset + r * pitch` from
+// src's first element (data + byte_offset). `pitch` may be negative, zero or smaller than a run
+// (broadcast or overlapping strides). Contiguous inner dimensions are merged into one run; the
+// next dimension out becomes the rows, so 2-D copies (cudaMemcpy2D) take whole batches.
+using RowBatchVisitor =
+    std::function<void(int64_t offset, int64_t run_bytes, int64_t rows, int64_t pitch)>;
+void ForEachRowBatch(const DLTensor& src, const RowBatchVisitor& visit);
+
 // `src` must be valid (dtype whole bytes, non-negative shape); `dst` must hold
 // elements * itemsize bytes. NULL strides mean compact.
 void CopyToCompact(const DLTensor& src, uint8_t* dst);

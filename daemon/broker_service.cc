@@ -2,44 +2,31 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/cuda_devices.h"
+#include "common/cuda_runtime.h"
 #include "common/grpc_status.h"
 #include "common/proto_convert.h"
 #include "common/strided_copy.h"
 #include "common/tensor_layout.h"
 #include "daemon/log.h"
+#include "daemon/request_device.h"
 
 namespace tensorbroker::daemon {
 namespace {
-
-// Only CPU memory is served so far; CUDA is refused clearly rather than mistaken for CPU, with
-// the reason this daemon has no usable GPU when it has none.
-absl::Status CheckDevice(bool has_device, const v1::Device& device) {
-  if (!has_device || (device.device_type() == kDLCPU && device.device_id() == 0)) {
-    return absl::OkStatus();
-  }
-  if (device.device_type() == kDLCUDA || device.device_type() == kDLCUDAHost) {
-    auto gpus = CudaDevices();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "device (type=", device.device_type(), ", id=", device.device_id(),
-        "): this tensorbrokerd serves CPU memory only",
-        gpus.ok() ? " (CUDA tensors are not served by this version yet)"
-                  : absl::StrCat(": ", gpus.status().message())));
-  }
-  return absl::InvalidArgumentError(absl::StrCat("device (type=", device.device_type(),
-                                                 ", id=", device.device_id(),
-                                                 ") is not a device the broker knows"));
-}
 
 // Validates the fields every tensor-making request shares and builds the store's spec.
 absl::StatusOr<TensorSpec> MakeSpec(const std::string& name, const v1::DataType& dtype,
                                     const google::protobuf::RepeatedField<int64_t>& shape,
                                     const google::protobuf::RepeatedField<int64_t>& strides,
-                                    uint64_t nbytes, bool is_mutable, bool replace) {
+                                    uint64_t nbytes, bool is_mutable, bool replace,
+                                    bool has_device, const v1::Device& device) {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
   TensorSpec spec;
+  auto where = ResolveRequestDevice(has_device, device);
+  if (!where.ok()) return where.status();
+  spec.device = *where;
   spec.name = name;
   spec.dtype = FromProto(dtype);
   spec.shape = ToVector(shape);
@@ -61,6 +48,7 @@ void ToProto(const TensorGrant& grant, v1::TensorGrant* out) {
   region->set_offset(grant.block.offset);
   region->set_nbytes(grant.info.nbytes);
   region->set_writable(grant.writable);
+  region->set_cuda_ipc_handle(grant.block.export_handle);
   out->set_lease_id(grant.lease_id);
 }
 
@@ -87,11 +75,9 @@ grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>* BrokerService::Se
 
 grpc::Status BrokerService::Create(grpc::ServerContext*, const v1::CreateRequest* request,
                                    v1::TensorGrant* response) {
-  if (absl::Status s = CheckDevice(request->has_device(), request->device()); !s.ok()) {
-    return Answer("Create", s);
-  }
   auto spec = MakeSpec(request->name(), request->dtype(), request->shape(), request->strides(),
-                       request->nbytes(), request->mutable_(), request->replace());
+                       request->nbytes(), request->mutable_(), request->replace(),
+                       request->has_device(), request->device());
   if (!spec.ok()) return Answer("Create", spec.status());
   auto grant = store_->Create(request->session_id(), *spec);
   if (!grant.ok()) return Answer("Create", grant.status());
@@ -122,11 +108,8 @@ grpc::Status BrokerService::Put(grpc::ServerContext*, grpc::ServerReader<v1::Put
                              "header: the first Put message must carry the header"));
   }
   const v1::PutRequest::Header& header = message.header();
-  if (absl::Status s = CheckDevice(header.has_device(), header.device()); !s.ok()) {
-    return Answer("Put", s);
-  }
   auto spec = MakeSpec(header.name(), header.dtype(), header.shape(), {}, 0, header.mutable_(),
-                       header.replace());
+                       header.replace(), header.has_device(), header.device());
   if (!spec.ok()) return Answer("Put", spec.status());
   auto ticket = store_->BeginPut(*spec);
   if (!ticket.ok()) return Answer("Put", ticket.status());
@@ -143,7 +126,13 @@ grpc::Status BrokerService::Put(grpc::ServerContext*, grpc::ServerReader<v1::Put
           "data: more than the ", ticket->nbytes, " bytes that shape and dtype describe"));
       break;
     }
-    std::memcpy(ticket->data + received, chunk.data(), chunk.size());
+    if (ticket->device.device_type == kDLCUDA) {
+      failure = CudaCopy(ticket->data + received, chunk.data(), chunk.size(),
+                         ticket->device.device_id);
+      if (!failure.ok()) break;
+    } else {
+      std::memcpy(ticket->data + received, chunk.data(), chunk.size());
+    }
     received += chunk.size();
   }
   if (failure.ok() && received != ticket->nbytes) {
@@ -168,9 +157,21 @@ grpc::Status BrokerService::Read(grpc::ServerContext* context, const v1::ReadReq
   const TensorInfo& info = ticket->info;
   v1::ReadResponse response;
   ToProto(info, response.mutable_info());
+  // Device memory is staged through the host first.
+  std::vector<uint8_t> staged;
+  const uint8_t* bytes = ticket->data;
+  if (info.device.device_type == kDLCUDA) {
+    staged.resize(info.nbytes);
+    if (absl::Status s = CudaCopy(staged.data(), ticket->data, info.nbytes, info.device.device_id);
+        !s.ok()) {
+      store_->EndRead(ticket->lease_id);
+      return Answer("Read", s);
+    }
+    bytes = staged.data();
+  }
   // Compact C order whatever the stored layout.
   DLTensor view{};
-  view.data = const_cast<uint8_t*>(ticket->data);
+  view.data = const_cast<uint8_t*>(bytes);
   view.device = {kDLCPU, 0};
   view.ndim = static_cast<int32_t>(info.shape.size());
   view.dtype = info.dtype;

@@ -13,7 +13,8 @@ namespace tensorbroker::daemon {
 
 std::string DaemonUsage() {
   return absl::StrCat(
-      "Usage: tensorbrokerd [--socket PATH] [--capacity SIZE] [--log-level LEVEL]\n"
+      "Usage: tensorbrokerd [--socket PATH] [--capacity SIZE] [--cuda-capacity SIZE]\n"
+      "                    [--log-level LEVEL]\n"
       "\n"
       "tensorbrokerd owns shared memory and publishes tensors by name over a gRPC API\n"
       "(tensorbroker.v1.Broker) on a Unix socket. Clients get DLPack tensors that point at\n"
@@ -31,6 +32,10 @@ std::string DaemonUsage() {
       "                     bytes. Default: half of /dev/shm (now: ",
       FormatByteSize(DefaultCapacityBytes()),
       ").\n"
+      "  --cuda-capacity SIZE\n"
+      "                     Most device memory to hold on each GPU, in slabs allocated as\n"
+      "                     needed. Default: half of each GPU's memory. 0: serve no CUDA\n"
+      "                     tensors. Without a usable GPU only CPU tensors are served.\n"
       "  --log-level LEVEL  error, warning, notice, info (default) or debug. Logs go to\n"
       "                     stderr with syslog priority prefixes (<3>..<7>).\n"
       "  --help             Show this text.\n"
@@ -78,6 +83,12 @@ absl::StatusOr<DaemonOptions> ParseDaemonOptions(int argc, const char* const* ar
       if (!bytes.ok()) return bytes.status();
       if (*bytes == 0) return absl::InvalidArgumentError("--capacity must be more than 0");
       options.capacity_bytes = *bytes;
+    } else if (flag == "--cuda-capacity") {
+      auto v = take_value();
+      if (!v.ok()) return v.status();
+      auto bytes = ParseByteSize(*v, "--cuda-capacity");
+      if (!bytes.ok()) return bytes.status();
+      options.cuda_capacity_bytes = *bytes;
     } else if (flag == "--log-level") {
       auto v = take_value();
       if (!v.ok()) return v.status();

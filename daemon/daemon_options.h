@@ -3,6 +3,7 @@
 #define TENSORBROKER_DAEMON_DAEMON_OPTIONS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -13,6 +14,8 @@ namespace tensorbroker::daemon {
 struct DaemonOptions {
   std::string socket_path;      // resolved: never empty after parsing
   uint64_t capacity_bytes = 0;  // resolved: never 0 after parsing
+  // Device memory per GPU; unset: half of each GPU's memory. 0 turns CUDA serving off.
+  std::optional<uint64_t> cuda_capacity_bytes;
   LogLevel log_level = LogLevel::kInfo;
   bool help = false;
 };

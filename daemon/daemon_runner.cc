@@ -17,6 +17,9 @@
 #include "common/cuda_devices.h"
 #include "daemon/broker_service.h"
 #include "daemon/cpu_segment_pool.h"
+#ifdef TENSORBROKER_HAVE_CUDA
+#include "daemon/cuda_slab_pool.h"
+#endif
 #include "daemon/instance_lock.h"
 #include "daemon/log.h"
 #include "daemon/session_reactor.h"
@@ -49,6 +52,38 @@ int WaitForStopSignal(const sigset_t& signals) {
   return signal;
 }
 
+// The CPU pool, then one pool per GPU this daemon serves, each GPU logged (or why there are
+// none). `name_prefix` makes segment and slab names unique to this instance.
+std::vector<std::unique_ptr<MemoryPool>> MakePools(const DaemonOptions& options,
+                                                   const std::string& name_prefix) {
+  std::vector<std::unique_ptr<MemoryPool>> pools;
+  CpuSegmentPoolOptions cpu;
+  cpu.capacity_bytes = options.capacity_bytes;
+  cpu.name_prefix = name_prefix;
+  pools.push_back(std::make_unique<CpuSegmentPool>(cpu));
+  auto gpus = CudaDevices();
+  if (!gpus.ok()) {
+    Log(LogLevel::kInfo, "CUDA: ", gpus.status().message(), "; serving CPU tensors only");
+    return pools;
+  }
+  for (const CudaDevice& gpu : *gpus) {
+    const uint64_t capacity = options.cuda_capacity_bytes.value_or(gpu.total_bytes / 2);
+    Log(LogLevel::kInfo, "CUDA device ", gpu.ordinal, ": ", gpu.name, " ",
+        CudaUuidText(gpu.uuid), " ", FormatByteSize(gpu.total_bytes),
+        capacity == 0 ? "; not served (--cuda-capacity 0)"
+                      : absl::StrCat("; serving up to ", FormatByteSize(capacity)));
+#ifdef TENSORBROKER_HAVE_CUDA
+    if (capacity == 0) continue;
+    CudaSlabPoolOptions slabs;
+    slabs.ordinal = gpu.ordinal;
+    slabs.capacity_bytes = capacity;
+    slabs.name_prefix = name_prefix;
+    pools.push_back(std::make_unique<CudaSlabPool>(slabs));
+#endif
+  }
+  return pools;
+}
+
 }  // namespace
 
 std::string SegmentPrefixFor(const std::string& socket_path) {
@@ -78,12 +113,10 @@ absl::Status RunDaemon(const DaemonOptions& options) {
         "* left by a previous instance on ", options.socket_path);
   }
 
-  CpuSegmentPoolOptions pool_options;
-  pool_options.capacity_bytes = options.capacity_bytes;
   // A fresh instance id in every name: a client that outlives this daemon must never mistake a
-  // successor's segment for one it has cached.
-  pool_options.name_prefix = absl::StrCat(prefix, InstanceId(), "-");
-  auto store = std::make_unique<TensorStore>(std::make_unique<CpuSegmentPool>(pool_options));
+  // successor's segment (or slab) for one it has cached.
+  auto store = std::make_unique<TensorStore>(
+      MakePools(options, absl::StrCat(prefix, InstanceId(), "-")));
   SessionRegistry sessions;
   BrokerService service(store.get(), &sessions);
 
@@ -102,14 +135,6 @@ absl::Status RunDaemon(const DaemonOptions& options) {
   server->GetHealthCheckService()->SetServingStatus(true);
   Log(LogLevel::kInfo, "tensorbrokerd serving on ", options.socket_path, " capacity=",
       FormatByteSize(options.capacity_bytes), " pid=", ::getpid());
-  if (auto gpus = CudaDevices(); gpus.ok()) {
-    for (const CudaDevice& gpu : *gpus) {
-      Log(LogLevel::kInfo, "CUDA device ", gpu.ordinal, ": ", gpu.name, " ",
-          CudaUuidText(gpu.uuid), " (CUDA tensors are not served by this version yet)");
-    }
-  } else {
-    Log(LogLevel::kInfo, "CUDA: ", gpus.status().message(), "; serving CPU tensors only");
-  }
 
   const int signal = WaitForStopSignal(stop_signals);
   Log(LogLevel::kInfo, "received ", strsignal(signal), "; shutting down");

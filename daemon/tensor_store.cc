@@ -19,13 +19,43 @@ std::string NewSessionId() {
 
 }  // namespace
 
-TensorStore::TensorStore(std::unique_ptr<MemoryPool> cpu_pool) : cpu_pool_(std::move(cpu_pool)) {}
+namespace {
+
+std::vector<std::unique_ptr<MemoryPool>> OnePool(std::unique_ptr<MemoryPool> pool) {
+  std::vector<std::unique_ptr<MemoryPool>> pools;
+  pools.push_back(std::move(pool));
+  return pools;
+}
+
+std::string DeviceText(DLDevice device) {
+  if (device.device_type == kDLCPU) return "cpu";
+  if (device.device_type == kDLCUDA) return absl::StrCat("cuda:", device.device_id);
+  return absl::StrCat("device type ", device.device_type, " id ", device.device_id);
+}
+
+}  // namespace
+
+TensorStore::TensorStore(std::unique_ptr<MemoryPool> cpu_pool)
+    : TensorStore(OnePool(std::move(cpu_pool))) {}
+
+TensorStore::TensorStore(std::vector<std::unique_ptr<MemoryPool>> pools)
+    : pools_(std::move(pools)) {}
 
 TensorStore::~TensorStore() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> removed;
-  for (auto& [id, object] : objects_) cpu_pool_->Free(object->block, &removed);
+  for (auto& [id, object] : objects_) PoolForLocked(object->block.device)->Free(object->block, &removed);
   objects_.clear();
+}
+
+MemoryPool* TensorStore::PoolForLocked(DLDevice device) const {
+  for (const auto& pool : pools_) {
+    const DLDevice served = pool->device();
+    if (served.device_type == device.device_type && served.device_id == device.device_id) {
+      return pool.get();
+    }
+  }
+  return nullptr;
 }
 
 std::string TensorStore::OpenSession(int32_t pid, const std::string& client_name,
@@ -91,8 +121,14 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std:
     return absl::AlreadyExistsError(
         absl::StrCat("name '", spec.name, "' is already published (set replace to overwrite)"));
   }
+  MemoryPool* pool = PoolForLocked(spec.device);
+  if (pool == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device ", DeviceText(spec.device), " is not served by this tensorbrokerd",
+        spec.device.device_type == kDLCUDA ? " (--cuda-capacity is 0)" : ""));
+  }
   std::vector<std::string> removed;
-  auto block = cpu_pool_->Allocate(
+  auto block = pool->Allocate(
       spec.nbytes, spec.is_mutable ? BlockKind::kMutable : BlockKind::kImmutable, &removed);
   NotifySegmentsRemovedLocked(removed);
   if (!block.ok()) {
@@ -194,7 +230,7 @@ absl::StatusOr<PutTicket> TensorStore::BeginPut(const TensorSpec& spec) {
   std::lock_guard<std::mutex> lock(mu_);
   auto object = ReserveLocked(kInternalSession, spec);
   if (!object.ok()) return object.status();
-  return PutTicket{(*object)->id, (*object)->block.data, spec.nbytes};
+  return PutTicket{(*object)->id, (*object)->block.data, spec.nbytes, (*object)->block.device};
 }
 
 absl::StatusOr<TensorInfo> TensorStore::CommitPut(uint64_t object_id) {
@@ -316,7 +352,7 @@ absl::Status TensorStore::Delete(const std::string& name) {
 void TensorStore::MaybeFreeLocked(TensorObject* object) {
   if (object->pending || object->published || object->leases > 0) return;
   std::vector<std::string> removed;
-  cpu_pool_->Free(object->block, &removed);
+  PoolForLocked(object->block.device)->Free(object->block, &removed);
   objects_.erase(object->id);
   NotifySegmentsRemovedLocked(removed);
 }
@@ -352,8 +388,13 @@ absl::StatusOr<TensorInfo> TensorStore::Stat(const std::string& name) {
 
 BrokerStats TensorStore::Stats() {
   std::lock_guard<std::mutex> lock(mu_);
-  const PoolStats pool = cpu_pool_->Stats();
+  const PoolStats pool = pools_.front()->Stats();
   BrokerStats stats;
+  for (const auto& each : pools_) {
+    const PoolStats figures = each->Stats();
+    stats.pools.push_back({each->device(), figures.capacity_bytes, figures.used_bytes,
+                           figures.reserved_bytes, figures.segments});
+  }
   stats.capacity_bytes = pool.capacity_bytes;
   stats.used_bytes = pool.used_bytes;
   stats.reserved_bytes = pool.reserved_bytes;

@@ -1,5 +1,6 @@
 // The broker's state: published names, their tensor objects, pending (unsealed) tensors,
-// client sessions and their leases, and the memory pool that backs them.
+// client sessions and their leases, and the memory pools that back them (CPU shared memory
+// first, then one per GPU served).
 //
 // Lifetime rule: a tensor object's memory is freed when no name points to it, it is not
 // pending, and no lease remains. Delete and replace only unpublish; holders keep valid memory.
@@ -39,6 +40,7 @@ struct TensorSpec {
   uint64_t nbytes = 0;           // buffer size
   bool is_mutable = false;
   bool replace = false;
+  DLDevice device{kDLCPU, 0};    // CUDA: the daemon's ordinal
 };
 
 // What the store reports about a tensor is the public tensorbroker::TensorInfo (types.h).
@@ -56,14 +58,15 @@ struct TensorGrant {
 // A Put in progress: bytes go to `data` (nbytes of them), then CommitPut or CancelPut.
 struct PutTicket {
   uint64_t object_id = 0;
-  uint8_t* data = nullptr;
+  uint8_t* data = nullptr;  // CUDA: a device pointer
   uint64_t nbytes = 0;
+  DLDevice device{kDLCPU, 0};
 };
 
 // A Read in progress: the object stays alive until EndRead.
 struct ReadTicket {
   TensorInfo info;
-  const uint8_t* data = nullptr;
+  const uint8_t* data = nullptr;  // CUDA: a device pointer
   uint64_t lease_id = 0;
 };
 
@@ -79,6 +82,8 @@ class SessionEventSink {
 class TensorStore {
  public:
   explicit TensorStore(std::unique_ptr<MemoryPool> cpu_pool);
+  // `pools` holds the CPU pool first, then at most one pool per other device.
+  explicit TensorStore(std::vector<std::unique_ptr<MemoryPool>> pools);
   ~TensorStore();
 
   // Sessions. `sink` may be null; it must stay valid until CloseSession returns.
@@ -151,6 +156,8 @@ class TensorStore {
   void ReleaseLeaseOnLocked(uint64_t object_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Frees the object's memory if nothing refers to it any more.
   void MaybeFreeLocked(TensorObject* object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The pool serving `device`; nullptr when none does.
+  MemoryPool* PoolForLocked(DLDevice device) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void NotifySegmentsRemovedLocked(const std::vector<std::string>& segments)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   TensorInfo ViewLocked(const TensorObject& object) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -159,7 +166,7 @@ class TensorStore {
   // TSan could not see absl::Mutex's happens-before edges; pthread-based locks it does see.
   mutable std::mutex mu_;
   std::condition_variable published_cv_;  // notified when a name is published or on shutdown
-  std::unique_ptr<MemoryPool> cpu_pool_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<MemoryPool>> pools_ ABSL_GUARDED_BY(mu_);  // CPU first
   std::map<uint64_t, std::unique_ptr<TensorObject>> objects_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, uint64_t> published_ ABSL_GUARDED_BY(mu_);  // name -> object
   std::map<std::string, uint64_t> pending_ ABSL_GUARDED_BY(mu_);    // name -> object

@@ -4,10 +4,16 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "client/src/connection.h"
+#include "client/src/cuda_slab_mapper.h"
 #include "client/src/exported_tensor.h"
+#include "client/src/segment_mapper.h"
+#include "common/cuda_devices.h"
+#include "common/cuda_runtime.h"
 #include "common/grpc_status.h"
 #include "common/proto_convert.h"
 #include "common/socket_path.h"
@@ -22,6 +28,27 @@ class Client::Impl {
  public:
   explicit Impl(std::shared_ptr<Connection> connection) : connection(std::move(connection)) {}
   std::shared_ptr<Connection> connection;
+
+  // Where each tensor this client created and has not sealed or aborted lives, so Seal knows
+  // what CUDA work to wait for.
+  void NotePending(const std::string& name, DLDevice device) {
+    std::lock_guard<std::mutex> lock(mu);
+    pending[name] = device;
+  }
+  std::optional<DLDevice> PendingDevice(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = pending.find(name);
+    if (it == pending.end()) return std::nullopt;
+    return it->second;
+  }
+  void ForgetPending(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu);
+    pending.erase(name);
+  }
+
+ private:
+  std::mutex mu;
+  std::map<std::string, DLDevice> pending;
 };
 
 namespace {
@@ -35,11 +62,12 @@ absl::Status Call(Connection& connection, Method method, const Request& request,
   return FromGrpcStatus((connection.stub().*method)(&context, request, response));
 }
 
-// What Put accepts: a CPU tensor the broker can store.
+// What Put accepts: a CPU, pinned or CUDA tensor the broker can store.
 absl::Status ValidateSource(const DLTensor& tensor) {
-  if (tensor.device.device_type != kDLCPU && tensor.device.device_type != kDLCUDAHost) {
+  const DLDeviceType type = tensor.device.device_type;
+  if (type != kDLCPU && type != kDLCUDAHost && type != kDLCUDA) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "tensor.device (type=", tensor.device.device_type, ") is not CPU memory"));
+        "tensor.device (type=", type, ") is neither CPU nor CUDA memory"));
   }
   if (tensor.ndim < 0 || static_cast<size_t>(tensor.ndim) > kMaxDims) {
     return absl::InvalidArgumentError(
@@ -57,9 +85,33 @@ absl::Status ValidateSource(const DLTensor& tensor) {
   return absl::OkStatus();
 }
 
+// Where the broker puts a tensor: kDLCUDAHost is CPU memory mapped pinned.
+DLDevice StorageDevice(DLDevice device) {
+  return device.device_type == kDLCUDAHost ? DLDevice{kDLCPU, 0} : device;
+}
+
+absl::StatusOr<TensorInfo> SealOnWire(Connection& connection, const std::string& name) {
+  v1::SealRequest request;
+  request.set_session_id(connection.session_id());
+  request.set_name(name);
+  v1::TensorInfo info;
+  if (absl::Status s = Call(connection, &v1::Broker::Stub::Seal, request, &info); !s.ok()) {
+    return s;
+  }
+  return FromProto(info);
+}
+
 }  // namespace
 
 std::string DefaultSocketPath() { return ResolveDefaultSocketPath(); }
+
+ProcessMappings CurrentProcessMappings() {
+  ProcessMappings mappings;
+  mappings.cached_segments = client_internal::ProcessSegmentMapper().cached();
+  mappings.open_cuda_slabs = client_internal::ProcessCudaSlabMapper().open();
+  mappings.pinned_segments = client_internal::MappedSegment::pinned_count();
+  return mappings;
+}
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& socket_path,
                                                         std::chrono::milliseconds timeout) {
@@ -87,23 +139,54 @@ absl::StatusOr<DLManagedTensorVersioned*> Client::Create(const std::string& name
   request.mutable_strides()->Assign(options.strides.begin(), options.strides.end());
   request.set_mutable_(options.is_mutable);
   request.set_replace(options.replace);
+  const DLDevice device = StorageDevice(options.device);
+  if (device.device_type != kDLCPU) ToProto(device, request.mutable_device());
+  if (device.device_type == kDLCUDA) {
+    // The daemon is told the GPU's UUID (ordinals differ between processes): find ours.
+    auto gpus = CudaDevices();
+    if (!gpus.ok()) {
+      return absl::Status(gpus.status().code(), absl::StrCat("device cuda:", device.device_id,
+                                                             ": ", gpus.status().message()));
+    }
+    if (device.device_id < 0 || static_cast<size_t>(device.device_id) >= gpus->size()) {
+      return absl::InvalidArgumentError(absl::StrCat("device cuda:", device.device_id,
+                                                     ": this process sees ", gpus->size(),
+                                                     " GPU(s)"));
+    }
+  } else if (device.device_type != kDLCPU || device.device_id != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("device (type=", device.device_type, ", id=",
+                                                   device.device_id,
+                                                   "): the broker stores tensors on CPU or CUDA"));
+  }
   v1::TensorGrant grant;
   if (absl::Status s = Call(connection, &v1::Broker::Stub::Create, request, &grant); !s.ok()) {
     return s;
   }
-  return client_internal::ExportVersioned(impl_->connection, grant);
+  const bool pinned = options.pinned || options.device.device_type == kDLCUDAHost;
+  auto tensor = client_internal::ExportVersioned(impl_->connection, grant, pinned);
+  if (!tensor.ok()) {
+    (void)Abort(name);
+    return tensor.status();
+  }
+  impl_->NotePending(name, (*tensor)->dl_tensor.device);
+  return tensor;
 }
 
-absl::StatusOr<TensorInfo> Client::Seal(const std::string& name) {
-  v1::SealRequest request;
-  request.set_session_id(impl_->connection->session_id());
-  request.set_name(name);
-  v1::TensorInfo info;
-  if (absl::Status s = Call(*impl_->connection, &v1::Broker::Stub::Seal, request, &info);
-      !s.ok()) {
-    return s;
+absl::StatusOr<TensorInfo> Client::Seal(const std::string& name, const SealOptions& options) {
+  // The producer's CUDA writes must be done before any consumer can see the tensor.
+  if (std::optional<DLDevice> device = impl_->PendingDevice(name);
+      device.has_value() && device->device_type == kDLCUDA) {
+    absl::Status synced = options.cuda_stream.has_value()
+                              ? CudaSynchronizeStream(*options.cuda_stream, device->device_id)
+                              : CudaSynchronizeDevice(device->device_id);
+    if (!synced.ok()) {
+      return absl::Status(synced.code(), absl::StrCat("Seal '", name, "': waiting for the "
+                                                      "producer's CUDA work: ", synced.message()));
+    }
   }
-  return FromProto(info);
+  auto sealed = SealOnWire(*impl_->connection, name);
+  if (sealed.ok()) impl_->ForgetPending(name);
+  return sealed;
 }
 
 absl::Status Client::Abort(const std::string& name) {
@@ -111,6 +194,7 @@ absl::Status Client::Abort(const std::string& name) {
   request.set_session_id(impl_->connection->session_id());
   request.set_name(name);
   v1::Empty response;
+  impl_->ForgetPending(name);
   return Call(*impl_->connection, &v1::Broker::Stub::Abort, request, &response);
 }
 
@@ -121,13 +205,22 @@ absl::StatusOr<TensorInfo> Client::Put(const std::string& name, const DLTensor& 
   CreateOptions create;
   create.is_mutable = options.is_mutable;
   create.replace = options.replace;
+  create.device = StorageDevice(options.device.value_or(
+      tensor.device.device_type == kDLCUDA ? tensor.device : DLDevice{kDLCPU, 0}));
   std::vector<int64_t> shape(tensor.shape, tensor.shape + tensor.ndim);
   auto target = Create(name, shape, tensor.dtype, create);
   if (!target.ok()) return target.status();
   TensorPtr writable(*target);
-  CopyToCompact(tensor, static_cast<uint8_t*>(writable->dl_tensor.data));
+  // Complete on return (CUDA copies are synchronised), so Seal need not wait for anything.
+  absl::Status copied = CopyToCompactOnDevice(tensor, writable->dl_tensor.data,
+                                              writable->dl_tensor.device);
   writable.reset();  // our lease ends before Seal: the caller holds none afterwards
-  auto sealed = Seal(name);
+  if (!copied.ok()) {
+    (void)Abort(name);
+    return absl::Status(copied.code(), absl::StrCat("Put '", name, "': ", copied.message()));
+  }
+  impl_->ForgetPending(name);
+  auto sealed = SealOnWire(*impl_->connection, name);
   if (!sealed.ok()) (void)Abort(name);
   return sealed;
 }
@@ -154,9 +247,16 @@ absl::StatusOr<v1::TensorGrant> FetchGrant(Connection& connection, const std::st
 
 absl::StatusOr<DLManagedTensorVersioned*> Client::Get(const std::string& name,
                                                       std::chrono::milliseconds timeout) {
-  auto grant = FetchGrant(*impl_->connection, name, timeout);
+  GetOptions options;
+  options.timeout = timeout;
+  return Get(name, options);
+}
+
+absl::StatusOr<DLManagedTensorVersioned*> Client::Get(const std::string& name,
+                                                      const GetOptions& options) {
+  auto grant = FetchGrant(*impl_->connection, name, options.timeout);
   if (!grant.ok()) return grant.status();
-  return client_internal::ExportVersioned(impl_->connection, *grant);
+  return client_internal::ExportVersioned(impl_->connection, *grant, options.pinned);
 }
 
 absl::StatusOr<DLManagedTensor*> Client::GetLegacy(const std::string& name,
@@ -177,7 +277,9 @@ absl::StatusOr<DLManagedTensorVersioned*> Client::Retain(const DLManagedTensorVe
   if (absl::Status s = Call(connection, &v1::Broker::Stub::Retain, request, &grant); !s.ok()) {
     return s;
   }
-  return client_internal::ExportVersioned(impl_->connection, grant);
+  // A pinned tensor's second handle is pinned too.
+  return client_internal::ExportVersioned(impl_->connection, grant,
+                                          tensor.dl_tensor.device.device_type == kDLCUDAHost);
 }
 
 absl::StatusOr<TensorInfo> Client::Describe(const DLManagedTensorVersioned& tensor) const {

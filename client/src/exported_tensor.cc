@@ -35,15 +35,17 @@ void DeleteLegacy(DLManagedTensor* self) { delete static_cast<ExportContext*>(se
 // Builds the context and fills `tensor` (shared by both ABIs).
 absl::StatusOr<std::unique_ptr<ExportContext>> MakeContext(std::shared_ptr<Connection> connection,
                                                            const v1::TensorGrant& grant,
+                                                           bool pinned,
                                                            DLTensor* (*pick)(ExportContext*)) {
   auto context = std::make_unique<ExportContext>();
   context->connection = std::move(connection);
   context->lease_id = grant.lease_id();  // released by ~ExportContext, also on failure below
-  auto region = MapRegion(*context->connection, grant.region());
+  auto region = MapRegion(*context->connection, grant.region(), pinned);
   if (!region.ok()) return region.status();
   context->mapping = std::move(region->keepalive);
   const v1::TensorInfo& info = grant.info();
   context->info = FromProto(info);
+  context->info.device = region->device;
   context->shape = ToVector(info.shape());
   context->strides = ToVector(info.strides());
   if (context->strides.size() != context->shape.size()) {
@@ -65,8 +67,9 @@ absl::StatusOr<std::unique_ptr<ExportContext>> MakeContext(std::shared_ptr<Conne
 }  // namespace
 
 absl::StatusOr<DLManagedTensorVersioned*> ExportVersioned(std::shared_ptr<Connection> connection,
-                                                          const v1::TensorGrant& grant) {
-  auto context = MakeContext(std::move(connection), grant,
+                                                          const v1::TensorGrant& grant,
+                                                          bool pinned) {
+  auto context = MakeContext(std::move(connection), grant, pinned,
                              [](ExportContext* c) { return &c->versioned.dl_tensor; });
   if (!context.ok()) return context.status();
   DLManagedTensorVersioned* out = &(*context)->versioned;
@@ -79,8 +82,8 @@ absl::StatusOr<DLManagedTensorVersioned*> ExportVersioned(std::shared_ptr<Connec
 }
 
 absl::StatusOr<DLManagedTensor*> ExportLegacy(std::shared_ptr<Connection> connection,
-                                              const v1::TensorGrant& grant) {
-  auto context = MakeContext(std::move(connection), grant,
+                                              const v1::TensorGrant& grant, bool pinned) {
+  auto context = MakeContext(std::move(connection), grant, pinned,
                              [](ExportContext* c) { return &c->legacy.dl_tensor; });
   if (!context.ok()) return context.status();
   DLManagedTensor* out = &(*context)->legacy;

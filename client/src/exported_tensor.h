@@ -17,11 +17,13 @@
 
 namespace tensorbroker::client_internal {
 
-// Maps the grant's segment and wraps it. On failure the grant's lease is released.
+// Maps the grant's region (page-locked if `pinned`, see MapRegion) and wraps it. On failure the
+// grant's lease is released.
 absl::StatusOr<DLManagedTensorVersioned*> ExportVersioned(std::shared_ptr<Connection> connection,
-                                                          const v1::TensorGrant& grant);
+                                                          const v1::TensorGrant& grant,
+                                                          bool pinned = false);
 absl::StatusOr<DLManagedTensor*> ExportLegacy(std::shared_ptr<Connection> connection,
-                                              const v1::TensorGrant& grant);
+                                              const v1::TensorGrant& grant, bool pinned = false);
 
 // The lease a tensor made by ExportVersioned over `connection` holds; INVALID_ARGUMENT for a
 // tensor made elsewhere (another Client, another library).

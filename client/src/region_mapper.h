@@ -1,6 +1,8 @@
 // The client's device seam: turns a MemoryRegion from the daemon into bytes addressable in this
 // process, plus whatever keeps them addressable. CPU regions are shared-memory segments mapped
-// through the process-wide SegmentMapper; other devices (CUDA IPC) plug in here.
+// through the process-wide SegmentMapper (page-locked for CUDA when asked: kDLCUDAHost); CUDA
+// regions are slabs opened through the process-wide CudaSlabMapper, on the local ordinal of the
+// GPU the region's UUID names.
 // Thread-safe.
 #ifndef TENSORBROKER_CLIENT_SRC_REGION_MAPPER_H_
 #define TENSORBROKER_CLIENT_SRC_REGION_MAPPER_H_
@@ -17,12 +19,14 @@ namespace tensorbroker::client_internal {
 
 struct LocalRegion {
   std::shared_ptr<const void> keepalive;  // the mapping; the bytes stay valid while held
-  uint8_t* data = nullptr;                // the region's first byte
+  uint8_t* data = nullptr;                // the region's first byte (CUDA: a device pointer)
   DLDevice device{kDLCPU, 0};             // as the consumer sees it
 };
 
-// Checks the region (untrusted: it came over a socket) and maps it.
-absl::StatusOr<LocalRegion> MapRegion(Connection& connection, const v1::MemoryRegion& region);
+// Checks the region (untrusted: it came over a socket) and maps it. `pinned` asks for a CPU
+// region page-locked (device kDLCUDAHost); INVALID_ARGUMENT for a CUDA region.
+absl::StatusOr<LocalRegion> MapRegion(Connection& connection, const v1::MemoryRegion& region,
+                                      bool pinned);
 
 }  // namespace tensorbroker::client_internal
 

@@ -8,10 +8,15 @@
 #include <cerrno>
 #include <cstring>
 
+#include <atomic>
+
 #include "absl/strings/str_cat.h"
+#include "common/cuda_runtime.h"
 
 namespace tensorbroker::client_internal {
 namespace {
+
+std::atomic<size_t> pinned_mappings{0};
 
 // Closes a descriptor on scope exit.
 struct ScopedFd {
@@ -55,19 +60,37 @@ absl::StatusOr<std::shared_ptr<const MappedSegment>> MappedSegment::Map(const st
     return absl::DataLossError(absl::StrCat("segment ", name, " has ", st.st_size,
                                             " bytes, the daemon said ", size));
   }
-  if (size == 0) return std::shared_ptr<const MappedSegment>(new MappedSegment(nullptr, 0));
+  if (size == 0) {
+    return std::shared_ptr<const MappedSegment>(new MappedSegment(nullptr, 0, writable));
+  }
   // A writable mapping is a producer's, which fills the tensor: fault every page in now, in one
   // batch (MAP_POPULATE), instead of one fault per 4 KiB during the fill. Read-only mappings
   // stay lazy so a consumer that reads a little of a large segment pays only for that.
   void* p = ::mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ,
                    MAP_SHARED | (writable ? MAP_POPULATE : 0), fd.fd, 0);
   if (p == MAP_FAILED) return ErrnoStatus(errno, "mapping segment " + name);
-  return std::shared_ptr<const MappedSegment>(new MappedSegment(static_cast<uint8_t*>(p), size));
+  return std::shared_ptr<const MappedSegment>(
+      new MappedSegment(static_cast<uint8_t*>(p), size, writable));
 }
 
 MappedSegment::~MappedSegment() {
+  if (pinned_) {
+    (void)CudaHostUnregister(data_);  // only fails if it was not registered
+    --pinned_mappings;
+  }
   if (data_ != nullptr) ::munmap(data_, size_);
 }
+
+absl::Status MappedSegment::Pin() const {
+  std::lock_guard<std::mutex> lock(pin_mu_);
+  if (pinned_ || data_ == nullptr) return CudaUsable();
+  if (absl::Status s = CudaHostRegister(data_, size_, !writable_); !s.ok()) return s;
+  pinned_ = true;
+  ++pinned_mappings;
+  return absl::OkStatus();
+}
+
+size_t MappedSegment::pinned_count() { return pinned_mappings.load(); }
 
 absl::StatusOr<std::shared_ptr<const MappedSegment>> SegmentMapper::Map(const std::string& name,
                                                                         uint64_t size,

@@ -20,6 +20,7 @@
 namespace tensorbroker::client_internal {
 
 // One mmap of a whole segment; munmap in the destructor. Move-free (held by shared_ptr).
+// A mapping may also be page-locked for CUDA (Pin), once; it is unregistered before munmap.
 class MappedSegment {
  public:
   static absl::StatusOr<std::shared_ptr<const MappedSegment>> Map(const std::string& name,
@@ -31,10 +32,21 @@ class MappedSegment {
   uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
 
+  // Registers the whole mapping with cudaHostRegister the first time; later calls return the
+  // first call's outcome unless it failed (then it tries again). FAILED_PRECONDITION without a
+  // usable GPU.
+  absl::Status Pin() const;
+  // Mappings pinned in this process now.
+  static size_t pinned_count();
+
  private:
-  MappedSegment(uint8_t* data, uint64_t size) : data_(data), size_(size) {}
+  MappedSegment(uint8_t* data, uint64_t size, bool writable)
+      : data_(data), size_(size), writable_(writable) {}
   uint8_t* data_;
   uint64_t size_;
+  bool writable_;
+  mutable std::mutex pin_mu_;
+  mutable bool pinned_ = false;  // guarded by pin_mu_
 };
 
 class SegmentMapper {

@@ -62,6 +62,7 @@ py::capsule MakeDLPackCapsule(TensorPtr lease, const ExportLook& look, bool vers
   LeaseExport* export_ = owned.get();
   DLTensor tensor = lease->dl_tensor;  // shape/strides stay owned by the lease
   tensor.dtype = look.dtype;
+  tensor.device = look.device;
   export_->lease = std::move(lease);
   if (versioned) {
     export_->versioned.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};

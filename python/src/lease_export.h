@@ -19,6 +19,7 @@ namespace tensorbroker::python {
 struct ExportLook {
   DLDataType dtype{};  // may differ from the lease's (Tensor.view): same item size
   bool read_only = true;
+  DLDevice device{kDLCPU, 0};  // pinned host memory is shown as kDLCPU (see PyTensor)
 };
 
 // A DLPack capsule; `versioned` picks the DLPack >= 1.0 ABI (with the read-only flag).

@@ -28,6 +28,16 @@ PYBIND11_MODULE(_core, m) {
         "/run/tensorbroker/broker.sock for root, else $XDG_RUNTIME_DIR/tensorbroker/broker.sock, "
         "else /tmp/tensorbroker-$UID/broker.sock.");
 
+  m.def("process_mappings", [] {
+    const tensorbroker::ProcessMappings m = tensorbroker::CurrentProcessMappings();
+    py::dict d;
+    d["cached_segments"] = m.cached_segments;
+    d["open_cuda_slabs"] = m.open_cuda_slabs;
+    d["pinned_segments"] = m.pinned_segments;
+    return d;
+  }, "This process's mappings of broker memory: shared-memory segments cached for reuse, CUDA "
+     "slabs open (closed with their last tensor) and segments page-locked.");
+
   m.def("connect", &PyClient::Connect, py::arg("socket") = py::none(), py::arg("timeout") = 5.0,
         R"doc(Connect to tensorbrokerd and open a session.
 
@@ -43,27 +53,42 @@ Safe to share between threads. Every call releases the GIL while it talks to the
 Tensors it returned keep working after close(). Usable as a context manager (closes on exit).)doc")
       .def("put",
            [](PyClient& self, const std::string& name, py::handle obj, bool replace,
-              bool is_mutable) { return self.Put(name, obj, is_mutable, replace); },
+              bool is_mutable, py::object device) {
+             return self.Put(name, obj, is_mutable, replace, device);
+           },
            py::arg("name"), py::arg("obj"), py::arg("replace") = false, py::kw_only(),
-           py::arg("mutable") = false,
+           py::arg("mutable") = false, py::arg("device") = py::none(),
            R"doc(Publish a copy of `obj` under `name` and return its stat() dict.
 
-obj: anything with __dlpack__ (numpy.ndarray, torch.Tensor, ...) or the buffer protocol, on the
-    CPU, with any strides (one copy, stored compact in C order).
+obj: anything with __dlpack__ (numpy.ndarray, torch.Tensor, cupy.ndarray, ...) or the buffer
+    protocol, on the CPU or a CUDA GPU, with any strides (one copy, stored compact in C order).
+    A CUDA source is read on the legacy default stream, ordered after the producer's current
+    stream through the DLPack protocol (__dlpack__(stream=1)).
+device: where the broker keeps the copy: "cpu", "cuda:N" (this process's ordinal); None: where
+    obj is.
 mutable: the published tensor stays writable for every holder; writes are seen by all.
 replace: publish a new version if the name is taken (holders of the old one keep it).)doc")
       .def("create", &PyClient::Create, py::arg("name"), py::arg("shape"), py::arg("dtype"),
-           py::arg("mutable") = false, py::arg("replace") = false,
+           py::arg("mutable") = false, py::arg("replace") = false, py::kw_only(),
+           py::arg("device") = "cpu", py::arg("pinned") = false,
            R"doc(Reserve a writable tensor in broker memory to fill in place, then seal() it.
 
 np.asarray(t) and torch.from_dlpack(t) give writable zero-copy views. Nobody else sees the
-tensor until t.seal(). dtype: "float32", np.float32, torch.float32, ... (NumPy spelling).)doc")
+tensor until t.seal(). dtype: "float32", np.float32, torch.float32, ... (NumPy spelling).
+device: "cpu" or "cuda:N" (this process's ordinal; torch.device works too): device memory the
+    daemon owns, exported through CUDA IPC.
+pinned: CPU tensors only: map this one page-locked for fast, asynchronous copies to the GPU.)doc")
       .def("get", &PyClient::Get, py::arg("name"), py::arg("timeout") = py::none(),
+           py::kw_only(), py::arg("pinned") = false,
            R"doc(The tensor published under `name`, without copying it.
 
 timeout: seconds to wait for the name to be published; 0 answers at once (NotFound if absent);
     None (the default) waits until it is. Raises Timeout when the wait runs out. Ctrl-C
-    interrupts the wait.)doc")
+    interrupts the wait.
+pinned: CPU tensors only: map it page-locked (cudaHostRegister, once per segment and process),
+    so torch's .to("cuda", non_blocking=True) copies asynchronously. Needs a usable GPU.
+A CUDA tensor comes back on this process's ordinal of its GPU (named by UUID across processes,
+so CUDA_VISIBLE_DEVICES may differ between producer and consumer).)doc")
       .def("delete", &PyClient::Delete, py::arg("name"),
            "Unpublish `name` at once; holders keep valid memory until they release it.")
       .def("list", &PyClient::List, py::arg("prefix") = "",
@@ -98,8 +123,14 @@ Usable as a context manager: release() on exit (and abort() if created and never
            R"doc(A DLPack capsule holding its own lease, released by its deleter.
 
 "dltensor_versioned" (DLPack 1.x, with the read-only flag) when max_version allows it, else the
-legacy "dltensor" that NumPy 1.24 and PyTorch 1.13 read.)doc")
-      .def("__dlpack_device__", &PyTensor::DLPackDevice, "(device_type, device_id): (1, 0) = CPU.")
+legacy "dltensor" that NumPy 1.24 and PyTorch 1.13 read.
+stream: for CUDA tensors, the consumer's stream (DLPack: 1 legacy default, 2 per-thread, -1 no
+    synchronisation; 0 is refused as ambiguous). The tensor is complete when get() returns (its
+    producer's stream was synchronised before seal), so no wait is queued on it. For a mutable
+    tensor, order concurrent writers yourself. CPU tensors take None (or -1).)doc")
+      .def("__dlpack_device__", &PyTensor::DLPackDevice,
+           "(device_type, device_id): (1, 0) = CPU (pinned tensors too), (2, N) = CUDA device N "
+           "of this process.")
       .def("__array__", &PyTensor::Array, py::arg("dtype") = py::none(),
            py::arg("copy") = py::none(),
            "A NumPy view of the broker's pages (its own lease); read-only unless writable.")
@@ -110,9 +141,13 @@ legacy "dltensor" that NumPy 1.24 and PyTorch 1.13 read.)doc")
       .def("view", &PyTensor::View, py::arg("dtype"),
            "The same bytes as another dtype of the same item size (e.g. bool as uint8), with a "
            "lease of its own.")
-      .def("seal", &PyTensor::Seal,
-           "Publish a tensor from create(). Unless it is mutable it is read-only from now on: do "
-           "not write through views taken before.")
+      .def("seal", &PyTensor::Seal, py::arg("stream") = py::none(),
+           R"doc(Publish a tensor from create(). Unless it is mutable it is read-only from now on:
+do not write through views taken before.
+
+stream: CUDA tensors: the stream you wrote it on (torch.cuda.Stream, cupy.cuda.Stream or a
+    cudaStream_t int); seal() waits for that stream's work first, so no consumer ever sees
+    unfinished writes. None: waits for all work on the tensor's GPU (cudaDeviceSynchronize).)doc")
       .def("abort", &PyTensor::Abort, "Drop a tensor from create() that was never sealed.")
       .def("release", &PyTensor::Release,
            "End this object's lease now (views made from it keep theirs). Idempotent.")
@@ -130,7 +165,11 @@ legacy "dltensor" that NumPy 1.24 and PyTorch 1.13 read.)doc")
       .def_property_readonly("readonly", [](const PyTensor& t) { return !t.writable(); })
       .def_property_readonly("sealed", [](const PyTensor& t) { return !t.created(); })
       .def_property_readonly("released", &PyTensor::released)
-      .def_property_readonly("device", [](const PyTensor& t) { return tensorbroker::DeviceName(t.info().device); })
+      .def_property_readonly("device", &PyTensor::device,
+                             "\"cpu\", \"cuda:N\" (this process's ordinal) or \"cuda_host\" "
+                             "(pinned CPU memory).")
+      .def_property_readonly("pinned", &PyTensor::pinned,
+                             "CPU memory page-locked for CUDA (create/get with pinned=True).")
       .def("__enter__", [](PyTensor& self) -> PyTensor& { return self; },
            py::return_value_policy::reference)
       .def("__exit__",

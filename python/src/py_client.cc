@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/dtype_names.h"
+#include "python/src/py_device.h"
 #include "python/src/py_dtype.h"
 #include "python/src/source_view.h"
 #include "python/src/status_error.h"
@@ -90,6 +91,17 @@ py::dict StatsDict(const BrokerStats& stats) {
   d["clients"] = stats.clients;
   d["segments"] = stats.segments;
   d["pending"] = stats.pending;
+  py::list pools;
+  for (const PoolUsage& pool : stats.pools) {
+    py::dict p;
+    p["device"] = DeviceName(pool.device);
+    p["capacity_bytes"] = pool.capacity_bytes;
+    p["used_bytes"] = pool.used_bytes;
+    p["reserved_bytes"] = pool.reserved_bytes;
+    p["segments"] = pool.segments;
+    pools.append(p);
+  }
+  d["pools"] = pools;
   return d;
 }
 
@@ -119,10 +131,11 @@ void PyClient::Close() {
 }
 
 py::dict PyClient::Put(const std::string& name, py::handle object, bool is_mutable,
-                       bool replace) {
+                       bool replace, py::object device) {
   std::shared_ptr<Client> client = Live();
-  std::unique_ptr<SourceView> source = SourceView::Of(object);
   PutOptions options;
+  if (!device.is_none()) options.device = DeviceFromPython(device);
+  std::unique_ptr<SourceView> source = SourceView::Of(object);
   options.is_mutable = is_mutable;
   options.replace = replace;
   auto info = Unlocked([&] { return client->Put(name, source->tensor(), options); });
@@ -131,11 +144,14 @@ py::dict PyClient::Put(const std::string& name, py::handle object, bool is_mutab
 }
 
 std::unique_ptr<PyTensor> PyClient::Create(const std::string& name, py::handle shape,
-                                           py::handle dtype, bool is_mutable, bool replace) {
+                                           py::handle dtype, bool is_mutable, bool replace,
+                                           py::handle device, bool pinned) {
   std::shared_ptr<Client> client = Live();
   const std::vector<int64_t> dims = ShapeFromPython(shape);
   const DLDataType dl_dtype = DTypeFromPython(dtype);
   CreateOptions options;
+  options.device = DeviceFromPython(device);
+  options.pinned = pinned;
   options.is_mutable = is_mutable;
   options.replace = replace;
   auto created = Unlocked([&] { return client->Create(name, dims, dl_dtype, options); });
@@ -144,7 +160,8 @@ std::unique_ptr<PyTensor> PyClient::Create(const std::string& name, py::handle s
   return std::make_unique<PyTensor>(client, std::move(lease), std::move(info), /*created=*/true);
 }
 
-std::unique_ptr<PyTensor> PyClient::Get(const std::string& name, std::optional<double> timeout) {
+std::unique_ptr<PyTensor> PyClient::Get(const std::string& name, std::optional<double> timeout,
+                                        bool pinned) {
   std::shared_ptr<Client> client = Live();
   const bool forever = !timeout.has_value();
   const auto total = forever ? std::chrono::milliseconds(0) : SecondsToMillis(*timeout, "timeout");
@@ -161,7 +178,10 @@ std::unique_ptr<PyTensor> PyClient::Get(const std::string& name, std::optional<d
     first = false;
     const auto slice = forever ? kWaitSlice : std::clamp(left, std::chrono::milliseconds(0),
                                                          kWaitSlice);
-    auto got = Unlocked([&] { return client->Get(name, slice); });
+    GetOptions options;
+    options.timeout = slice;
+    options.pinned = pinned;
+    auto got = Unlocked([&] { return client->Get(name, options); });
     if (got.ok()) {
       TensorPtr lease(*got);
       TensorInfo info = ValueOrThrow(client->Describe(*lease));

@@ -25,12 +25,15 @@ class PyClient {
   PyClient(const PyClient&) = delete;
   PyClient& operator=(const PyClient&) = delete;
 
+  // `device`: None (where the object is), or a device spelling (py_device.h).
   pybind11::dict Put(const std::string& name, pybind11::handle object, bool is_mutable,
-                     bool replace);
+                     bool replace, pybind11::object device);
   std::unique_ptr<PyTensor> Create(const std::string& name, pybind11::handle shape,
-                                   pybind11::handle dtype, bool is_mutable, bool replace);
+                                   pybind11::handle dtype, bool is_mutable, bool replace,
+                                   pybind11::handle device, bool pinned);
   // `timeout`: seconds to wait for the name to be published; None waits until it is.
-  std::unique_ptr<PyTensor> Get(const std::string& name, std::optional<double> timeout);
+  std::unique_ptr<PyTensor> Get(const std::string& name, std::optional<double> timeout,
+                                bool pinned);
   void Delete(const std::string& name);
   pybind11::list List(const std::string& prefix);
   pybind11::dict Stat(const std::string& name);

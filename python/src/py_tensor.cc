@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "common/dtype_names.h"
 #include "python/src/lease_export.h"
+#include "python/src/py_device.h"
 #include "python/src/py_dtype.h"
 #include "python/src/status_error.h"
 
@@ -30,6 +31,7 @@ PyTensor::PyTensor(std::shared_ptr<Client> client, TensorPtr lease, TensorInfo i
     : client_(std::move(client)),
       info_(std::move(info)),
       dtype_(info_.dtype),
+      device_(lease->dl_tensor.device),
       writable_((lease->flags & DLPACK_FLAG_BITMASK_READ_ONLY) == 0),
       created_(created) {
   handle_ = ShareHandle(std::move(lease));
@@ -65,16 +67,35 @@ TensorPtr PyTensor::RetainLease() const {
   return TensorPtr(ValueOrThrow(std::move(retained)));
 }
 
+DLDevice PyTensor::ExportDevice() const {
+  return pinned() ? DLDevice{kDLCPU, 0} : device_;
+}
+
+std::string PyTensor::device() const { return DeviceName(device_); }
+
 py::object PyTensor::DLPack(py::object stream, py::object max_version, py::object dl_device,
                             py::object copy) {
-  if (!IsNone(stream)) {
-    throw py::buffer_error("stream must be None: tensorbroker tensors are in CPU memory");
+  // The broker's bytes are complete when get() returns (the producer's stream was synchronised
+  // before seal), so the consumer's stream needs no wait: any valid stream is accepted as is.
+  if (device_.device_type == kDLCUDA) {
+    if (!IsNone(stream) && py::isinstance<py::int_>(stream) && stream.cast<int64_t>() == 0) {
+      throw py::value_error("stream 0 is ambiguous for CUDA (DLPack): use 1 for the legacy "
+                            "default stream, 2 for per-thread, -1 for none");
+    }
+  } else if (!IsNone(stream) && !(py::isinstance<py::int_>(stream) &&
+                                  stream.cast<int64_t>() == -1)) {
+    throw py::buffer_error(absl::StrCat("stream must be None: tensor '", info_.name, "' is in ",
+                                        DeviceName(device_), " memory"));
   }
+  const DLDevice shown = ExportDevice();
   if (!IsNone(dl_device)) {
     py::tuple device = dl_device.cast<py::tuple>();
-    if (device.size() != 2 || device[0].cast<int>() != kDLCPU || device[1].cast<int>() != 0) {
+    if (device.size() != 2 || device[0].cast<int>() != shown.device_type ||
+        device[1].cast<int>() != shown.device_id) {
       throw py::buffer_error(absl::StrCat("dl_device ", std::string(py::str(dl_device)),
-                                          " is not available: the tensor is on the CPU (1, 0)"));
+                                          " is not available: the tensor is on (",
+                                          static_cast<int>(shown.device_type), ", ",
+                                          shown.device_id, "); copy it yourself"));
     }
   }
   if (!IsNone(copy) && copy.cast<bool>()) {
@@ -86,17 +107,23 @@ py::object PyTensor::DLPack(py::object stream, py::object max_version, py::objec
     py::tuple version = max_version.cast<py::tuple>();
     versioned = version.size() >= 1 && version[0].cast<int>() >= 1;
   }
-  ExportLook look{dtype_, !writable_};
+  ExportLook look{dtype_, !writable_, shown};
   return MakeDLPackCapsule(RetainLease(), look, versioned);
 }
 
 py::tuple PyTensor::DLPackDevice() const {
-  return py::make_tuple(static_cast<int>(info_.device.device_type), info_.device.device_id);
+  const DLDevice shown = ExportDevice();
+  return py::make_tuple(static_cast<int>(shown.device_type), shown.device_id);
 }
 
 py::object PyTensor::Array(py::object dtype, py::object copy) {
+  if (device_.device_type == kDLCUDA) {
+    throw py::type_error(absl::StrCat("tensor '", info_.name, "' is in ", DeviceName(device_),
+                                      " memory; NumPy needs CPU memory (use torch.from_dlpack "
+                                      "or cupy.from_dlpack, then copy to the host)"));
+  }
   NumpyDType(dtype_);  // fail before taking a lease if NumPy lacks the dtype
-  ExportLook look{dtype_, !writable_};
+  ExportLook look{dtype_, !writable_, ExportDevice()};
   py::object array = MakeNumpyArray(RetainLease(), look);
   if (!IsNone(dtype)) {
     py::object target = py::module_::import("numpy").attr("dtype")(dtype);
@@ -135,8 +162,10 @@ py::object PyTensor::Torch() {
   return torch.attr("from_dlpack")(py::cast(this, py::return_value_policy::reference));
 }
 
-void PyTensor::Seal() {
+void PyTensor::Seal(py::object stream) {
   Handle handle = LiveHandle();
+  SealOptions options;
+  if (!IsNone(stream)) options.cuda_stream = StreamFromPython(stream);
   if (!created_) {
     throw StatusError(absl::FailedPreconditionError(absl::StrCat(
         "tensor '", info_.name, "' is not an unsealed tensor from create(); nothing to seal")));
@@ -145,7 +174,7 @@ void PyTensor::Seal() {
   absl::StatusOr<TensorInfo> sealed;
   {
     GilReleased released;
-    sealed = client_->Seal(name);
+    sealed = client_->Seal(name, options);
   }
   info_ = ValueOrThrow(std::move(sealed));
   created_ = false;

@@ -4,6 +4,10 @@
 // from it holds a lease of its own, so they stay valid after release() or garbage collection of
 // this object.
 //
+// CUDA tensors export as kDLCUDA on this process's ordinal of the GPU. Pinned (page-locked) CPU
+// tensors export as kDLCPU, because PyTorch and NumPy take no kDLCUDAHost capsules; PyTorch still
+// sees them as pinned (Tensor.is_pinned()), so .to("cuda", non_blocking=True) is asynchronous.
+//
 // Threading: methods run with the GIL held and release it around broker round trips; the
 // lease handle is shared with those calls, so release() from another thread meanwhile is safe.
 #ifndef TENSORBROKER_PYTHON_SRC_PY_TENSOR_H_
@@ -35,6 +39,9 @@ class PyTensor {
   bool writable() const { return writable_; }
   bool created() const { return created_; }
   bool released() const { return handle_ == nullptr; }
+  // Where the bytes are: "cpu", "cuda:N" (this process's ordinal) or "cuda_host" (pinned).
+  std::string device() const;
+  bool pinned() const { return device_.device_type == kDLCUDAHost; }
 
   pybind11::object DLPack(pybind11::object stream, pybind11::object max_version,
                           pybind11::object dl_device, pybind11::object copy);
@@ -44,7 +51,8 @@ class PyTensor {
   std::unique_ptr<PyTensor> View(pybind11::handle dtype);
   pybind11::object Torch();
 
-  void Seal();
+  // `stream`: None (wait for all work on the tensor's GPU), or the stream the producer wrote on.
+  void Seal(pybind11::object stream);
   void Abort();
   void Release();
   std::string Repr() const;
@@ -54,11 +62,14 @@ class PyTensor {
   Handle LiveHandle() const;
   // A new lease on the same tensor (GIL released during the round trip).
   TensorPtr RetainLease() const;
+  // The device exports show: the lease's, with pinned memory shown as kDLCPU.
+  DLDevice ExportDevice() const;
 
   std::shared_ptr<Client> client_;
   Handle handle_;
   TensorInfo info_;
   DLDataType dtype_{};
+  DLDevice device_{kDLCPU, 0};  // of the lease's DLTensor: as this process sees it
   bool writable_ = false;
   bool created_ = false;
 };

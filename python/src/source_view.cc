@@ -67,21 +67,29 @@ std::unique_ptr<SourceView> SourceView::Of(py::handle object, const char* field)
     view->keepalive_ = source;
   }
   if (py::hasattr(source, "__dlpack__")) {
+    bool cuda = false;
     if (py::hasattr(source, "__dlpack_device__")) {
       py::tuple device = source.attr("__dlpack_device__")();
       const int type = device[0].cast<int>();
-      if (type != kDLCPU && type != kDLCUDAHost) {
+      if (type != kDLCPU && type != kDLCUDAHost && type != kDLCUDA) {
         Invalid(field, absl::StrCat("the tensor is on DLPack device type ", type,
-                                    "; put() takes CPU memory (move it with .cpu() first)"));
+                                    "; put() takes CPU or CUDA memory"));
       }
+      cuda = type == kDLCUDA;
     }
+    // CUDA: the broker copies on the legacy default stream; stream=1 asks the producer to order
+    // its pending work before that stream (DLPack's protocol).
+    py::dict kwargs;
+    if (cuda) kwargs["stream"] = 1;
     py::object capsule;
     try {
       try {
-        capsule = source.attr("__dlpack__")(py::arg("max_version") = py::make_tuple(1, 0));
+        kwargs["max_version"] = py::make_tuple(1, 0);
+        capsule = source.attr("__dlpack__")(**kwargs);
       } catch (py::error_already_set& e) {
         if (!e.matches(PyExc_TypeError)) throw;  // a producer without max_version (NumPy 1.24)
-        capsule = source.attr("__dlpack__")();
+        PyDict_DelItemString(kwargs.ptr(), "max_version");
+        capsule = source.attr("__dlpack__")(**kwargs);
       }
     } catch (py::error_already_set& e) {
       // NumPy 1.24 refuses read-only and bool arrays; its buffer protocol takes both.

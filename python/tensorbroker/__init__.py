@@ -12,12 +12,17 @@ PyTorch tensors there and hands them back to any process as zero-copy views thro
     x = np.asarray(t)                               # or torch.from_dlpack(t): same pages
 
 Each view holds a lease on the broker's memory, ended when the view is garbage-collected.
+
+CUDA: ``client.create(name, shape, dtype, device="cuda:0")`` or ``client.put(name, cuda_tensor)``
+keep the tensor in device memory the daemon owns; ``get`` returns it on this process's ordinal of
+that GPU through CUDA IPC (torch.from_dlpack / cupy.from_dlpack, no copy). ``get(name,
+pinned=True)`` maps a CPU tensor page-locked for asynchronous host-to-device copies.
 """
 
 from . import errors
-from ._core import Client, Tensor, connect, default_socket
+from ._core import Client, Tensor, connect, default_socket, process_mappings
 from ._version import __version__
 from .errors import *  # noqa: F401,F403  (Error, NotFound, ... : see tensorbroker.errors)
 
-__all__ = ["connect", "default_socket", "Client", "Tensor", "errors"] + [
+__all__ = ["connect", "default_socket", "process_mappings", "Client", "Tensor", "errors"] + [
     name for name in errors.__all__ if name != "error_class_for_code"]

@@ -18,6 +18,18 @@ class TensorStat(TypedDict):
     leases: int
     created_unix_ms: int
 
+class PoolStats(TypedDict):
+    device: str  # "cpu" or "cuda:N"
+    capacity_bytes: int
+    used_bytes: int
+    reserved_bytes: int
+    segments: int
+
+class ProcessMappings(TypedDict):
+    cached_segments: int
+    open_cuda_slabs: int
+    pinned_segments: int
+
 class BrokerStats(TypedDict):
     capacity_bytes: int
     used_bytes: int
@@ -27,6 +39,13 @@ class BrokerStats(TypedDict):
     clients: int
     segments: int
     pending: int
+    pools: list[PoolStats]  # the CPU pool first, then one per GPU served
+
+DeviceLike = Union[str, Any]  # "cpu", "cuda", "cuda:N", torch.device
+StreamLike = Union[int, Any]  # a cudaStream_t value, torch.cuda.Stream, cupy.cuda.Stream
+
+def process_mappings() -> ProcessMappings:
+    """This process's mappings of broker memory (segments cached, CUDA slabs open, pinned)."""
 
 def default_socket() -> str:
     """The socket used when none is given ($TENSORBROKER_SOCKET, else the per-user default)."""
@@ -41,8 +60,16 @@ class Client:
     def socket(self) -> str: ...
     @property
     def closed(self) -> bool: ...
-    def put(self, name: str, obj: Any, replace: bool = False, *, mutable: bool = False) -> TensorStat:
-        """Publish one copy of `obj` (__dlpack__ or buffer protocol, CPU, any strides)."""
+    def put(
+        self,
+        name: str,
+        obj: Any,
+        replace: bool = False,
+        *,
+        mutable: bool = False,
+        device: Optional[DeviceLike] = None,
+    ) -> TensorStat:
+        """Publish one copy of `obj` (__dlpack__ or buffer protocol, CPU or CUDA, any strides)."""
     def create(
         self,
         name: str,
@@ -50,9 +77,12 @@ class Client:
         dtype: DTypeLike,
         mutable: bool = False,
         replace: bool = False,
+        *,
+        device: DeviceLike = "cpu",
+        pinned: bool = False,
     ) -> Tensor:
         """Reserve a writable broker tensor; fill it through np.asarray / torch.from_dlpack, then seal()."""
-    def get(self, name: str, timeout: Optional[float] = None) -> Tensor:
+    def get(self, name: str, timeout: Optional[float] = None, *, pinned: bool = False) -> Tensor:
         """The tensor published under `name`; waits up to `timeout` s (None: until published)."""
     def delete(self, name: str) -> None: ...
     def list(self, prefix: str = "") -> list[TensorStat]: ...
@@ -96,11 +126,14 @@ class Tensor:
     @property
     def released(self) -> bool: ...
     @property
-    def device(self) -> str: ...
+    def device(self) -> str:
+        """"cpu", "cuda:N" (this process's ordinal) or "cuda_host" (pinned CPU memory)."""
+    @property
+    def pinned(self) -> bool: ...
     def __dlpack__(
         self,
         *,
-        stream: Optional[int] = None,
+        stream: Optional[int] = None,  # CUDA: 1, 2, -1 or a stream pointer; CPU: None
         max_version: Optional[Tuple[int, int]] = None,
         dl_device: Optional[Tuple[int, int]] = None,
         copy: Optional[bool] = None,
@@ -114,7 +147,8 @@ class Tensor:
         """A zero-copy torch.Tensor; bool tensors come back as torch.bool."""
     def view(self, dtype: DTypeLike) -> Tensor:
         """The same bytes as another dtype of the same item size, with a lease of its own."""
-    def seal(self) -> None: ...
+    def seal(self, stream: Optional[StreamLike] = None) -> None:
+        """Publish; for CUDA, first wait for `stream` (None: all work on the GPU)."""
     def abort(self) -> None: ...
     def release(self) -> None: ...
     def __enter__(self) -> Tensor: ...

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(
 STAT_KEYS = {"name", "dtype", "shape", "strides", "nbytes", "device", "sealed", "mutable",
              "version", "leases", "created_unix_ms"}
 STATS_KEYS = {"capacity_bytes", "used_bytes", "reserved_bytes", "tensors", "leases",
-              "clients", "segments", "pending"}
+              "clients", "segments", "pending", "pools"}
 
 
 class Broker:

@@ -341,6 +341,38 @@ TEST_F(MalformedTest, BadShapesAndDtypesAreInvalidArgument) {
               std::string::npos)
         << refused.error_message();
   }
+  // Malformed device fields are INVALID_ARGUMENT on any machine, GPU or not.
+  v1::CreateRequest pinned = CreateReq(session_, "bad/x", {4});
+  pinned.mutable_device()->set_device_type(kDLCUDAHost);
+  ExpectRaw(raw_->Create(pinned), grpc::StatusCode::INVALID_ARGUMENT, "device.device_type",
+            "raw Create kDLCUDAHost");
+  v1::CreateRequest short_uuid = CreateReq(session_, "bad/x", {4});
+  short_uuid.mutable_device()->set_device_type(kDLCUDA);
+  short_uuid.mutable_device()->set_uuid(std::string(5, 'u'));
+  ExpectRaw(raw_->Create(short_uuid), grpc::StatusCode::INVALID_ARGUMENT, "device.uuid",
+            "raw Create 5-byte uuid");
+  v1::CreateRequest negative_ordinal = CreateReq(session_, "bad/x", {4});
+  negative_ordinal.mutable_device()->set_device_type(kDLCUDA);
+  negative_ordinal.mutable_device()->set_device_id(-1);
+  ExpectRaw(raw_->Create(negative_ordinal), grpc::StatusCode::INVALID_ARGUMENT,
+            "device.device_id", "raw Create cuda:-1");
+  v1::CreateRequest cpu_one = CreateReq(session_, "bad/x", {4});
+  cpu_one.mutable_device()->set_device_type(kDLCPU);
+  cpu_one.mutable_device()->set_device_id(1);
+  ExpectRaw(raw_->Create(cpu_one), grpc::StatusCode::INVALID_ARGUMENT, "device.device_id",
+            "raw Create cpu:1");
+  // A GPU this daemon does not see (an all-zero UUID is no device's).
+  v1::CreateRequest unknown_gpu = CreateReq(session_, "bad/x", {4});
+  unknown_gpu.mutable_device()->set_device_type(kDLCUDA);
+  unknown_gpu.mutable_device()->set_uuid(std::string(16, '\0'));
+  ExpectRaw(raw_->Create(unknown_gpu), grpc::StatusCode::FAILED_PRECONDITION, "device",
+            "raw Create unknown GPU uuid");
+  // Put refuses the same devices before reading any data.
+  v1::PutRequest cuda_put = PutHeader("bad/x", {4});
+  cuda_put.mutable_header()->mutable_device()->set_device_type(kDLCUDA);
+  cuda_put.mutable_header()->mutable_device()->set_uuid(std::string(16, '\0'));
+  ExpectRaw(raw_->Put({cuda_put}), grpc::StatusCode::FAILED_PRECONDITION, "device",
+            "raw Put unknown GPU uuid");
   ASSERT_OK_AND_ASSIGN(BrokerStats stats, client().Stats());
   EXPECT_EQ(stats.pending, 0u);
   EXPECT_EQ(stats.tensors, 0u);

@@ -12,6 +12,12 @@
 //   auto t = (*client)->Get("frames/0", std::chrono::seconds(5));
 //   ... use (*t)->dl_tensor ...;  (*t)->deleter(*t);           // releases this lease
 //
+// CUDA: Create with `device = {kDLCUDA, n}` reserves device memory the daemon owns; Get returns
+// a kDLCUDA tensor on the consumer's own ordinal of that GPU (named across processes by UUID),
+// through a CUDA IPC handle opened once per slab and process. Seal first waits for the
+// producer's CUDA work (SealOptions). A CPU tensor can be mapped page-locked (`pinned`): it then
+// reports kDLCUDAHost and copies to the GPU asynchronously.
+//
 // Ownership: every tensor returned (Create, Get, GetLegacy, Retain) is owned by the caller, who
 // must call its deleter exactly once. The deleter releases exactly the lease that tensor holds;
 // it may run on any thread, also after the Client is destroyed: a tensor stays valid until its
@@ -26,8 +32,10 @@
 #include <dlpack/dlpack.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,12 +52,45 @@ struct CreateOptions {
   bool replace = false;
   // Optional layout in elements (non-negative); empty means compact C order.
   std::vector<int64_t> strides;
+  // Where the bytes live: CPU shared memory ({kDLCPU, 0}, the default) or device memory of
+  // {kDLCUDA, n}, n an ordinal in this process. {kDLCUDAHost, 0} means CPU, pinned.
+  DLDevice device{kDLCPU, 0};
+  // CPU tensors: map this (the producer's) tensor page-locked for CUDA; it reports kDLCUDAHost.
+  bool pinned = false;
 };
 
 struct PutOptions {
   bool is_mutable = false;
   bool replace = false;
+  // Where the broker stores the copy. Unset: where the source is (the same GPU for a kDLCUDA
+  // tensor, else CPU).
+  std::optional<DLDevice> device;
 };
+
+struct GetOptions {
+  // Wait up to this long for the name to be published (0: do not wait; NOT_FOUND at once).
+  std::chrono::milliseconds timeout{0};
+  // CPU tensors: map page-locked for CUDA (cudaHostRegister, once per segment and process; the
+  // tensor reports kDLCUDAHost). INVALID_ARGUMENT for a CUDA tensor, FAILED_PRECONDITION
+  // without a usable GPU. Page-locked memory counts against the memlock limit (see README).
+  bool pinned = false;
+};
+
+struct SealOptions {
+  // CUDA tensors: the stream (a cudaStream_t's value; 0 = the legacy default stream) the
+  // producer wrote the tensor on. Seal waits for that stream's work before publishing, so a
+  // consumer never sees the tensor before the writes are done. Unset: Seal waits for all work on
+  // the tensor's device (cudaDeviceSynchronize): always correct, but slower.
+  std::optional<uintptr_t> cuda_stream;
+};
+
+// This process's mappings of broker memory, for leak checks and monitoring.
+struct ProcessMappings {
+  size_t cached_segments = 0;  // shared-memory segment mappings kept for reuse
+  size_t open_cuda_slabs = 0;  // CUDA IPC handles open (closed with the slab's last tensor)
+  size_t pinned_segments = 0;  // segment mappings page-locked (cudaHostRegister)
+};
+ProcessMappings CurrentProcessMappings();
 
 // Calls the tensor's deleter on destruction.
 struct TensorDeleter {
@@ -84,12 +125,15 @@ class Client {
                                                    const CreateOptions& options = {});
   // Publishes the tensor this client created under `name`. Unless it was created mutable, it is
   // read-only from now on, also for this client: do not write through the Create tensor.
-  absl::StatusOr<TensorInfo> Seal(const std::string& name);
+  // For a CUDA tensor, first waits for the producer's writes (see SealOptions).
+  absl::StatusOr<TensorInfo> Seal(const std::string& name, const SealOptions& options = {});
   // Drops a tensor this client created and has not sealed.
   absl::Status Abort(const std::string& name);
 
-  // Copies a CPU tensor (any strides, any byte_offset) into the broker, stored compact, and
-  // publishes it: one copy.
+  // Copies a CPU, pinned or CUDA tensor (any strides, any byte_offset) into the broker's CPU or
+  // CUDA memory (PutOptions::device), stored compact, and publishes it: one copy. A CUDA source
+  // is read on the legacy default stream of its device: work the producer queued on other
+  // streams must be complete or ordered before it.
   absl::StatusOr<TensorInfo> Put(const std::string& name, const DLTensor& tensor,
                                  const PutOptions& options = {});
 
@@ -98,6 +142,8 @@ class Client {
   // (DLPACK_FLAG_BITMASK_READ_ONLY is set then, and the pages are mapped read-only).
   absl::StatusOr<DLManagedTensorVersioned*> Get(
       const std::string& name, std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+  absl::StatusOr<DLManagedTensorVersioned*> Get(const std::string& name,
+                                                const GetOptions& options);
   // The same for consumers still on the pre-1.0 DLPack ABI.
   absl::StatusOr<DLManagedTensor*> GetLegacy(
       const std::string& name, std::chrono::milliseconds timeout = std::chrono::milliseconds(0));

@@ -39,7 +39,7 @@ struct TensorInfo {
   std::vector<int64_t> shape;
   std::vector<int64_t> strides;  // in elements
   uint64_t nbytes = 0;
-  DLDevice device{kDLCPU, 0};
+  DLDevice device{kDLCPU, 0};  // CUDA: the ordinal in this process when the GPU is visible here
   bool sealed = false;
   bool is_mutable = false;
   uint64_t version = 0;
@@ -47,7 +47,16 @@ struct TensorInfo {
   int64_t created_unix_ms = 0;
 };
 
-// Daemon-wide counters (Stats).
+// One memory pool of the daemon: its CPU shared memory, or one GPU's device memory.
+struct PoolUsage {
+  DLDevice device{kDLCPU, 0};   // CUDA: the ordinal in this process
+  uint64_t capacity_bytes = 0;  // --capacity or --cuda-capacity
+  uint64_t used_bytes = 0;      // allocated to tensors
+  uint64_t reserved_bytes = 0;  // of segments or slabs
+  uint64_t segments = 0;        // shared-memory segments or CUDA slabs
+};
+
+// Daemon-wide counters (Stats). The top-level byte and segment figures are the CPU pool's.
 struct BrokerStats {
   uint64_t capacity_bytes = 0;
   uint64_t used_bytes = 0;
@@ -57,6 +66,7 @@ struct BrokerStats {
   uint64_t clients = 0;
   uint64_t segments = 0;
   uint64_t pending = 0;
+  std::vector<PoolUsage> pools;  // CPU first, then each GPU the daemon serves
 };
 
 }  // namespace tensorbroker

@@ -1,0 +1,43 @@
+#include "python/src/py_device.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "python/src/status_error.h"
+
+namespace tensorbroker::python {
+
+namespace py = pybind11;
+
+DLDevice DeviceFromPython(py::handle device, const char* field) {
+  const std::string text = py::str(device);
+  if (text == "cpu") return {kDLCPU, 0};
+  if (text == "cuda") return {kDLCUDA, 0};
+  int ordinal = -1;
+  if (absl::StartsWith(text, "cuda:") && absl::SimpleAtoi(text.substr(5), &ordinal) &&
+      ordinal >= 0) {
+    return {kDLCUDA, ordinal};
+  }
+  throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+      field, " '", text.substr(0, 64), "': expected 'cpu', 'cuda' or 'cuda:N'")));
+}
+
+uintptr_t StreamFromPython(py::handle stream, const char* field) {
+  py::object value = py::reinterpret_borrow<py::object>(stream);
+  if (py::hasattr(value, "cuda_stream")) {
+    value = value.attr("cuda_stream");
+  } else if (py::hasattr(value, "ptr")) {
+    value = value.attr("ptr");
+  }
+  if (!py::isinstance<py::int_>(value) || value.cast<py::int_>() < py::int_(0)) {
+    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+        field, ": expected a cudaStream_t value (int >= 0), a torch.cuda.Stream or a "
+               "cupy.cuda.Stream, got ", std::string(py::repr(stream)).substr(0, 64))));
+  }
+  return value.cast<uintptr_t>();
+}
+
+}  // namespace tensorbroker::python
