@@ -41,7 +41,11 @@ status=0
 ctest --test-dir "$build_dir" --output-on-failure --timeout 600 --parallel "$(nproc)" \
   "${ctest_args[@]}" || status=$?
 # Say why tests were skipped (GPU tests without a usable GPU): the reason each one printed.
-reasons=$(grep -h -A1 ': Skipped$' "$build_dir/Testing/Temporary/LastTest.log" 2>/dev/null |
-          grep -v -e ': Skipped$' -e '^--$' | sort | uniq -c || true)
+# GoogleTest prints the reason on the line after "file:line: Skipped"; pytest -rs prints
+# "SKIPPED [n] file:line: reason".
+log="$build_dir/Testing/Temporary/LastTest.log"
+reasons=$( { grep -h -A1 ': Skipped$' "$log" 2>/dev/null | grep -v -e ': Skipped$' -e '^--$';
+             grep -h '^SKIPPED \[' "$log" 2>/dev/null | sed 's/^SKIPPED \[[0-9]*\] [^ ]* //'; } |
+          sort | uniq -c || true)
 [ -z "$reasons" ] || printf 'skipped tests, and why:\n%s\n' "$reasons"
 exit "$status"

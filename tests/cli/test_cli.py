@@ -26,7 +26,8 @@ pytestmark = pytest.mark.skipif(
 STAT_KEYS = {"name", "dtype", "shape", "strides", "nbytes", "device", "sealed", "mutable",
              "version", "leases", "created_unix_ms"}
 STATS_KEYS = {"capacity_bytes", "used_bytes", "reserved_bytes", "tensors", "leases",
-              "clients", "segments", "pending", "pools"}
+              "clients", "segments", "pending"}
+POOL_KEYS = {"device", "capacity_bytes", "used_bytes", "reserved_bytes", "segments"}
 
 
 class Broker:
@@ -269,9 +270,16 @@ def test_ls_with_prefix(broker):
 
 def test_stats(broker):
     before = broker.json("stats")
-    assert STATS_KEYS <= set(before)
+    assert set(before) == STATS_KEYS | {"pools"}
     assert all(isinstance(before[k], int) for k in STATS_KEYS)
     assert before["capacity_bytes"] == 256 << 20
+    # Every memory pool: the CPU one first, with the top-level figures; then each GPU served.
+    assert before["pools"][0] == {"device": "cpu", "capacity_bytes": 256 << 20,
+                                  "used_bytes": before["used_bytes"],
+                                  "reserved_bytes": before["reserved_bytes"],
+                                  "segments": before["segments"]}
+    assert all(set(pool) == POOL_KEYS and pool["device"].startswith("cuda:")
+               for pool in before["pools"][1:])
     assert before["tensors"] == len(broker.json("ls"))
     broker.ok("put", "stats/new", save(broker, "stats.npy", np.zeros(1000, dtype=np.float64)))
     after = broker.json("stats")
