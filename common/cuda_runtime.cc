@@ -192,11 +192,21 @@ absl::Status CudaCloseIpcHandle(uint8_t* pointer, int ordinal) {
 
 absl::Status CudaHostRegister(void* data, uint64_t bytes, bool read_only) {
   if (absl::Status s = CudaUsable(); !s.ok()) return s;
-  unsigned int flags = cudaHostRegisterPortable;
-  if (read_only) flags |= cudaHostRegisterReadOnly;
-  if (cudaError_t e = cudaHostRegister(data, bytes, flags); e != cudaSuccess) {
+  const unsigned int flags =
+      cudaHostRegisterPortable | (read_only ? cudaHostRegisterReadOnly : 0u);
+  cudaError_t e = cudaHostRegister(data, bytes, flags);
+  if (e != cudaSuccess && read_only) {
+    // Devices without cudaDevAttrHostRegisterReadOnlySupported refuse the flag; the driver may
+    // still pin a read-only mapping without it.
+    (void)cudaGetLastError();
+    if (cudaHostRegister(data, bytes, cudaHostRegisterPortable) == cudaSuccess) {
+      return absl::OkStatus();
+    }
+  }
+  if (e != cudaSuccess) {
     return Failed(absl::StrCat("cudaHostRegister(", bytes, " bytes", read_only ? ", read-only" : "",
-                               ") (page-locking counts against RLIMIT_MEMLOCK; see the README)"),
+                               "); page-locked memory may be limited by RLIMIT_MEMLOCK (see the "
+                               "README, \"Pinned host memory\")"),
                   e);
   }
   return absl::OkStatus();

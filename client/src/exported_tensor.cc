@@ -22,6 +22,9 @@ struct ExportContext {
   DLManagedTensor legacy{};
 
   ~ExportContext() {
+    // Unmap before the lease ends: once it has, the daemon may free the memory, and freeing a
+    // CUDA slab another process still has open is undefined behaviour.
+    mapping.reset();
     if (connection != nullptr) connection->ReleaseLease(lease_id);
   }
 };
