@@ -40,6 +40,7 @@ mkdir -p "$root/python/tensorbroker"
 cp python/tensorbroker/*.py python/tensorbroker/_core.pyi python/tensorbroker/py.typed \
    "$build/python/tensorbroker/_version.py" "$root/python/tensorbroker/"
 cp -r tests/python/gpu "$root/tests/python-gpu"
+cp tests/python/daemon_wait.py "$root/tests/"
 find "$root/tests" -name __pycache__ -prune -exec rm -rf {} +
 
 need=$(objdump -T "$root"/bin/* "$root"/lib/*.so* 2>/dev/null | grep -o 'GLIBC_[0-9.]*' |

@@ -20,6 +20,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from daemon_wait import wait_until_serving  # noqa: E402  (tests/python/daemon_wait.py)
+
 try:
     import pytest
 
@@ -73,17 +76,7 @@ class Broker:
         self.proc = subprocess.Popen(
             [binary, "--socket", self.socket, "--cuda-capacity", "8G", "--log-level", "info"],
             stdout=self.log, stderr=subprocess.STDOUT)
-        import tensorbroker
-
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                tensorbroker.connect(self.socket, timeout=1).close()
-                break
-            except tensorbroker.Unavailable:
-                assert self.proc.poll() is None, "tensorbrokerd exited during start-up"
-                assert time.monotonic() < deadline, "tensorbrokerd did not answer"
-                time.sleep(0.05)
+        wait_until_serving(self.socket, self.proc)
 
     @classmethod
     def get(cls):

@@ -14,6 +14,9 @@ import time
 
 import pytest
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from daemon_wait import wait_until_serving  # noqa: E402  (tests/python/daemon_wait.py)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 HANG_GUARD = 120  # seconds; only against hangs, never a measurement
 PR_SET_PDEATHSIG = 1
@@ -37,21 +40,11 @@ class Daemon:
         env.pop("LD_PRELOAD", None)  # set for sanitized Python processes only
         if "TENSORBROKERD_ASAN_OPTIONS" in env:
             env["ASAN_OPTIONS"] = env["TENSORBROKERD_ASAN_OPTIONS"]
-        import tensorbroker
 
         self.proc = subprocess.Popen(
             [binary, "--socket", self.socket, "--log-level", "warning", *extra_args], env=env,
             preexec_fn=dies_with_test(signal.SIGTERM))
-
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                tensorbroker.connect(self.socket, timeout=1).close()
-                break
-            except tensorbroker.Unavailable:
-                assert self.proc.poll() is None, "tensorbrokerd exited during start-up"
-                assert time.monotonic() < deadline, "tensorbrokerd did not answer"
-                time.sleep(0.05)
+        wait_until_serving(self.socket, self.proc)
 
     def stop(self):
         if self.proc.poll() is None:
