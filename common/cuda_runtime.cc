@@ -7,6 +7,7 @@
 #include "common/strided_copy.h"
 
 #ifdef TENSORBROKER_HAVE_CUDA
+#include <cuda.h>  // types only: driver calls go through cudaGetDriverEntryPointByVersion
 #include <cuda_runtime_api.h>
 #endif
 
@@ -65,15 +66,59 @@ absl::Status Failed(const std::string& call, cudaError_t error) {
   }
 }
 
-// Makes `ordinal` the calling thread's current device until destroyed.
+// The driver's current-context calls, reached through the runtime (no link against libcuda, so
+// binaries still start on machines without the driver). Null where the driver lacks them.
+struct DriverContextCalls {
+  CUresult (*get)(CUcontext*) = nullptr;
+  CUresult (*set)(CUcontext) = nullptr;
+};
+
+const DriverContextCalls& ContextCalls() {
+  static const DriverContextCalls calls = [] {
+    DriverContextCalls found;
+    void* get = nullptr;
+    void* set = nullptr;
+    cudaDriverEntryPointQueryResult result{};
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &get, 12000, cudaEnableDefault,
+                                         &result) == cudaSuccess &&
+        result == cudaDriverEntryPointSuccess &&
+        cudaGetDriverEntryPointByVersion("cuCtxSetCurrent", &set, 12000, cudaEnableDefault,
+                                         &result) == cudaSuccess &&
+        result == cudaDriverEntryPointSuccess) {
+      found.get = reinterpret_cast<CUresult (*)(CUcontext*)>(get);
+      found.set = reinterpret_cast<CUresult (*)(CUcontext)>(set);
+    }
+    (void)cudaGetLastError();
+    return found;
+  }();
+  return calls;
+}
+
+// Makes `ordinal` the calling thread's current device until destroyed, then puts back exactly
+// the context the thread had, none included. (Restoring with cudaSetDevice(previous) would
+// create a context on device 0 for every thread that had none: hundreds of MiB on a GPU the
+// process may never use.)
 class ScopedDevice {
  public:
   explicit ScopedDevice(int ordinal) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    status_ = previous_ == ordinal ? cudaSuccess : cudaSetDevice(ordinal);
+    const DriverContextCalls& calls = ContextCalls();
+    if (calls.get != nullptr && calls.get(&saved_context_) == CUDA_SUCCESS) {
+      know_context_ = true;
+    }
+    int current = -1;
+    const bool has_context = !know_context_ || saved_context_ != nullptr;
+    if (has_context && cudaGetDevice(&current) == cudaSuccess && current == ordinal) return;
+    previous_ = current;
+    status_ = cudaSetDevice(ordinal);
+    changed_ = status_ == cudaSuccess;
   }
   ~ScopedDevice() {
-    if (previous_ >= 0 && status_ == cudaSuccess) cudaSetDevice(previous_);
+    if (!changed_) return;
+    if (know_context_) {
+      ContextCalls().set(saved_context_);
+    } else if (previous_ >= 0) {
+      cudaSetDevice(previous_);
+    }
   }
   ScopedDevice(const ScopedDevice&) = delete;
   ScopedDevice& operator=(const ScopedDevice&) = delete;
@@ -84,7 +129,10 @@ class ScopedDevice {
   }
 
  private:
+  CUcontext saved_context_ = nullptr;
+  bool know_context_ = false;
   int previous_ = -1;
+  bool changed_ = false;
   cudaError_t status_ = cudaSuccess;
 };
 
@@ -109,11 +157,13 @@ absl::Status CopyToCompactOnDevice(const DLTensor& src, void* dst, DLDevice dst_
       // A whole batch in one 2-D copy: rows of `width` bytes, `pitch` apart in the source.
       error = cudaMemcpy2DAsync(out, width, base + offset, static_cast<size_t>(pitch), width,
                                 static_cast<size_t>(rows), cudaMemcpyDefault, nullptr);
-      if (error != cudaErrorInvalidPitchValue) {
+      if (error != cudaErrorInvalidPitchValue && error != cudaErrorInvalidValue) {
         out += width * static_cast<size_t>(rows);
         return;
       }
-      (void)cudaGetLastError();  // pitch above the device's limit: row by row below
+      // A pitch above the device's limit (reported either way): row by row below, where a
+      // real invalid value fails again and is reported.
+      (void)cudaGetLastError();
       error = cudaSuccess;
     }
     for (int64_t r = 0; r < rows && error == cudaSuccess; ++r) {
@@ -205,8 +255,8 @@ absl::Status CudaHostRegister(void* data, uint64_t bytes, bool read_only) {
   }
   if (e != cudaSuccess) {
     return Failed(absl::StrCat("cudaHostRegister(", bytes, " bytes", read_only ? ", read-only" : "",
-                               "); page-locked memory may be limited by RLIMIT_MEMLOCK (see the "
-                               "README, \"Pinned host memory\")"),
+                               "); page-locking needs free physical memory and may be limited by "
+                               "the locked-memory limit (see the README, \"CUDA tensors\")"),
                   e);
   }
   return absl::OkStatus();

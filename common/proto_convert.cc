@@ -1,7 +1,5 @@
 #include "common/proto_convert.h"
 
-#include <algorithm>
-
 #include "common/cuda_devices.h"
 
 namespace tensorbroker {
@@ -26,11 +24,6 @@ DLDevice FromProto(const v1::Device& device) {
   DLDevice out;
   out.device_type = static_cast<DLDeviceType>(device.device_type());
   out.device_id = device.device_id();
-  if (out.device_type == kDLCUDA && device.uuid().size() == sizeof(CudaUuid)) {
-    CudaUuid uuid;
-    std::copy(device.uuid().begin(), device.uuid().end(), uuid.begin());
-    if (auto ordinal = CudaOrdinalOf(uuid); ordinal.ok()) out.device_id = *ordinal;
-  }
   return out;
 }
 

@@ -17,7 +17,11 @@ namespace tensorbroker {
 DLDataType FromProto(const v1::DataType& dtype);
 void ToProto(const DLDataType& dtype, v1::DataType* out);
 
+// Keeps device_id as sent: for CUDA the sender's ordinal. Mapping a UUID to a local ordinal
+// would initialise CUDA in every process that merely reads a Stat; clients map UUIDs only when
+// they open a slab (region_mapper.cc).
 DLDevice FromProto(const v1::Device& device);
+// For CUDA also fills in the GPU's UUID (this process's ordinal `device_id`).
 void ToProto(const DLDevice& device, v1::Device* out);
 
 std::vector<int64_t> ToVector(const google::protobuf::RepeatedField<int64_t>& values);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/src/region_mapper.h"
+#include "common/cuda_runtime.h"
 #include "common/proto_convert.h"
 
 namespace tensorbroker::client_internal {
@@ -13,6 +14,7 @@ namespace {
 struct ExportContext {
   std::shared_ptr<Connection> connection;
   std::shared_ptr<const void> mapping;
+  DLDevice device{kDLCPU, 0};  // of the mapping, as this process sees it
   uint64_t lease_id = 0;
   TensorInfo info;  // as the grant described the tensor
   std::vector<int64_t> shape;
@@ -22,6 +24,10 @@ struct ExportContext {
   DLManagedTensor legacy{};
 
   ~ExportContext() {
+    // Work the consumer queued on the tensor must finish before the daemon may reuse its
+    // memory: frameworks call the deleter when the last host reference goes, kernels may still
+    // be pending (on any stream, so the whole device is waited for).
+    if (device.device_type == kDLCUDA) (void)CudaSynchronizeDevice(device.device_id);
     // Unmap before the lease ends: once it has, the daemon may free the memory, and freeing a
     // CUDA slab another process still has open is undefined behaviour.
     mapping.reset();
@@ -46,6 +52,7 @@ absl::StatusOr<std::unique_ptr<ExportContext>> MakeContext(std::shared_ptr<Conne
   auto region = MapRegion(*context->connection, grant.region(), pinned);
   if (!region.ok()) return region.status();
   context->mapping = std::move(region->keepalive);
+  context->device = region->device;
   const v1::TensorInfo& info = grant.info();
   context->info = FromProto(info);
   context->info.device = region->device;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/src/cuda_slab_mapper.h"
 #include "common/cuda_devices.h"
+#include "common/cuda_runtime.h"
 
 namespace tensorbroker::client_internal {
 namespace {
@@ -16,8 +17,16 @@ absl::StatusOr<LocalRegion> MapCpu(Connection& connection, const v1::MemoryRegio
   if (!mapping.ok()) return mapping.status();
   connection.NoteSegment(region.segment());
   if (pinned) {
-    if (absl::Status s = (*mapping)->Pin(); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("pinned: ", s.message()));
+    absl::Status status = (*mapping)->Pin();
+    if (!status.ok() && !region.writable() && CudaUsable().ok()) {
+      // Most GPUs cannot page-lock read-only memory (cudaDevAttrHostRegisterReadOnlySupported
+      // is 0 on x86 without HMM): pin a read-write mapping of the segment instead. The tensor
+      // still carries DLPack's read-only flag; only the page protection is lost.
+      auto writable = connection.mapper().Map(region.segment(), region.segment_size(), true);
+      if (writable.ok() && (status = (*writable)->Pin()).ok()) mapping = std::move(writable);
+    }
+    if (!status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("pinned: ", status.message()));
     }
   }
   LocalRegion local;

@@ -1,5 +1,6 @@
 #include "python/src/source_view.h"
 
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -48,6 +49,27 @@ DLDataType DTypeOfFormat(absl::string_view format, Py_ssize_t itemsize, const ch
                               "knows (bool, int, uint, float or complex)"));
 }
 
+// `with torch.cuda.device(ordinal):` for the lifetime of this object.
+class TorchDeviceGuard {
+ public:
+  explicit TorchDeviceGuard(int ordinal)
+      : context_(py::module_::import("torch").attr("cuda").attr("device")(ordinal)) {
+    context_.attr("__enter__")();
+  }
+  ~TorchDeviceGuard() {
+    try {
+      context_.attr("__exit__")(py::none(), py::none(), py::none());
+    } catch (py::error_already_set& e) {
+      e.discard_as_unraisable("tensorbroker: leaving torch.cuda.device");
+    }
+  }
+  TorchDeviceGuard(const TorchDeviceGuard&) = delete;
+  TorchDeviceGuard& operator=(const TorchDeviceGuard&) = delete;
+
+ private:
+  py::object context_;
+};
+
 }  // namespace
 
 std::unique_ptr<SourceView> SourceView::Of(py::handle object, const char* field) {
@@ -68,6 +90,7 @@ std::unique_ptr<SourceView> SourceView::Of(py::handle object, const char* field)
   }
   if (py::hasattr(source, "__dlpack__")) {
     bool cuda = false;
+    std::optional<TorchDeviceGuard> on_its_device;
     if (py::hasattr(source, "__dlpack_device__")) {
       py::tuple device = source.attr("__dlpack_device__")();
       const int type = device[0].cast<int>();
@@ -76,6 +99,8 @@ std::unique_ptr<SourceView> SourceView::Of(py::handle object, const char* field)
                                     "; put() takes CPU or CUDA memory"));
       }
       cuda = type == kDLCUDA;
+      // torch exports a CUDA tensor only while its device is the current one.
+      if (cuda && IsTorchTensor(source)) on_its_device.emplace(device[1].cast<int>());
     }
     // CUDA: the broker copies on the legacy default stream; stream=1 asks the producer to order
     // its pending work before that stream (DLPack's protocol).

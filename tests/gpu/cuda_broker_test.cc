@@ -7,6 +7,9 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -167,13 +170,26 @@ TEST_F(CudaBrokerTest, SealWaitsForTheProducersStream) {
   TensorPtr produced(raw);
   cudaStream_t stream = nullptr;
   ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  // The stream's work starts with a host function that holds it for a while, so it is surely
+  // still pending when Seal is called; the writes follow it on the same stream.
+  static std::atomic<bool> held_work_done{false};
+  held_work_done = false;
+  ASSERT_CUDA(cudaLaunchHostFunc(
+      stream,
+      [](void*) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        held_work_done = true;
+      },
+      nullptr));
   for (int i = 1; i <= 8; ++i) {
     ASSERT_CUDA(cudaMemsetAsync(produced->dl_tensor.data, i, static_cast<size_t>(n), stream));
   }
   SealOptions seal;
   seal.cuda_stream = reinterpret_cast<uintptr_t>(stream);
   ASSERT_OK(client().Seal("gpu/stream", seal));
-  EXPECT_EQ(cudaStreamQuery(stream), cudaSuccess);  // Seal returned only after the stream drained
+  // Seal returned only after all of the stream's work: the held host function and the writes.
+  EXPECT_TRUE(held_work_done);
+  EXPECT_EQ(cudaStreamQuery(stream), cudaSuccess);
   ASSERT_CUDA(cudaStreamDestroy(stream));
   produced.reset();
   std::unique_ptr<Client> consumer = NewClient();

@@ -39,7 +39,8 @@ struct TensorInfo {
   std::vector<int64_t> shape;
   std::vector<int64_t> strides;  // in elements
   uint64_t nbytes = 0;
-  DLDevice device{kDLCPU, 0};  // CUDA: the ordinal in this process when the GPU is visible here
+  // CUDA: from Describe(), this process's ordinal; from Stat/List/Put/Seal, the daemon's.
+  DLDevice device{kDLCPU, 0};
   bool sealed = false;
   bool is_mutable = false;
   uint64_t version = 0;
@@ -49,7 +50,7 @@ struct TensorInfo {
 
 // One memory pool of the daemon: its CPU shared memory, or one GPU's device memory.
 struct PoolUsage {
-  DLDevice device{kDLCPU, 0};   // CUDA: the ordinal in this process
+  DLDevice device{kDLCPU, 0};   // CUDA: the daemon's ordinal
   uint64_t capacity_bytes = 0;  // --capacity or --cuda-capacity
   uint64_t used_bytes = 0;      // allocated to tensors
   uint64_t reserved_bytes = 0;  // of segments or slabs
