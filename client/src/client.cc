@@ -14,6 +14,7 @@
 #include "client/src/segment_mapper.h"
 #include "common/cuda_devices.h"
 #include "common/cuda_runtime.h"
+#include "common/dtype_names.h"
 #include "common/grpc_status.h"
 #include "common/proto_convert.h"
 #include "common/socket_path.h"
@@ -256,7 +257,17 @@ absl::StatusOr<DLManagedTensorVersioned*> Client::Get(const std::string& name,
                                                       const GetOptions& options) {
   auto grant = FetchGrant(*impl_->connection, name, options.timeout);
   if (!grant.ok()) return grant.status();
-  return client_internal::ExportVersioned(impl_->connection, *grant, options.pinned);
+  auto tensor = client_internal::ExportVersioned(impl_->connection, *grant, options.pinned);
+  if (!tensor.ok() || !options.device.has_value()) return tensor;
+  const DLDevice is = StorageDevice((*tensor)->dl_tensor.device);
+  const DLDevice wanted = StorageDevice(*options.device);
+  if (is.device_type != wanted.device_type || is.device_id != wanted.device_id) {
+    TensorPtr refused(*tensor);  // releases the lease
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device: tensor '", name, "' is on ", DeviceName(is), ", not ", DeviceName(wanted),
+        " (Get does not copy; Put a copy on the device you need)"));
+  }
+  return tensor;
 }
 
 absl::StatusOr<DLManagedTensor*> Client::GetLegacy(const std::string& name,

@@ -79,7 +79,7 @@ device: "cpu" or "cuda:N" (this process's ordinal; torch.device works too): devi
     daemon owns, exported through CUDA IPC.
 pinned: CPU tensors only: map this one page-locked for fast, asynchronous copies to the GPU.)doc")
       .def("get", &PyClient::Get, py::arg("name"), py::arg("timeout") = py::none(),
-           py::kw_only(), py::arg("pinned") = false,
+           py::kw_only(), py::arg("pinned") = false, py::arg("device") = py::none(),
            R"doc(The tensor published under `name`, without copying it.
 
 timeout: seconds to wait for the name to be published; 0 answers at once (NotFound if absent);
@@ -87,6 +87,8 @@ timeout: seconds to wait for the name to be published; 0 answers at once (NotFou
     interrupts the wait.
 pinned: CPU tensors only: map it page-locked (cudaHostRegister, once per segment and process),
     so torch's .to("cuda", non_blocking=True) copies asynchronously. Needs a usable GPU.
+device: None, or where you need the tensor ("cpu", "cuda:N"): get() never copies, so a tensor
+    kept elsewhere raises FailedPrecondition saying where it is.
 A CUDA tensor comes back on this process's ordinal of its GPU (named by UUID across processes,
 so CUDA_VISIBLE_DEVICES may differ between producer and consumer).)doc")
       .def("delete", &PyClient::Delete, py::arg("name"),

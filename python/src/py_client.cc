@@ -161,7 +161,9 @@ std::unique_ptr<PyTensor> PyClient::Create(const std::string& name, py::handle s
 }
 
 std::unique_ptr<PyTensor> PyClient::Get(const std::string& name, std::optional<double> timeout,
-                                        bool pinned) {
+                                        bool pinned, py::object device) {
+  std::optional<DLDevice> wanted;
+  if (!device.is_none()) wanted = DeviceFromPython(device);
   std::shared_ptr<Client> client = Live();
   const bool forever = !timeout.has_value();
   const auto total = forever ? std::chrono::milliseconds(0) : SecondsToMillis(*timeout, "timeout");
@@ -181,6 +183,7 @@ std::unique_ptr<PyTensor> PyClient::Get(const std::string& name, std::optional<d
     GetOptions options;
     options.timeout = slice;
     options.pinned = pinned;
+    options.device = wanted;
     auto got = Unlocked([&] { return client->Get(name, options); });
     if (got.ok()) {
       TensorPtr lease(*got);

@@ -32,8 +32,9 @@ class PyClient {
                                    pybind11::handle dtype, bool is_mutable, bool replace,
                                    pybind11::handle device, bool pinned);
   // `timeout`: seconds to wait for the name to be published; None waits until it is.
+  // `device`: None, or where the tensor must be (FAILED_PRECONDITION otherwise; no copy).
   std::unique_ptr<PyTensor> Get(const std::string& name, std::optional<double> timeout,
-                                bool pinned);
+                                bool pinned, pybind11::object device);
   void Delete(const std::string& name);
   pybind11::list List(const std::string& prefix);
   pybind11::dict Stat(const std::string& name);

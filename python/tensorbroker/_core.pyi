@@ -82,7 +82,14 @@ class Client:
         pinned: bool = False,
     ) -> Tensor:
         """Reserve a writable broker tensor; fill it through np.asarray / torch.from_dlpack, then seal()."""
-    def get(self, name: str, timeout: Optional[float] = None, *, pinned: bool = False) -> Tensor:
+    def get(
+        self,
+        name: str,
+        timeout: Optional[float] = None,
+        *,
+        pinned: bool = False,
+        device: Optional[DeviceLike] = None,
+    ) -> Tensor:
         """The tensor published under `name`; waits up to `timeout` s (None: until published)."""
     def delete(self, name: str) -> None: ...
     def list(self, prefix: str = "") -> list[TensorStat]: ...

@@ -122,6 +122,12 @@ TEST_F(CudaBrokerTest, TensorsInOneSlabShareOneOpenHandle) {
   EXPECT_EQ(CurrentProcessMappings().open_cuda_slabs, 1u);  // second still holds the slab
   second.reset();
   EXPECT_EQ(CurrentProcessMappings().open_cuda_slabs, 0u);
+  // Asking for it on the CPU is refused (Get never copies), and nothing stays open.
+  GetOptions on_cpu;
+  on_cpu.device = DLDevice{kDLCPU, 0};
+  EXPECT_CODE(client().Get("gpu/s1", on_cpu), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CurrentProcessMappings().open_cuda_slabs, 0u);
+  EXPECT_EQ(LeasesOf(client(), "gpu/s1"), 0);
 }
 
 TEST_F(CudaBrokerTest, PutCopiesStridedHostAndDeviceSourcesEitherWay) {

@@ -108,6 +108,23 @@ TEST_F(DeviceTest, PinnedCreateIsFailedPreconditionAndAbortsTheReservation) {
   ASSERT_OK(client().Seal("pin/y"));
 }
 
+TEST_F(DeviceTest, GetOnAnotherDeviceIsFailedPreconditionNamingWhereItIs) {
+  ASSERT_OK(PutFloats(client(), "where/x", {1, 2}));
+  GetOptions on_gpu;
+  on_gpu.device = DLDevice{kDLCUDA, 0};
+  auto got = client().Get("where/x", on_gpu);
+  EXPECT_CODE(got, StatusCode::kFailedPrecondition);
+  EXPECT_EQ(got.status().message(),
+            "device: tensor 'where/x' is on cpu, not cuda:0 (Get does not copy; Put a copy on "
+            "the device you need)");
+  EXPECT_EQ(LeasesOf(client(), "where/x"), 0);
+  GetOptions on_cpu;
+  on_cpu.device = DLDevice{kDLCPU, 0};
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, client().Get("where/x", on_cpu));
+  TensorPtr held(raw);
+  EXPECT_EQ(FloatsOf(held->dl_tensor), (std::vector<float>{1, 2}));
+}
+
 TEST_F(DeviceTest, SealStreamOnlyConcernsCudaTensors) {
   ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, client().Create("cpu/s", {2}, dtypes::kInt8));
   TensorPtr created(raw);

@@ -74,6 +74,10 @@ struct GetOptions {
   // tensor reports kDLCUDAHost). INVALID_ARGUMENT for a CUDA tensor, FAILED_PRECONDITION
   // without a usable GPU. Page-locked memory counts against the memlock limit (see README).
   bool pinned = false;
+  // Where the caller needs the tensor ({kDLCUDA, n}: this process's ordinal; {kDLCPU, 0}).
+  // Get never copies: FAILED_PRECONDITION naming where it is when that is elsewhere (the lease
+  // is released). Unset: wherever it is.
+  std::optional<DLDevice> device;
 };
 
 struct SealOptions {

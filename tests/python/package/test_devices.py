@@ -113,3 +113,15 @@ def test_stats_list_pools_and_process_mappings(client):
     assert mappings["cached_segments"] >= 1
     assert mappings["open_cuda_slabs"] == 0
     held.release()
+
+
+def test_get_on_another_device_raises_naming_where_it_is(client):
+    client.put("where/x", np.arange(2, dtype=np.int64))
+    with pytest.raises(tensorbroker.FailedPrecondition) as info:
+        client.get("where/x", timeout=0, device="cuda:0")
+    assert str(info.value) == ("device: tensor 'where/x' is on cpu, not cuda:0 (Get does not "
+                               "copy; Put a copy on the device you need)")
+    assert client.stat("where/x")["leases"] == 0
+    assert client.get("where/x", timeout=0, device="cpu").numpy().tolist() == [0, 1]
+    with pytest.raises(tensorbroker.InvalidArgument):
+        client.get("where/x", timeout=0, device="gpu")
