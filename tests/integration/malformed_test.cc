@@ -324,17 +324,24 @@ TEST_F(MalformedTest, BadShapesAndDtypesAreInvalidArgument) {
   std::vector<int64_t> four = {4};
   ExpectClient(client().Put("bad/x", HostTensor(data, four, DLDataType{2, 32, 2})).status(),
                StatusCode::kInvalidArgument, "dtype", "Put lanes 2");
-  // Devices: unknown is malformed; CUDA is a well-formed request this daemon cannot serve.
+  ASSERT_OK_AND_ASSIGN(BrokerStats stats, client().Stats());
+  EXPECT_EQ(stats.pending, 0u);
+  EXPECT_EQ(stats.tensors, 0u);
+  EXPECT_EQ(stats.used_bytes, 0u);
+}
+
+TEST_F(MalformedTest, DevicesAreValidatedAndCudaWithoutAGpuIsRefusedWithTheReason) {
   v1::CreateRequest unknown_device = CreateReq(session_, "bad/x", {4});
   unknown_device.mutable_device()->set_device_type(99);
   ExpectRaw(raw_->Create(unknown_device), grpc::StatusCode::INVALID_ARGUMENT, "device",
             "raw Create device 99");
-  v1::CreateRequest cuda = CreateReq(session_, "bad/x", {4});
-  cuda.mutable_device()->set_device_type(kDLCUDA);
-  ExpectRaw(raw_->Create(cuda), grpc::StatusCode::FAILED_PRECONDITION, "device",
-            "raw Create CUDA");
-  // Without a usable GPU the answer says why (the daemon's own probe, as CudaDevices() here).
+  // CUDA is a well-formed request; without a usable GPU it is refused with the reason (the
+  // daemon's own probe, the same as CudaDevices() here). With one, the gpu tests cover it.
   if (auto gpus = CudaDevices(); !gpus.ok()) {
+    v1::CreateRequest cuda = CreateReq(session_, "bad/x", {4});
+    cuda.mutable_device()->set_device_type(kDLCUDA);
+    ExpectRaw(raw_->Create(cuda), grpc::StatusCode::FAILED_PRECONDITION, "device",
+              "raw Create CUDA");
     v1::TensorGrant ignored;
     grpc::Status refused = raw_->Create(cuda, &ignored);
     EXPECT_NE(refused.error_message().find(std::string(gpus.status().message())),
