@@ -4,6 +4,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/dtype_names.h"
 
 namespace tensorbroker::cli {
 namespace {
@@ -16,7 +17,7 @@ Commands:
   ls [PREFIX] [--json]                    list published tensors (names starting with PREFIX),
                                           sorted by name
   stat NAME [--json]                      show one tensor's metadata
-  put NAME FILE.npy [--replace] [--mutable]
+  put NAME FILE.npy [--replace] [--mutable] [--device DEV]
                                           publish the array in a .npy file under NAME
   get NAME FILE.npy                       write the tensor NAME to a .npy file
   rm NAME                                 unpublish NAME (holders keep their copy)
@@ -60,7 +61,7 @@ Options:
            sealed, mutable, version, leases and created_unix_ms
 )";
 
-constexpr absl::string_view kPutHelp = R"(Usage: tensorbroker [--socket PATH] put NAME FILE.npy [--replace] [--mutable]
+constexpr absl::string_view kPutHelp = R"(Usage: tensorbroker [--socket PATH] put NAME FILE.npy [--replace] [--mutable] [--device DEV]
 
 Publishes the array stored in FILE.npy (NumPy format; '-' reads standard input) as NAME. The
 data is copied into the broker once and stored in C order.
@@ -77,6 +78,9 @@ Options:
               the old version keep it); without it an existing NAME is an error
               (ALREADY_EXISTS)
   --mutable   the tensor stays writable for every holder after publishing
+  --device DEV
+              where the broker keeps it: cpu (default) or cuda:N (this process's GPU N;
+              FAILED_PRECONDITION without a usable GPU)
 )";
 
 constexpr absl::string_view kGetHelp = R"(Usage: tensorbroker [--socket PATH] get NAME FILE.npy
@@ -131,7 +135,7 @@ CommandSpec SpecOf(Command command) {
     case Command::kStat:
       return {1, 1, "stat NAME [--json]", true, false};
     case Command::kPut:
-      return {2, 2, "put NAME FILE.npy [--replace] [--mutable]", false, true};
+      return {2, 2, "put NAME FILE.npy [--replace] [--mutable] [--device DEV]", false, true};
     case Command::kGet:
       return {2, 2, "get NAME FILE.npy", false, false};
     case Command::kRm:
@@ -263,6 +267,18 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& argv) {
     }
     if (arg == "--mutable" && spec.put_flags) {
       inv.is_mutable = true;
+      continue;
+    }
+    if ((arg == "--device" || absl::StartsWith(arg, "--device=")) && spec.put_flags) {
+      if (arg == "--device") {
+        if (i + 1 >= argv.size()) return UsageError("--device needs a value (cpu, cuda:N)");
+        inv.device = argv[++i];
+      } else {
+        inv.device = arg.substr(absl::string_view("--device=").size());
+      }
+      if (absl::Status s = ParseDeviceName(inv.device, "--device").status(); !s.ok()) {
+        return UsageError(std::string(s.message()));
+      }
       continue;
     }
     return UsageError(absl::StrCat("unknown option '", arg, "'", context));

@@ -24,6 +24,7 @@ struct Invocation {
   bool json = false;                   // ls, stat, stats
   bool replace = false;                // put
   bool is_mutable = false;             // put
+  std::string device;                  // put --device: "cpu", "cuda:N"; empty: cpu
 };
 
 absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& argv);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -13,6 +14,7 @@
 #include "cli/npy_file.h"
 #include "cli/npy_format.h"
 #include "cli/posix_file.h"
+#include "common/cuda_runtime.h"
 #include "common/dtype_names.h"
 #include "common/tensor_layout.h"
 #include "tensorbroker/client.h"
@@ -113,6 +115,7 @@ class CommandRunner {
     PutOptions options;
     options.is_mutable = inv_.is_mutable;
     options.replace = inv_.replace;
+    if (!inv_.device.empty()) options.device = *ParseDeviceName(inv_.device);  // parsed by args
     absl::StatusOr<TensorInfo> info = client_->Put(name, array->tensor(), options);
     if (!info.ok()) return Fail(err_, what, info.status());
     return kExitOk;
@@ -128,12 +131,23 @@ class CommandRunner {
         client_->Get(name, std::chrono::milliseconds(0));
     if (!got.ok()) return Fail(err_, what, got.status());
     const TensorPtr tensor(*got);  // releases the lease on every path out
-    const DLTensor& dl = tensor->dl_tensor;
-    if (dl.device.device_type != kDLCPU && dl.device.device_type != kDLCUDAHost) {
+    DLTensor dl = tensor->dl_tensor;
+    std::vector<uint8_t> staged;  // a CUDA tensor's bytes, copied to the host
+    if (dl.device.device_type == kDLCUDA) {
+      uint64_t elements = 1;
+      for (int32_t d = 0; d < dl.ndim; ++d) elements *= static_cast<uint64_t>(dl.shape[d]);
+      staged.resize(elements * ItemSize(dl.dtype));
+      absl::Status copied = CopyToCompactOnDevice(dl, staged.data(), DLDevice{kDLCPU, 0});
+      if (!copied.ok()) return Fail(err_, what, copied);
+      dl.data = staged.data();
+      dl.device = {kDLCPU, 0};
+      dl.byte_offset = 0;
+      dl.strides = nullptr;  // compact now
+    } else if (dl.device.device_type != kDLCPU && dl.device.device_type != kDLCUDAHost) {
       return Fail(err_, what,
                   absl::FailedPreconditionError(absl::StrCat(
                       "the tensor is on ", DeviceName(dl.device),
-                      "; only tensors in host memory (cpu, cuda_host) can be written")));
+                      "; only CPU and CUDA tensors can be written")));
     }
     absl::StatusOr<npy::Descr> descr = npy::DescrForDType(dl.dtype);
     if (!descr.ok()) return Fail(err_, what, descr.status());

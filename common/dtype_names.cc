@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/tensor_layout.h"
 
@@ -76,6 +78,18 @@ std::string DeviceName(const DLDevice& device) {
       return absl::StrCat("device(type=", static_cast<int>(device.device_type),
                           ",id=", device.device_id, ")");
   }
+}
+
+absl::StatusOr<DLDevice> ParseDeviceName(absl::string_view name, absl::string_view field) {
+  if (name == "cpu") return DLDevice{kDLCPU, 0};
+  if (name == "cuda") return DLDevice{kDLCUDA, 0};
+  int ordinal = -1;
+  if (absl::StartsWith(name, "cuda:") && absl::SimpleAtoi(name.substr(5), &ordinal) &&
+      ordinal >= 0) {
+    return DLDevice{kDLCUDA, ordinal};
+  }
+  return absl::InvalidArgumentError(absl::StrCat(field, " '", name.substr(0, 64),
+                                                 "': expected 'cpu', 'cuda' or 'cuda:N'"));
 }
 
 }  // namespace tensorbroker

@@ -18,6 +18,11 @@ std::string DTypeName(const DLDataType& dtype);
 // "cpu", "cuda:N", "cuda_host", or "device(type=T,id=I)" for any other device.
 std::string DeviceName(const DLDevice& device);
 
+// "cpu", "cuda" (= "cuda:0") or "cuda:N" (N >= 0) as a device; INVALID_ARGUMENT naming `field`
+// otherwise.
+absl::StatusOr<DLDevice> ParseDeviceName(absl::string_view name,
+                                         absl::string_view field = "device");
+
 // Inverse of DTypeName for the names it produces; INVALID_ARGUMENT otherwise.
 absl::StatusOr<DLDataType> ParseDTypeName(absl::string_view name);
 

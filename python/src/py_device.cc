@@ -3,9 +3,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/dtype_names.h"
 #include "python/src/status_error.h"
 
 namespace tensorbroker::python {
@@ -13,16 +12,7 @@ namespace tensorbroker::python {
 namespace py = pybind11;
 
 DLDevice DeviceFromPython(py::handle device, const char* field) {
-  const std::string text = py::str(device);
-  if (text == "cpu") return {kDLCPU, 0};
-  if (text == "cuda") return {kDLCUDA, 0};
-  int ordinal = -1;
-  if (absl::StartsWith(text, "cuda:") && absl::SimpleAtoi(text.substr(5), &ordinal) &&
-      ordinal >= 0) {
-    return {kDLCUDA, ordinal};
-  }
-  throw StatusError(absl::InvalidArgumentError(absl::StrCat(
-      field, " '", text.substr(0, 64), "': expected 'cpu', 'cuda' or 'cuda:N'")));
+  return ValueOrThrow(ParseDeviceName(std::string(py::str(device)), field));
 }
 
 uintptr_t StreamFromPython(py::handle stream, const char* field) {

@@ -315,6 +315,23 @@ def test_put_existing_name_needs_replace(broker):
     np.testing.assert_array_equal(np.load(broker.path("dup.out.npy")), np.arange(4) * 10)
 
 
+def test_put_device(broker):
+    source = save(broker, "dev.npy", np.arange(6, dtype=np.int16).reshape(2, 3))
+    broker.ok("put", "dev/cpu", source, "--device", "cpu")
+    assert broker.json("stat", "dev/cpu")["device"] == "cpu"
+    roundtrip(broker, "dev/cpu_check", np.zeros(1))
+    proc = broker.cli("put", "dev/gpu", source, "--device=cuda:0")
+    if proc.returncode == 0:  # a usable GPU: the tensor lives there, and get copies it out
+        assert broker.json("stat", "dev/gpu")["device"] == "cuda:0"
+        broker.ok("get", "dev/gpu", broker.path("dev.out.npy"))
+        np.testing.assert_array_equal(np.load(broker.path("dev.out.npy")),
+                                      np.arange(6, dtype=np.int16).reshape(2, 3))
+        return
+    assert proc.returncode == 1, proc.err
+    assert "FAILED_PRECONDITION" in proc.err and "cuda:0" in proc.err, proc.err
+    assert "dev/gpu" not in {t["name"] for t in broker.json("ls")}
+
+
 def test_rm_then_stat_fails(broker):
     broker.ok("put", "rm/t", save(broker, "rm.npy", np.ones(2)))
     broker.ok("rm", "rm/t")
@@ -354,6 +371,10 @@ def test_bad_name_is_an_operation_error_naming_it(broker, name):
     ["stats", "--replace"],
     ["get", "a", "b.npy", "--json"],
     ["help", "nosuchcommand"],
+    ["put", "a", "b.npy", "--device"],
+    ["put", "a", "b.npy", "--device", "tpu"],
+    ["put", "a", "b.npy", "--device=cuda:-1"],
+    ["get", "a", "b.npy", "--device", "cpu"],
 ])
 def test_usage_errors_exit_2(broker, args):
     proc = broker.cli(*args)

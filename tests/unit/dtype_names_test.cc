@@ -37,5 +37,24 @@ TEST(DTypeNames, NumPySpellings) {
   EXPECT_EQ(ParseDTypeName("float128").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(DeviceNames, ParseIsTheInverseOfDeviceNameForCpuAndCuda) {
+  for (DLDevice device : {DLDevice{kDLCPU, 0}, DLDevice{kDLCUDA, 0}, DLDevice{kDLCUDA, 7}}) {
+    auto parsed = ParseDeviceName(DeviceName(device));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(parsed->device_type, device.device_type);
+    EXPECT_EQ(parsed->device_id, device.device_id);
+  }
+  auto bare = ParseDeviceName("cuda");
+  ASSERT_TRUE(bare.ok());
+  EXPECT_EQ(bare->device_type, kDLCUDA);
+  EXPECT_EQ(bare->device_id, 0);
+  for (const char* bad : {"", "CPU", "gpu", "cuda:", "cuda:-1", "cuda:x", "cuda:0:1",
+                          "cuda_host", "cuda:99999999999"}) {
+    auto parsed = ParseDeviceName(bad, "--device");
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(parsed.status().message().substr(0, 8), "--device") << bad;
+  }
+}
+
 }  // namespace
 }  // namespace tensorbroker
