@@ -22,6 +22,8 @@
 #endif
 #include "daemon/instance_lock.h"
 #include "daemon/log.h"
+#include "daemon/service_heartbeat.h"
+#include "daemon/service_notifier.h"
 #include "daemon/session_reactor.h"
 #include "daemon/shm_segment.h"
 #include "daemon/tensor_store.h"
@@ -135,9 +137,19 @@ absl::Status RunDaemon(const DaemonOptions& options) {
   server->GetHealthCheckService()->SetServingStatus(true);
   Log(LogLevel::kInfo, "tensorbrokerd serving on ", options.socket_path, " capacity=",
       FormatByteSize(options.capacity_bytes), " pid=", ::getpid());
+  // Ready only now that the socket accepts calls; the heartbeat then proves it keeps doing so.
+  NotifyReady(absl::StrCat("serving on ", options.socket_path));
+  const std::optional<absl::Duration> watchdog = WatchdogTimeout();
+  if (watchdog.has_value()) {
+    Log(LogLevel::kInfo, "systemd watchdog: ", absl::FormatDuration(*watchdog),
+        "; pinging every ", absl::FormatDuration(*watchdog / 2), " after a health check");
+  }
+  ServiceHeartbeat heartbeat(options.socket_path, watchdog);
 
   const int signal = WaitForStopSignal(stop_signals);
   Log(LogLevel::kInfo, "received ", strsignal(signal), "; shutting down");
+  NotifyStopping();
+  heartbeat.Stop();
 
   server->GetHealthCheckService()->SetServingStatus(false);
   store->Shutdown();  // waiting Gets answer UNAVAILABLE

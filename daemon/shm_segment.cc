@@ -21,8 +21,11 @@ absl::StatusOr<ShmSegment> ShmSegment::Create(const std::string& name, uint64_t 
   std::string error;
   int fd = -1;
   try {
-    bip::permissions owner_only(0600);
-    bip::shared_memory_object shm(bip::create_only, name.c_str(), bip::read_write, owner_only);
+    // Owner and group, like the socket: whoever may connect may map what it is granted (the
+    // systemd unit's group `tensorbroker`); nobody else.
+    bip::permissions owner_and_group(0660);
+    bip::shared_memory_object shm(bip::create_only, name.c_str(), bip::read_write,
+                                  owner_and_group);
     // Boost keeps the descriptor; take our own so the mapping outlives `shm`.
     fd = ::fcntl(shm.get_mapping_handle().handle, F_DUPFD_CLOEXEC, 0);
     if (fd < 0) error = absl::StrCat("dup: ", std::strerror(errno));

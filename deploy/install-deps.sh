@@ -16,7 +16,7 @@ done
 packages=(
   build-essential cmake pkg-config ninja-build
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libboost-dev libgtest-dev libgmock-dev libbenchmark-dev libsystemd-dev
+  libboost-dev libgtest-dev libgmock-dev libbenchmark-dev libsystemd-dev systemd
   python3-grpcio python3-protobuf python3-numpy python3-pytest pybind11-dev python3-dev
 )
 [ "$with_torch" = 1 ] && packages+=(python3-torch)

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Checks the systemd files offline: `systemd-analyze verify` on the configured unit (its
+# ExecStart pointed at the binary under test, since verify wants an executable there) and
+# `systemd-sysusers --dry-run` on the sysusers.d entry, into a scratch root.
+#   verify_systemd.sh UNIT SYSUSERS TENSORBROKERD
+set -euo pipefail
+unit=$1 sysusers=$2 daemon=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+grep -q '^Type=notify$' "$unit"
+grep -q '^ExecStart=/.*/tensorbrokerd --socket /run/tensorbroker/broker.sock$' "$unit"
+sed "s|^ExecStart=[^ ]*|ExecStart=$daemon|" "$unit" > "$work/tensorbrokerd.service"
+(cd "$work" && systemd-analyze verify ./tensorbrokerd.service)
+echo "systemd-analyze verify: ok"
+mkdir -p "$work/root/etc"
+out=$(systemd-sysusers --root="$work/root" "$sysusers" 2>&1)
+grep -q '^tensorbroker:x:[0-9]*:$' "$work/root/etc/group" || { echo "$out"; exit 1; }
+grep -q '^tensorbroker:x:[0-9]*:[0-9]*:tensorbroker daemon:/nonexistent:/usr/sbin/nologin$' \
+  "$work/root/etc/passwd" || { echo "$out"; cat "$work/root/etc/passwd"; exit 1; }
+echo "systemd-sysusers: user and group tensorbroker created in a scratch root"
