@@ -8,11 +8,14 @@
 #include <filesystem>
 #include <memory>
 #include <random>
+#include <string>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/byte_size.h"
 #include "common/cuda_devices.h"
 #include "daemon/broker_service.h"
@@ -46,12 +49,48 @@ std::string InstanceId() {
   return absl::StrCat(absl::Hex(random(), absl::kZeroPad8));
 }
 
-// Blocks until SIGTERM or SIGINT arrives; returns its number.
-int WaitForStopSignal(const sigset_t& signals) {
+// Blocks until one of `signals` arrives; returns its number.
+int WaitForSignal(const sigset_t& signals) {
   int signal = 0;
   while (sigwait(&signals, &signal) != 0) {
   }
   return signal;
+}
+
+// SIGHUP: re-reads the settings; applies the log level, says what else would need a restart.
+void Reload(const DaemonOptions& running, const OptionsLoader& reload) {
+  if (!reload) return;
+  auto fresh = reload();
+  if (!fresh.ok()) {
+    Log(LogLevel::kError, "SIGHUP: configuration not reloaded: ", fresh.status().message(),
+        "; keeping the running configuration");
+    return;
+  }
+  std::vector<std::string> changes;
+  const LogLevel before = CurrentLogLevel();
+  if (fresh->log_level != before) {
+    SetLogLevel(fresh->log_level);
+    changes.push_back(absl::StrCat("log-level ", LogLevelName(before), " -> ",
+                                   LogLevelName(fresh->log_level)));
+  }
+  auto needs_restart = [&](absl::string_view key, const std::string& was,
+                           const std::string& is) {
+    if (was == is) return;
+    Log(LogLevel::kWarning, "SIGHUP: ", key, " changed (", was, " -> ", is,
+        "); it takes effect at the next start");
+  };
+  needs_restart("socket", running.socket_path, fresh->socket_path);
+  needs_restart("capacity", absl::StrCat(running.capacity_bytes),
+                absl::StrCat(fresh->capacity_bytes));
+  auto cuda = [](const DaemonOptions& o) {
+    return o.cuda_capacity_bytes.has_value() ? absl::StrCat(*o.cuda_capacity_bytes)
+                                             : std::string("default");
+  };
+  needs_restart("cuda-capacity", cuda(running), cuda(*fresh));
+  Log(LogLevel::kNotice, "SIGHUP: configuration reloaded from ",
+      fresh->config_path.empty() ? std::string("flags only") : fresh->config_path, ": ",
+      changes.empty() ? std::string("nothing to change at run time")
+                      : absl::StrJoin(changes, ", "));
 }
 
 // The CPU pool, then one pool per GPU this daemon serves, each GPU logged (or why there are
@@ -95,15 +134,16 @@ std::string SegmentPrefixFor(const std::string& socket_path) {
   return absl::StrCat("tb-", absl::Hex(Fnv1a(key), absl::kZeroPad8), "-");
 }
 
-absl::Status RunDaemon(const DaemonOptions& options) {
+absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload) {
   SetLogLevel(options.log_level);
-  // Stop signals are taken synchronously by this thread; every thread created later inherits
-  // the mask, so no gRPC thread is interrupted by them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Stop and reload signals are taken synchronously by this thread; every thread created later
+  // inherits the mask, so no gRPC thread is interrupted by them.
+  sigset_t handled_signals;
+  sigemptyset(&handled_signals);
+  sigaddset(&handled_signals, SIGTERM);
+  sigaddset(&handled_signals, SIGINT);
+  sigaddset(&handled_signals, SIGHUP);  // waited for below too: reload
+  pthread_sigmask(SIG_BLOCK, &handled_signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
   auto lock = InstanceLock::Acquire(options.socket_path);
@@ -146,7 +186,8 @@ absl::Status RunDaemon(const DaemonOptions& options) {
   }
   ServiceHeartbeat heartbeat(options.socket_path, watchdog);
 
-  const int signal = WaitForStopSignal(stop_signals);
+  int signal = 0;
+  while ((signal = WaitForSignal(handled_signals)) == SIGHUP) Reload(options, reload);
   Log(LogLevel::kInfo, "received ", strsignal(signal), "; shutting down");
   NotifyStopping();
   heartbeat.Stop();

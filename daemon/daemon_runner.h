@@ -1,10 +1,13 @@
 // Runs one tensorbrokerd instance to completion: takes the socket's lock, cleans what a dead
 // predecessor left in /dev/shm, serves gRPC until SIGTERM/SIGINT, then shuts down in order
 // (stop accepting, end sessions, finish in-flight calls, free every segment, remove the
-// socket). Call from main() before any other thread exists: it blocks the stop signals.
+// socket). SIGHUP calls `reload` and applies what can change at run time (the log level),
+// logging what changed. Call from main() before any other thread exists: it blocks the
+// signals it waits for.
 #ifndef TENSORBROKER_DAEMON_DAEMON_RUNNER_H_
 #define TENSORBROKER_DAEMON_DAEMON_RUNNER_H_
 
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -16,7 +19,9 @@ namespace tensorbroker::daemon {
 // instance adds its own random id: "tb-<socket hash>-<instance>-<n>".
 std::string SegmentPrefixFor(const std::string& socket_path);
 
-absl::Status RunDaemon(const DaemonOptions& options);
+using OptionsLoader = std::function<absl::StatusOr<DaemonOptions>()>;
+
+absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload = nullptr);
 
 }  // namespace tensorbroker::daemon
 

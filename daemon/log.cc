@@ -10,15 +10,33 @@ namespace {
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
 }  // namespace
 
-absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view text) {
+absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view text, absl::string_view field) {
   if (text == "error") return LogLevel::kError;
   if (text == "warning" || text == "warn") return LogLevel::kWarning;
   if (text == "notice") return LogLevel::kNotice;
   if (text == "info") return LogLevel::kInfo;
   if (text == "debug") return LogLevel::kDebug;
   return absl::InvalidArgumentError(absl::StrCat(
-      "--log-level '", text.substr(0, 32), "' is not one of error, warning, notice, info, debug"));
+      field, " '", text.substr(0, 32), "' is not one of error, warning, notice, info, debug"));
 }
+
+absl::string_view LogLevelName(LogLevel level) {
+  switch (level) {
+    case LogLevel::kError:
+      return "error";
+    case LogLevel::kWarning:
+      return "warning";
+    case LogLevel::kNotice:
+      return "notice";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kDebug:
+      return "debug";
+  }
+  return "info";
+}
+
+LogLevel CurrentLogLevel() { return static_cast<LogLevel>(g_level.load()); }
 
 void SetLogLevel(LogLevel level) { g_level.store(static_cast<int>(level)); }
 

@@ -13,7 +13,11 @@ namespace tensorbroker::daemon {
 
 enum class LogLevel { kError = 3, kWarning = 4, kNotice = 5, kInfo = 6, kDebug = 7 };
 
-absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view text);
+// `field` names the setting in errors ("--log-level", or "file:line: log-level").
+absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view text,
+                                       absl::string_view field = "--log-level");
+absl::string_view LogLevelName(LogLevel level);
+LogLevel CurrentLogLevel();
 void SetLogLevel(LogLevel level);
 bool LogEnabled(LogLevel level);
 void LogLine(LogLevel level, absl::string_view message);

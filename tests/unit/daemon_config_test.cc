@@ -1,0 +1,131 @@
+// tensorbrokerd's settings: the config file's syntax, resolution of file and flags (flags win),
+// errors that name the flag or file:line, and --print-config's output read back.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "daemon/config_file.h"
+#include "daemon/daemon_options.h"
+
+namespace tensorbroker::daemon {
+namespace {
+
+constexpr uint64_t kDefaultCapacity = 1ull << 30;
+
+TEST(ConfigFile, KeyValueLinesCommentsAndBlanks) {
+  auto settings = ParseConfigText(
+      "# tensorbrokerd\n\n  socket = /run/tb/b.sock  # trailing comment\ncapacity=4G\n"
+      "log-level =debug\n",
+      "t.conf");
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  ASSERT_EQ(settings->size(), 3u);
+  EXPECT_EQ((*settings)[0].key, "socket");
+  EXPECT_EQ((*settings)[0].value, "/run/tb/b.sock");
+  EXPECT_EQ((*settings)[0].origin, "t.conf:3");
+  EXPECT_EQ((*settings)[1].value, "4G");
+  EXPECT_EQ((*settings)[2].origin, "t.conf:5");
+}
+
+TEST(ConfigFile, MalformedLinesNameFileAndLine) {
+  EXPECT_EQ(ParseConfigText("capacity 4G\n", "t.conf").status().message(),
+            "t.conf:1: expected 'key = value', got 'capacity 4G'");
+  EXPECT_EQ(ParseConfigText("\n= 4G\n", "t.conf").status().message(), "t.conf:2: no key before '='");
+  EXPECT_EQ(ParseConfigText("capacity = 1G\ncapacity = 2G\n", "t.conf").status().message(),
+            "t.conf:2: 'capacity' is set twice in this file");
+  EXPECT_EQ(ReadConfigFile("/nonexistent/tb.conf").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(DaemonSettings, UnknownKeysAndBadValuesNameWhereTheyCameFrom) {
+  auto unknown = ResolveSettings({{"capacty", "4G", "f.conf:2"}}, kDefaultCapacity);
+  EXPECT_EQ(unknown.status().message(),
+            "f.conf:2: unknown key 'capacty' (keys: socket, capacity, cuda-capacity, log-level)");
+  auto bad_size = ResolveSettings({{"capacity", "lots", "f.conf:1"}}, kDefaultCapacity);
+  EXPECT_EQ(bad_size.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad_size.status().message().substr(0, 19), "f.conf:1: capacity ");
+  auto zero = ResolveSettings({{"capacity", "0", "--capacity"}}, kDefaultCapacity);
+  EXPECT_EQ(zero.status().message(), "--capacity must be more than 0");
+  auto level = ResolveSettings({{"log-level", "loud", "f.conf:4"}}, kDefaultCapacity);
+  EXPECT_EQ(level.status().message(),
+            "f.conf:4: log-level 'loud' is not one of error, warning, notice, info, debug");
+}
+
+TEST(DaemonSettings, CommandLineFlagsAndModes) {
+  const char* argv[] = {"tensorbrokerd", "--capacity=2G", "--log-level", "debug",
+                        "--config",      "/x.conf",      "--print-config"};
+  auto command_line = ParseCommandLine(7, argv);
+  ASSERT_TRUE(command_line.ok()) << command_line.status();
+  EXPECT_TRUE(command_line->print_config);
+  EXPECT_TRUE(command_line->config_given);
+  EXPECT_EQ(command_line->config_path, "/x.conf");
+  ASSERT_EQ(command_line->flags.size(), 2u);
+  EXPECT_EQ(command_line->flags[0].key, "capacity");
+  EXPECT_EQ(command_line->flags[0].origin, "--capacity");
+  const char* unknown[] = {"tensorbrokerd", "--capacty", "4G"};
+  EXPECT_EQ(ParseCommandLine(3, unknown).status().message(),
+            "unknown argument '--capacty' (see --help)");
+  const char* missing[] = {"tensorbrokerd", "--socket"};
+  EXPECT_EQ(ParseCommandLine(2, missing).status().message(), "--socket needs a value");
+}
+
+class ConfigFileOnDisk : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/tbconf.XXXXXX";
+    dir_ = ::mkdtemp(dir);
+    path_ = dir_ + "/tensorbrokerd.conf";
+  }
+  void TearDown() override {
+    std::remove(path_.c_str());
+    ::rmdir(dir_.c_str());
+  }
+  void Write(const std::string& text) { std::ofstream(path_) << text; }
+  std::string dir_, path_;
+};
+
+TEST_F(ConfigFileOnDisk, FlagsOverrideTheFileAndPrintConfigReadsBack) {
+  Write("socket = /tmp/from-file.sock\ncapacity = 64M\nlog-level = warning\n");
+  const std::string config_flag = "--config=" + path_;
+  const char* argv[] = {"tensorbrokerd", config_flag.c_str(), "--log-level", "debug",
+                        "--cuda-capacity", "1G"};
+  auto command_line = ParseCommandLine(6, argv);
+  ASSERT_TRUE(command_line.ok()) << command_line.status();
+  auto options = LoadDaemonOptions(*command_line, kDefaultCapacity);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->socket_path, "/tmp/from-file.sock");
+  EXPECT_EQ(options->capacity_bytes, 64ull << 20);
+  EXPECT_EQ(options->log_level, LogLevel::kDebug);  // the flag wins
+  EXPECT_EQ(options->cuda_capacity_bytes, std::optional<uint64_t>(1ull << 30));
+  EXPECT_EQ(options->config_path, path_);
+  const std::string printed = FormatConfig(*options);
+  EXPECT_EQ(printed, "# tensorbrokerd's effective configuration (config file: " + path_ +
+                         ")\nsocket = /tmp/from-file.sock\ncapacity = 67108864  # 64.0 MiB\n"
+                         "cuda-capacity = 1073741824  # 1.0 GiB per GPU\nlog-level = debug\n");
+  // What --print-config prints is a config file that means the same.
+  auto again = ParseConfigText(printed, "printed");
+  ASSERT_TRUE(again.ok()) << again.status();
+  auto same = ResolveSettings(*again, kDefaultCapacity);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(same->socket_path, options->socket_path);
+  EXPECT_EQ(same->capacity_bytes, options->capacity_bytes);
+  EXPECT_EQ(same->cuda_capacity_bytes, options->cuda_capacity_bytes);
+  EXPECT_EQ(same->log_level, options->log_level);
+}
+
+TEST_F(ConfigFileOnDisk, AnAbsentDefaultFileIsFineAnAbsentExplicitOneIsNot) {
+  CommandLine defaults;
+  defaults.config_path = path_;  // does not exist; not given with --config
+  auto options = LoadDaemonOptions(defaults, kDefaultCapacity);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->config_path, "");
+  EXPECT_EQ(options->capacity_bytes, kDefaultCapacity);
+  defaults.config_given = true;
+  EXPECT_EQ(LoadDaemonOptions(defaults, kDefaultCapacity).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace tensorbroker::daemon
