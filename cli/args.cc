@@ -21,7 +21,7 @@ Commands:
                                           publish the array in a .npy file under NAME
   get NAME FILE.npy                       write the tensor NAME to a .npy file
   rm NAME                                 unpublish NAME (holders keep their copy)
-  stats [--json]                          show the daemon's counters
+  stats [--json|--prometheus]             show the daemon's counters
   help [COMMAND]                          show this help, or a command's
 
 Global options (accepted before or after the command):
@@ -103,7 +103,7 @@ Unpublishes NAME at once. Processes that hold the tensor keep valid memory until
 release it; the memory is freed after that.
 )";
 
-constexpr absl::string_view kStatsHelp = R"(Usage: tensorbroker [--socket PATH] stats [--json]
+constexpr absl::string_view kStatsHelp = R"(Usage: tensorbroker [--socket PATH] stats [--json|--prometheus]
 
 Shows the daemon's counters: capacity (--capacity of the daemon), used (bytes allocated to
 tensors, including pending and unlinked ones), reserved (bytes of shared-memory segments),
@@ -112,7 +112,12 @@ not yet sealed).
 
 Options:
   --json   print one JSON object with the keys capacity_bytes, used_bytes, reserved_bytes,
-           tensors, leases, clients, segments and pending
+           tensors, leases, clients, segments, pending and pools (one per memory pool)
+  --prometheus
+           print the metrics in Prometheus's text format, for node_exporter's textfile
+           collector: per device capacity/used/reserved bytes and segments, tensors, leases,
+           clients, pending tensors, tensorbroker_calls_total{method,code} and the
+           tensorbroker_call_duration_seconds histogram per method
 )";
 
 constexpr absl::string_view kHelpHelp = R"(Usage: tensorbroker help [COMMAND]
@@ -141,7 +146,7 @@ CommandSpec SpecOf(Command command) {
     case Command::kRm:
       return {1, 1, "rm NAME", false, false};
     case Command::kStats:
-      return {0, 0, "stats [--json]", true, false};
+      return {0, 0, "stats [--json|--prometheus]", true, false};
     case Command::kHelp:
       return {0, 1, "help [COMMAND]", false, false};
     case Command::kNone:
@@ -261,6 +266,10 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& argv) {
       inv.json = true;
       continue;
     }
+    if (arg == "--prometheus" && inv.command == Command::kStats) {
+      inv.prometheus = true;
+      continue;
+    }
     if (arg == "--replace" && spec.put_flags) {
       inv.replace = true;
       continue;
@@ -284,6 +293,7 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& argv) {
     return UsageError(absl::StrCat("unknown option '", arg, "'", context));
   }
   if (inv.help || inv.version) return inv;
+  if (inv.json && inv.prometheus) return UsageError("--json and --prometheus exclude each other");
   if (inv.command == Command::kNone) return UsageError("no command given");
   const CommandSpec spec = SpecOf(inv.command);
   if (inv.arguments.size() < spec.min_args || inv.arguments.size() > spec.max_args) {

@@ -22,6 +22,7 @@ struct Invocation {
   bool help = false;                   // --help: print the help of `command` and exit 0
   bool version = false;                // --version
   bool json = false;                   // ls, stat, stats
+  bool prometheus = false;             // stats
   bool replace = false;                // put
   bool is_mutable = false;             // put
   std::string device;                  // put --device: "cpu", "cuda:N"; empty: cpu

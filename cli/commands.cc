@@ -14,6 +14,7 @@
 #include "cli/npy_file.h"
 #include "cli/npy_format.h"
 #include "cli/posix_file.h"
+#include "cli/prometheus_format.h"
 #include "common/cuda_runtime.h"
 #include "common/dtype_names.h"
 #include "common/tensor_layout.h"
@@ -181,6 +182,10 @@ class CommandRunner {
     if (!Connect()) return kExitFailure;
     absl::StatusOr<BrokerStats> stats = client_->Stats();
     if (!stats.ok()) return Fail(err_, "stats", stats.status());
+    if (inv_.prometheus) {
+      out_ << PrometheusText(*stats);
+      return kExitOk;
+    }
     if (inv_.json) {
       out_ << StatsJson(*stats) << "\n";
     } else {

@@ -92,6 +92,17 @@ BrokerStats FromProto(const v1::BrokerStats& stats) {
     usage.segments = pool.segments();
     out.pools.push_back(usage);
   }
+  for (const v1::MethodStats& method : stats.methods()) {
+    MethodStats m;
+    m.method = method.method();
+    for (const auto& call : method.calls()) m.calls.emplace_back(call.code(), call.count());
+    m.bucket_bounds_seconds.assign(method.bucket_bounds_seconds().begin(),
+                                   method.bucket_bounds_seconds().end());
+    m.bucket_counts.assign(method.bucket_counts().begin(), method.bucket_counts().end());
+    m.latency_sum_seconds = method.latency_sum_seconds();
+    m.latency_count = method.latency_count();
+    out.methods.push_back(std::move(m));
+  }
   return out;
 }
 
@@ -111,6 +122,20 @@ void ToProto(const BrokerStats& stats, v1::BrokerStats* out) {
     pool->set_used_bytes(usage.used_bytes);
     pool->set_reserved_bytes(usage.reserved_bytes);
     pool->set_segments(usage.segments);
+  }
+  for (const MethodStats& m : stats.methods) {
+    v1::MethodStats* method = out->add_methods();
+    method->set_method(m.method);
+    for (const auto& [code, count] : m.calls) {
+      v1::MethodStats::CodeCount* call = method->add_calls();
+      call->set_code(code);
+      call->set_count(count);
+    }
+    method->mutable_bucket_bounds_seconds()->Assign(m.bucket_bounds_seconds.begin(),
+                                                    m.bucket_bounds_seconds.end());
+    method->mutable_bucket_counts()->Assign(m.bucket_counts.begin(), m.bucket_counts.end());
+    method->set_latency_sum_seconds(m.latency_sum_seconds);
+    method->set_latency_count(m.latency_count);
   }
 }
 

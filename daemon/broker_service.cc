@@ -65,8 +65,9 @@ grpc::Status Answer(absl::string_view method, const absl::Status& status) {
 
 }  // namespace
 
-BrokerService::BrokerService(TensorStore* store, SessionRegistry* sessions)
-    : store_(store), sessions_(sessions) {}
+BrokerService::BrokerService(TensorStore* store, SessionRegistry* sessions,
+                             const CallMetrics* metrics)
+    : store_(store), metrics_(metrics), sessions_(sessions) {}
 
 grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>* BrokerService::Session(
     grpc::CallbackServerContext*) {
@@ -245,7 +246,9 @@ grpc::Status BrokerService::Stat(grpc::ServerContext*, const v1::StatRequest* re
 
 grpc::Status BrokerService::Stats(grpc::ServerContext*, const v1::StatsRequest*,
                                   v1::BrokerStats* response) {
-  ToProto(store_->Stats(), response);
+  BrokerStats stats = store_->Stats();
+  if (metrics_ != nullptr) stats.methods = metrics_->Snapshot();
+  ToProto(stats, response);
   return grpc::Status::OK;
 }
 

@@ -10,6 +10,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "daemon/call_metrics.h"
 #include "daemon/session_reactor.h"
 #include "daemon/tensor_store.h"
 #include "tensorbroker/v1/broker.grpc.pb.h"
@@ -21,7 +22,9 @@ inline constexpr size_t kMaxChunkBytes = 4 << 20;
 
 class BrokerService final : public v1::Broker::WithCallbackMethod_Session<v1::Broker::Service> {
  public:
-  BrokerService(TensorStore* store, SessionRegistry* sessions);
+  // `metrics` (may be null) is what Stats reports about calls; it must outlive the service.
+  BrokerService(TensorStore* store, SessionRegistry* sessions,
+                const CallMetrics* metrics = nullptr);
 
   grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>* Session(
       grpc::CallbackServerContext* context) override;
@@ -44,6 +47,7 @@ class BrokerService final : public v1::Broker::WithCallbackMethod_Session<v1::Br
 
  private:
   TensorStore* const store_;
+  const CallMetrics* const metrics_;
   SessionRegistry* const sessions_;
 };
 

@@ -25,6 +25,7 @@
 #endif
 #include "daemon/instance_lock.h"
 #include "daemon/log.h"
+#include "daemon/metrics_interceptor.h"
 #include "daemon/service_heartbeat.h"
 #include "daemon/service_notifier.h"
 #include "daemon/session_reactor.h"
@@ -160,13 +161,17 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   auto store = std::make_unique<TensorStore>(
       MakePools(options, absl::StrCat(prefix, InstanceId(), "-")));
   SessionRegistry sessions;
-  BrokerService service(store.get(), &sessions);
+  CallMetrics metrics;
+  BrokerService service(store.get(), &sessions, &metrics);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + options.socket_path, grpc::InsecureServerCredentials());
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxChunkBytes + (64 << 10)));
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(MetricsInterceptorFactory(&metrics));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {
     return absl::UnavailableError(

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 static_assert(DLPACK_MAJOR_VERSION >= 1, "tensorbroker needs DLPack >= 1.0 (libdlpack-dev 1.0)");
@@ -57,6 +58,17 @@ struct PoolUsage {
   uint64_t segments = 0;        // shared-memory segments or CUDA slabs
 };
 
+// One gRPC method's calls since the daemon started (Stats): counts by status code and a latency
+// histogram (streams that last a session are counted, not timed).
+struct MethodStats {
+  std::string method;                              // "Create", ..., or a full name
+  std::vector<std::pair<int, uint64_t>> calls;     // (grpc status code, count), by code
+  std::vector<double> bucket_bounds_seconds;       // upper bounds; +Inf is the last count
+  std::vector<uint64_t> bucket_counts;             // per bucket, not cumulative; one more
+  double latency_sum_seconds = 0;
+  uint64_t latency_count = 0;
+};
+
 // Daemon-wide counters (Stats). The top-level byte and segment figures are the CPU pool's.
 struct BrokerStats {
   uint64_t capacity_bytes = 0;
@@ -68,6 +80,7 @@ struct BrokerStats {
   uint64_t segments = 0;
   uint64_t pending = 0;
   std::vector<PoolUsage> pools;  // CPU first, then each GPU the daemon serves
+  std::vector<MethodStats> methods;  // by method name
 };
 
 }  // namespace tensorbroker

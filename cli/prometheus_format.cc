@@ -1,0 +1,116 @@
+#include "cli/prometheus_format.h"
+
+#include <cstdio>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/dtype_names.h"
+
+namespace tensorbroker::cli {
+namespace {
+
+void Header(std::string* out, const char* name, const char* type, const char* help) {
+  absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+}
+
+// Shortest text that reads back as the same double.
+std::string Number(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.17g", value);
+  for (int precision = 1; precision <= 17; ++precision) {
+    char shorter[32];
+    std::snprintf(shorter, sizeof(shorter), "%.*g", precision, value);
+    double back = 0;
+    if (std::sscanf(shorter, "%lf", &back) == 1 && back == value) return shorter;
+  }
+  return buffer;
+}
+
+// Label values: method names and codes are [A-Za-z0-9_./], but escape as the format says.
+std::string Escaped(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') out.push_back('\\');
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string PrometheusText(const BrokerStats& stats) {
+  std::string out;
+  struct PoolGauge {
+    const char* name;
+    const char* help;
+    uint64_t PoolUsage::*field;
+  };
+  const PoolGauge pool_gauges[] = {
+      {"tensorbroker_capacity_bytes", "Most memory the daemon may hold on the device.",
+       &PoolUsage::capacity_bytes},
+      {"tensorbroker_used_bytes", "Bytes allocated to tensors (pending and unlinked included).",
+       &PoolUsage::used_bytes},
+      {"tensorbroker_reserved_bytes", "Bytes of shared-memory segments or CUDA slabs held.",
+       &PoolUsage::reserved_bytes},
+      {"tensorbroker_segments", "Shared-memory segments or CUDA slabs held.",
+       &PoolUsage::segments},
+  };
+  for (const PoolGauge& gauge : pool_gauges) {
+    Header(&out, gauge.name, "gauge", gauge.help);
+    for (const PoolUsage& pool : stats.pools) {
+      absl::StrAppend(&out, gauge.name, "{device=\"", Escaped(DeviceName(pool.device)), "\"} ",
+                      pool.*gauge.field, "\n");
+    }
+  }
+  struct Gauge {
+    const char* name;
+    const char* help;
+    uint64_t value;
+  };
+  const Gauge gauges[] = {
+      {"tensorbroker_tensors", "Published tensor names.", stats.tensors},
+      {"tensorbroker_leases", "Live leases.", stats.leases},
+      {"tensorbroker_clients", "Open client sessions.", stats.clients},
+      {"tensorbroker_pending_tensors", "Tensors created and not yet sealed.", stats.pending},
+  };
+  for (const Gauge& gauge : gauges) {
+    Header(&out, gauge.name, "gauge", gauge.help);
+    absl::StrAppend(&out, gauge.name, " ", gauge.value, "\n");
+  }
+  Header(&out, "tensorbroker_calls_total", "counter",
+         "gRPC calls answered, by method and status code.");
+  for (const MethodStats& method : stats.methods) {
+    for (const auto& [code, count] : method.calls) {
+      absl::StrAppend(&out, "tensorbroker_calls_total{method=\"", Escaped(method.method),
+                      "\",code=\"",
+                      absl::StatusCodeToString(static_cast<absl::StatusCode>(code)), "\"} ",
+                      count, "\n");
+    }
+  }
+  Header(&out, "tensorbroker_call_duration_seconds", "histogram",
+         "Time from a call's start to its status, by method (the Session stream excluded).");
+  for (const MethodStats& method : stats.methods) {
+    if (method.latency_count == 0) continue;
+    const std::string label = absl::StrCat("method=\"", Escaped(method.method), "\"");
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < method.bucket_counts.size(); ++i) {
+      cumulative += method.bucket_counts[i];
+      const std::string le = i < method.bucket_bounds_seconds.size()
+                                 ? absl::StrCat(method.bucket_bounds_seconds[i])  // "10", "5e-05"
+                                 : std::string("+Inf");
+      absl::StrAppend(&out, "tensorbroker_call_duration_seconds_bucket{", label, ",le=\"", le,
+                      "\"} ", cumulative, "\n");
+    }
+    absl::StrAppend(&out, "tensorbroker_call_duration_seconds_sum{", label, "} ",
+                    Number(method.latency_sum_seconds), "\n");
+    absl::StrAppend(&out, "tensorbroker_call_duration_seconds_count{", label, "} ",
+                    method.latency_count, "\n");
+  }
+  return out;
+}
+
+}  // namespace tensorbroker::cli

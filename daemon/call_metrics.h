@@ -1,0 +1,45 @@
+// Counts of the daemon's gRPC calls by method and status code, and a latency histogram per
+// method, for Stats and the Prometheus metrics. Fed by MetricsInterceptor (one place for every
+// method, the health service's included).
+// Thread-safe: one mutex; Record is a few map operations.
+#ifndef TENSORBROKER_DAEMON_CALL_METRICS_H_
+#define TENSORBROKER_DAEMON_CALL_METRICS_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "tensorbroker/types.h"
+
+namespace tensorbroker::daemon {
+
+class CallMetrics {
+ public:
+  // Upper bounds of the latency buckets, in seconds (the last bucket, +Inf, is implicit).
+  static constexpr std::array<double, 16> kBucketBounds = {
+      0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+      0.025,   0.05,   0.1,     0.25,   0.5,   1.0,    2.5,   10.0};
+
+  // `timed`: false for calls whose duration is a connection's life (the Session stream): they
+  // are counted, not put into the histogram.
+  void Record(const std::string& method, int code, absl::Duration duration, bool timed);
+  std::vector<MethodStats> Snapshot() const;
+
+ private:
+  struct PerMethod {
+    std::map<int, uint64_t> calls;  // by status code
+    std::array<uint64_t, kBucketBounds.size() + 1> buckets{};  // not cumulative; last: +Inf
+    double sum_seconds = 0;
+    uint64_t timed = 0;
+  };
+  mutable std::mutex mu_;
+  std::map<std::string, PerMethod> methods_;  // guarded by mu_
+};
+
+}  // namespace tensorbroker::daemon
+
+#endif  // TENSORBROKER_DAEMON_CALL_METRICS_H_
