@@ -3,8 +3,8 @@
 // Ownership: the creator owns the name. The destructor unmaps and unlinks it; clients that
 // still have it mapped keep their pages until they unmap. Move-only.
 // Creation reserves every tmpfs page up front (posix_fallocate), so a full /dev/shm is a clear
-// RESOURCE_EXHAUSTED now instead of a SIGBUS in some client later. Mode 0600: only the daemon's
-// own uid can open it.
+// RESOURCE_EXHAUSTED now instead of a SIGBUS in some client later. Mode 0660, like the socket:
+// the daemon's uid and group (the clients allowed to connect) can open it.
 #ifndef TENSORBROKER_DAEMON_SHM_SEGMENT_H_
 #define TENSORBROKER_DAEMON_SHM_SEGMENT_H_
 

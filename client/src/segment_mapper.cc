@@ -83,11 +83,14 @@ MappedSegment::~MappedSegment() {
 
 absl::Status MappedSegment::Pin() const {
   std::lock_guard<std::mutex> lock(pin_mu_);
-  if (pinned_ || data_ == nullptr) return CudaUsable();
-  if (absl::Status s = CudaHostRegister(data_, size_, !writable_); !s.ok()) return s;
-  pinned_ = true;
-  ++pinned_mappings;
-  return absl::OkStatus();
+  if (pin_tried_) return pin_status_;
+  pin_tried_ = true;
+  pin_status_ = data_ == nullptr ? CudaUsable() : CudaHostRegister(data_, size_, !writable_);
+  if (pin_status_.ok() && data_ != nullptr) {
+    pinned_ = true;
+    ++pinned_mappings;
+  }
+  return pin_status_;
 }
 
 size_t MappedSegment::pinned_count() { return pinned_mappings.load(); }

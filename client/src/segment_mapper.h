@@ -32,9 +32,10 @@ class MappedSegment {
   uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
 
-  // Registers the whole mapping with cudaHostRegister the first time; later calls return the
-  // first call's outcome unless it failed (then it tries again). FAILED_PRECONDITION without a
-  // usable GPU.
+  // Registers the whole mapping with cudaHostRegister the first time; later calls return that
+  // first outcome without asking the driver again (a read-only mapping most GPUs cannot pin
+  // fails the same way each time; region_mapper.cc then pins a read-write one). The outcome is
+  // forgotten with the mapping. FAILED_PRECONDITION without a usable GPU.
   absl::Status Pin() const;
   // Mappings pinned in this process now.
   static size_t pinned_count();
@@ -46,7 +47,9 @@ class MappedSegment {
   uint64_t size_;
   bool writable_;
   mutable std::mutex pin_mu_;
-  mutable bool pinned_ = false;  // guarded by pin_mu_
+  mutable bool pin_tried_ = false;     // guarded by pin_mu_
+  mutable bool pinned_ = false;        // guarded by pin_mu_
+  mutable absl::Status pin_status_;    // guarded by pin_mu_: the first attempt's outcome
 };
 
 class SegmentMapper {
