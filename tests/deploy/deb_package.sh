@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# The Debian package, end to end on this machine: builds it (deploy/build-deb.sh), installs it
+# with dpkg -i, checks what its maintainer scripts made (user, group, /run/tensorbroker, the
+# conffile), starts the installed daemon by hand as the service would run it (no systemd PID 1
+# here), drives it with the installed CLI and Python package (stats, put/get, the socket's group
+# gate), stops it, purges the package and checks that none of its files is left.
+#   deb_package.sh SOURCE_DIR [SANITIZE [PYTHON_PRELOAD]]
+# SANITIZE ('', address, thread) builds the package with that sanitizer, like the suite's tree;
+# PYTHON_PRELOAD is then the runtime the (uninstrumented) Python must preload.
+set -euo pipefail
+src=$1 sanitize=${2:-} python_preload=${3:-}
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "Skipped: dpkg -i needs root (run the suite as root, as deploy/run-tests.sh does in CI)"
+  exit 77
+fi
+if dpkg-query -W -f='${Status}' tensorbroker 2>/dev/null | grep -q 'ok installed'; then
+  echo "FAIL: a tensorbroker package is already installed here; this test would replace it" >&2
+  exit 1
+fi
+
+work=$(mktemp -d)
+daemon_pid=""
+socket=/run/tensorbroker/broker.sock
+cleanup() {
+  [ -z "$daemon_pid" ] || { kill -TERM "$daemon_pid" 2>/dev/null; wait "$daemon_pid" || true; }
+  if dpkg-query -W -f='${Status}' tensorbroker 2>/dev/null | grep -q installed; then
+    dpkg --purge tensorbroker >/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect_eq() { [ "$1" = "$2" ] || fail "$3: got '$1', expected '$2'"; }
+
+bash "$src/deploy/build-deb.sh" --build-dir "$work/build" --out "$work/out" \
+  -- -DTENSORBROKER_SANITIZE="$sanitize" >/dev/null 2>"$work/build.err" ||
+  { cat "$work/build.err" >&2; fail "deploy/build-deb.sh"; }
+deb=$(ls "$work"/out/tensorbroker_*_amd64.deb)
+echo "built $(basename "$deb")"
+
+depends=$(dpkg-deb -f "$deb" Depends)
+for needed in adduser 'libgrpc++1.51' libprotobuf32 libsystemd0 python3-numpy 'python3 (>= 3.11)'; do
+  case "$depends" in *"$needed"*) ;; *) fail "Depends lacks $needed: $depends" ;; esac
+done
+echo "Depends: $depends"
+# Every file and link the package ships, to check after the purge.
+dpkg-deb -c "$deb" | awk '$1 !~ /^d/ { print $6 }' | sed 's|^\.||' > "$work/shipped"
+[ "$(wc -l < "$work/shipped")" -gt 20 ] || fail "the package ships too few files"
+
+dpkg -i "$deb" >/dev/null
+expect_eq "$(dpkg-query -W -f='${Status}' tensorbroker)" "install ok installed" "dpkg status"
+getent group tensorbroker >/dev/null || fail "postinst made no group tensorbroker"
+expect_eq "$(id -gn tensorbroker)" tensorbroker "the user's primary group"
+expect_eq "$(stat -c '%U:%G %a' /run/tensorbroker)" "tensorbroker:tensorbroker 750" "/run/tensorbroker"
+dpkg-query -W -f='${Conffiles}' tensorbroker | grep -q '/etc/tensorbroker/tensorbrokerd.conf' ||
+  fail "/etc/tensorbroker/tensorbrokerd.conf is not a conffile"
+systemd-analyze verify /usr/lib/systemd/system/tensorbrokerd.service
+grep -qx 'ExecStart=/usr/sbin/tensorbrokerd --socket /run/tensorbroker/broker.sock' \
+  /usr/lib/systemd/system/tensorbrokerd.service || fail "the unit's ExecStart"
+/usr/sbin/tensorbrokerd --print-config | grep -qx "log-level = info" ||
+  fail "the installed daemon does not read /etc/tensorbroker/tensorbrokerd.conf"
+echo "installed: user and group, /run/tensorbroker, conffile, unit"
+
+# The daemon as the unit runs it: user and group tensorbroker, the socket in /run/tensorbroker.
+setpriv --reuid tensorbroker --regid tensorbroker --init-groups \
+  /usr/sbin/tensorbrokerd --socket "$socket" --capacity 64M --log-level warning &
+daemon_pid=$!
+for _ in $(seq 400); do /usr/bin/tensorbroker --socket "$socket" stats >/dev/null 2>&1 && break; sleep 0.05; done
+expect_eq "$(stat -c '%U:%G %a' "$socket")" "tensorbroker:tensorbroker 660" "the socket"
+/usr/bin/tensorbroker --socket "$socket" stats --json | grep -q '"tensors": 0' || fail "stats"
+
+/usr/bin/python3 -c "import numpy; numpy.save('$work/in.npy', numpy.arange(1000, dtype=numpy.float32).reshape(10, 100))"
+/usr/bin/tensorbroker --socket "$socket" put deb/x "$work/in.npy"
+/usr/bin/tensorbroker --socket "$socket" get deb/x "$work/out.npy"
+cmp "$work/in.npy" "$work/out.npy" || fail "get returned other bytes than put"
+/usr/bin/tensorbroker --socket "$socket" stats --json | grep -q '"tensors": 1' || fail "stats after put"
+echo "CLI: stats, put and get of a 10x100 float32 tensor (bytes identical)"
+
+# The installed Python package (not the build tree's), from a neutral directory.
+(cd "$work" && env -u PYTHONPATH LD_PRELOAD="$python_preload" ASAN_OPTIONS=detect_leaks=0 \
+  /usr/bin/python3 -c "
+import numpy, tensorbroker
+assert tensorbroker.__file__.startswith('/usr/lib/python3/dist-packages/'), tensorbroker.__file__
+with tensorbroker.connect('$socket') as broker:
+    with broker.get('deb/x') as t:
+        a = numpy.from_dlpack(t)
+        assert a.shape == (10, 100) and a[9, 99] == 999.0, (a.shape, a[9, 99])
+print('Python: the installed package read deb/x')
+")
+
+# The group gates the socket: a uid outside it is refused, the same uid with the group is served.
+gid=$(getent group tensorbroker | cut -d: -f3)
+if setpriv --reuid 65534 --regid 65534 --clear-groups \
+     /usr/bin/tensorbroker --socket "$socket" stats >/dev/null 2>"$work/denied.err"; then
+  fail "a process outside group tensorbroker reached the socket"
+fi
+grep -qi "permission denied" "$work/denied.err" || fail "refusal reason: $(cat "$work/denied.err")"
+setpriv --reuid 65534 --regid 65534 --groups "$gid" \
+  /usr/bin/tensorbroker --socket "$socket" stats >/dev/null || fail "a group member was refused"
+echo "socket: nobody refused (permission denied); nobody with group tensorbroker served"
+
+kill -TERM "$daemon_pid"
+wait "$daemon_pid" || fail "the installed daemon exited with $? on SIGTERM"
+daemon_pid=""
+[ ! -e "$socket" ] || fail "the daemon left its socket behind"
+
+dpkg --purge tensorbroker >/dev/null
+if dpkg-query -W -f='${Status}' tensorbroker 2>/dev/null | grep -q installed; then
+  fail "still installed after dpkg --purge"
+fi
+left=$(while read -r path; do
+         if [ -e "$path" ] || [ -L "$path" ]; then echo "$path"; fi
+       done < "$work/shipped")
+[ -z "$left" ] || fail "left behind after purge: $left"
+for dir in /etc/tensorbroker /run/tensorbroker /usr/include/tensorbroker /usr/lib/cmake/tensorbroker \
+           /usr/lib/python3/dist-packages/tensorbroker /usr/share/doc/tensorbroker; do
+  [ ! -e "$dir" ] || fail "left behind after purge: $dir"
+done
+echo "purged: none of the $(wc -l < "$work/shipped") shipped files and no tensorbroker directory is left"
+echo "(the system user and group tensorbroker stay, as Debian keeps every system account)"
