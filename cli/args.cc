@@ -2,6 +2,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/dtype_names.h"
@@ -22,6 +23,7 @@ Commands:
   get NAME FILE.npy                       write the tensor NAME to a .npy file
   rm NAME                                 unpublish NAME (holders keep their copy)
   stats [--json|--prometheus]             show the daemon's counters
+  health [--timeout SECONDS]              exit 0 if the daemon serves (a readiness probe)
   help [COMMAND]                          show this help, or a command's
 
 Global options (accepted before or after the command):
@@ -120,6 +122,17 @@ Options:
            tensorbroker_call_duration_seconds histogram per method
 )";
 
+constexpr absl::string_view kHealthHelp = R"(Usage: tensorbroker [--socket PATH] health [--timeout SECONDS]
+
+Asks the daemon's standard gRPC health service (grpc.health.v1.Health/Check, the whole server)
+whether it serves, and prints its answer: SERVING (exit status 0), or NOT_SERVING while it shuts
+down, or why no answer came (exit status 1). For readiness and liveness probes (Kubernetes exec
+probes, monitoring): it never waits longer than the timeout.
+
+Options:
+  --timeout SECONDS   how long to wait for the answer, connecting included (default 1)
+)";
+
 constexpr absl::string_view kHelpHelp = R"(Usage: tensorbroker help [COMMAND]
 
 Shows the overview, or the help of COMMAND.
@@ -147,6 +160,8 @@ CommandSpec SpecOf(Command command) {
       return {1, 1, "rm NAME", false, false};
     case Command::kStats:
       return {0, 0, "stats [--json|--prometheus]", true, false};
+    case Command::kHealth:
+      return {0, 0, "health [--timeout SECONDS]", false, false};
     case Command::kHelp:
       return {0, 1, "help [COMMAND]", false, false};
     case Command::kNone:
@@ -168,6 +183,7 @@ Command CommandFromName(absl::string_view name) {
   if (name == "get") return Command::kGet;
   if (name == "rm") return Command::kRm;
   if (name == "stats") return Command::kStats;
+  if (name == "health") return Command::kHealth;
   if (name == "help") return Command::kHelp;
   return Command::kNone;
 }
@@ -186,6 +202,8 @@ absl::string_view CommandName(Command command) {
       return "rm";
     case Command::kStats:
       return "stats";
+    case Command::kHealth:
+      return "health";
     case Command::kHelp:
       return "help";
     case Command::kNone:
@@ -208,6 +226,8 @@ std::string HelpText(Command command) {
       return std::string(kRmHelp);
     case Command::kStats:
       return std::string(kStatsHelp);
+    case Command::kHealth:
+      return std::string(kHealthHelp);
     case Command::kHelp:
       return std::string(kHelpHelp);
     case Command::kNone:
@@ -228,7 +248,7 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& argv) {
         inv.command = CommandFromName(arg);
         if (inv.command == Command::kNone) {
           return UsageError(absl::StrCat("unknown command '", arg,
-                                         "' (commands: ls, stat, put, get, rm, stats, help)"));
+                                         "' (commands: ls, stat, put, get, rm, stats, health, help)"));
         }
       } else {
         inv.arguments.push_back(arg);
@@ -268,6 +288,23 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& argv) {
     }
     if (arg == "--prometheus" && inv.command == Command::kStats) {
       inv.prometheus = true;
+      continue;
+    }
+    if ((arg == "--timeout" || absl::StartsWith(arg, "--timeout=")) &&
+        inv.command == Command::kHealth) {
+      std::string value;
+      if (arg == "--timeout") {
+        if (i + 1 >= argv.size()) return UsageError("--timeout needs SECONDS");
+        value = argv[++i];
+      } else {
+        value = arg.substr(absl::string_view("--timeout=").size());
+      }
+      double seconds = 0;
+      if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0) || seconds > 3600) {
+        return UsageError(absl::StrCat("--timeout '", value,
+                                       "' is not a number of seconds in (0, 3600]"));
+      }
+      inv.timeout_seconds = seconds;
       continue;
     }
     if (arg == "--replace" && spec.put_flags) {

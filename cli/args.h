@@ -13,7 +13,7 @@
 
 namespace tensorbroker::cli {
 
-enum class Command { kNone, kHelp, kLs, kStat, kPut, kGet, kRm, kStats };
+enum class Command { kNone, kHelp, kLs, kStat, kPut, kGet, kRm, kStats, kHealth };
 
 struct Invocation {
   Command command = Command::kNone;
@@ -26,6 +26,7 @@ struct Invocation {
   bool replace = false;                // put
   bool is_mutable = false;             // put
   std::string device;                  // put --device: "cpu", "cuda:N"; empty: cpu
+  double timeout_seconds = 1.0;        // health --timeout
 };
 
 absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& argv);

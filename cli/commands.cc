@@ -10,11 +10,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "cli/health_check.h"
 #include "cli/info_format.h"
 #include "cli/npy_file.h"
 #include "cli/npy_format.h"
 #include "cli/posix_file.h"
-#include "cli/prometheus_format.h"
+#include "common/prometheus_format.h"
 #include "common/cuda_runtime.h"
 #include "common/dtype_names.h"
 #include "common/tensor_layout.h"
@@ -51,6 +52,8 @@ class CommandRunner {
         return Rm();
       case Command::kStats:
         return Stats();
+      case Command::kHealth:
+        return Health();
       case Command::kHelp:
       case Command::kNone:
         break;
@@ -176,6 +179,18 @@ class CommandRunner {
     if (!Connect()) return kExitFailure;
     if (absl::Status s = client_->Delete(name); !s.ok()) return Fail(err_, what, s);
     return kExitOk;
+  }
+
+  // Prints the daemon's serving status; 0 only for SERVING.
+  int Health() {
+    const std::string socket = inv_.socket_path.empty() ? DefaultSocketPath() : inv_.socket_path;
+    absl::StatusOr<std::string> answer =
+        CheckHealth(socket, absl::Seconds(inv_.timeout_seconds));
+    if (!answer.ok()) {
+      return Fail(err_, absl::StrCat("health of tensorbrokerd at ", socket), answer.status());
+    }
+    out_ << *answer << "\n";
+    return *answer == "SERVING" ? kExitOk : kExitFailure;
   }
 
   int Stats() {

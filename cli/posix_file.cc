@@ -36,16 +36,6 @@ absl::Status ErrnoError(absl::string_view what, const std::string& path, int err
 
 }  // namespace
 
-UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
-  if (this != &other) reset(other.release());
-  return *this;
-}
-
-void UniqueFd::reset(int fd) {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = fd;
-}
-
 absl::StatusOr<InputFile> InputFile::Open(const std::string& path) {
   UniqueFd owned;
   int fd = STDIN_FILENO;

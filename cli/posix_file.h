@@ -1,5 +1,5 @@
-// Small RAII wrappers over POSIX files for the CLI: an owned file descriptor (always opened
-// O_CLOEXEC), a whole input file in memory (mmap'ed read-only when it is a regular file, read
+// Small RAII wrappers over POSIX files for the CLI (descriptors always opened O_CLOEXEC, owned
+// by UniqueFd): a whole input file in memory (mmap'ed read-only when it is a regular file, read
 // otherwise, e.g. a pipe), and an output file written with full-write loops. Errors are
 // absl::Status values whose message names the path and the errno text. Not thread-safe; one
 // owner each.
@@ -12,32 +12,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/unique_fd.h"
 
 namespace tensorbroker::cli {
 
-// Owns one file descriptor; closes it on destruction.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept;
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() { reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int release() {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-  void reset(int fd = -1);
-
- private:
-  int fd_ = -1;
-};
+using ::tensorbroker::UniqueFd;
 
 // The whole content of an input file. "-" reads standard input.
 class InputFile {

@@ -246,10 +246,14 @@ grpc::Status BrokerService::Stat(grpc::ServerContext*, const v1::StatRequest* re
 
 grpc::Status BrokerService::Stats(grpc::ServerContext*, const v1::StatsRequest*,
                                   v1::BrokerStats* response) {
+  ToProto(CurrentStats(), response);
+  return grpc::Status::OK;
+}
+
+BrokerStats BrokerService::CurrentStats() const {
   BrokerStats stats = store_->Stats();
   if (metrics_ != nullptr) stats.methods = metrics_->Snapshot();
-  ToProto(stats, response);
-  return grpc::Status::OK;
+  return stats;
 }
 
 grpc::Status BrokerService::Ping(grpc::ServerContext*, const v1::Empty*, v1::Empty*) {

@@ -43,6 +43,8 @@ class BrokerService final : public v1::Broker::WithCallbackMethod_Session<v1::Br
   grpc::Status List(grpc::ServerContext*, const v1::ListRequest*, v1::ListResponse*) override;
   grpc::Status Stat(grpc::ServerContext*, const v1::StatRequest*, v1::TensorInfo*) override;
   grpc::Status Stats(grpc::ServerContext*, const v1::StatsRequest*, v1::BrokerStats*) override;
+  // What Stats answers: the store's counters and the per-method call metrics. Thread-safe.
+  BrokerStats CurrentStats() const;
   grpc::Status Ping(grpc::ServerContext*, const v1::Empty*, v1::Empty*) override;
 
  private:

@@ -8,13 +8,15 @@
 #include "absl/strings/str_cat.h"
 #include "common/byte_size.h"
 #include "common/socket_path.h"
+#include "daemon/listen_address.h"
 
 namespace tensorbroker::daemon {
 
 std::string DaemonUsage() {
   return absl::StrCat(
       "Usage: tensorbrokerd [--socket PATH] [--capacity SIZE] [--cuda-capacity SIZE]\n"
-      "                    [--log-level LEVEL] [--config PATH] [--print-config]\n"
+      "                    [--log-level LEVEL] [--metrics-listen ADDR] [--config PATH]\n"
+      "                    [--print-config]\n"
       "\n"
       "tensorbrokerd owns shared memory and publishes tensors by name over a gRPC API\n"
       "(tensorbroker.v1.Broker) on a Unix socket. Clients get DLPack tensors that point at\n"
@@ -38,11 +40,15 @@ std::string DaemonUsage() {
       "                     tensors. Without a usable GPU only CPU tensors are served.\n"
       "  --log-level LEVEL  error, warning, notice, info (default) or debug. Logs go to\n"
       "                     stderr with syslog priority prefixes (<3>..<7>).\n"
+      "  --metrics-listen ADDR\n"
+      "                     Also serve the Prometheus metrics over HTTP at\n"
+      "                     http://ADDR/metrics; ADDR is HOST:PORT, [IPV6]:PORT or :PORT\n"
+      "                     (every interface), e.g. 127.0.0.1:9464. Default: off.\n"
       "  --config PATH      Read settings from PATH first (default: ", kDefaultConfigPath, "\n"
       "                     when it exists): `key = value` lines with the keys socket,\n"
-      "                     capacity, cuda-capacity and log-level; `#` comments. Flags\n"
-      "                     override the file. SIGHUP re-reads it: log-level changes at\n"
-      "                     once, the others at the next start.\n"
+      "                     capacity, cuda-capacity, log-level and metrics-listen; `#`\n"
+      "                     comments. Flags override the file. SIGHUP re-reads it:\n"
+      "                     log-level changes at once, the others at the next start.\n"
       "  --print-config     Print the effective settings in the file's format and exit.\n"
       "  --help             Show this text.\n"
       "\n"
@@ -59,7 +65,8 @@ uint64_t DefaultCapacityBytes() {
 namespace {
 
 // The flags that take a value, by config key; each is also a config file key.
-constexpr absl::string_view kKeys[] = {"socket", "capacity", "cuda-capacity", "log-level"};
+constexpr absl::string_view kKeys[] = {"socket", "capacity", "cuda-capacity", "log-level",
+                                        "metrics-listen"};
 
 bool IsKey(absl::string_view key) {
   for (absl::string_view known : kKeys) {
@@ -92,10 +99,15 @@ absl::Status Apply(const Setting& setting, DaemonOptions* options) {
     auto level = ParseLogLevel(setting.value, field);
     if (!level.ok()) return level.status();
     options->log_level = *level;
+  } else if (setting.key == "metrics-listen") {
+    if (!setting.value.empty()) {  // empty: off, e.g. to override the file on the command line
+      if (absl::Status s = ParseListenAddress(setting.value, field).status(); !s.ok()) return s;
+    }
+    options->metrics_listen = setting.value;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         setting.origin, ": unknown key '", setting.key.substr(0, 64),
-        "' (keys: socket, capacity, cuda-capacity, log-level)"));
+        "' (keys: socket, capacity, cuda-capacity, log-level, metrics-listen)"));
   }
   return absl::OkStatus();
 }
@@ -180,7 +192,10 @@ std::string FormatConfig(const DaemonOptions& options) {
           ? absl::StrCat("cuda-capacity = ", *options.cuda_capacity_bytes, "  # ",
                          FormatByteSize(*options.cuda_capacity_bytes), " per GPU\n")
           : "# cuda-capacity: not set: half of each GPU's memory\n",
-      "log-level = ", LogLevelName(options.log_level), "\n");
+      "log-level = ", LogLevelName(options.log_level), "\n",
+      options.metrics_listen.empty() ? "# metrics-listen: not set: no HTTP /metrics\n"
+                                     : absl::StrCat("metrics-listen = ", options.metrics_listen,
+                                                    "\n"));
 }
 
 }  // namespace tensorbroker::daemon

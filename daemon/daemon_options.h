@@ -22,6 +22,7 @@ struct DaemonOptions {
   // Device memory per GPU; unset: half of each GPU's memory. 0 turns CUDA serving off.
   std::optional<uint64_t> cuda_capacity_bytes;
   LogLevel log_level = LogLevel::kInfo;
+  std::string metrics_listen;   // HOST:PORT serving /metrics over HTTP; empty: none
   std::string config_path;      // the file the settings came from; empty: none
 };
 

@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "common/byte_size.h"
 #include "common/cuda_devices.h"
+#include "common/prometheus_format.h"
 #include "daemon/broker_service.h"
 #include "daemon/cpu_segment_pool.h"
 #ifdef TENSORBROKER_HAVE_CUDA
@@ -25,6 +26,7 @@
 #endif
 #include "daemon/instance_lock.h"
 #include "daemon/log.h"
+#include "daemon/metrics_http_server.h"
 #include "daemon/metrics_interceptor.h"
 #include "daemon/service_heartbeat.h"
 #include "daemon/service_notifier.h"
@@ -88,6 +90,7 @@ void Reload(const DaemonOptions& running, const OptionsLoader& reload) {
                                              : std::string("default");
   };
   needs_restart("cuda-capacity", cuda(running), cuda(*fresh));
+  needs_restart("metrics-listen", running.metrics_listen, fresh->metrics_listen);
   Log(LogLevel::kNotice, "SIGHUP: configuration reloaded from ",
       fresh->config_path.empty() ? std::string("flags only") : fresh->config_path, ": ",
       changes.empty() ? std::string("nothing to change at run time")
@@ -164,6 +167,16 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   CallMetrics metrics;
   BrokerService service(store.get(), &sessions, &metrics);
 
+  // Bound before the socket serves, so that a bad --metrics-listen stops the start cleanly.
+  std::unique_ptr<MetricsHttpServer> metrics_http;
+  if (!options.metrics_listen.empty()) {
+    auto started = MetricsHttpServer::Start(
+        options.metrics_listen, [&service] { return PrometheusText(service.CurrentStats()); });
+    if (!started.ok()) return started.status();
+    metrics_http = *std::move(started);
+    Log(LogLevel::kInfo, "metrics at http://", metrics_http->bound_address(), "/metrics");
+  }
+
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + options.socket_path, grpc::InsecureServerCredentials());
@@ -203,6 +216,7 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server->Wait();
   server.reset();
+  metrics_http.reset();
   store.reset();  // unlinks every segment
   ::unlink(options.socket_path.c_str());
   // Anything of ours still in /dev/shm (there should be none) goes too.

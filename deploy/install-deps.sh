@@ -19,6 +19,7 @@ packages=(
   libboost-dev libgtest-dev libgmock-dev libbenchmark-dev libsystemd-dev systemd
   python3-grpcio python3-protobuf python3-numpy python3-pytest pybind11-dev python3-dev
   python3-prometheus-client
+  python3-kubernetes yamllint
 )
 [ "$with_torch" = 1 ] && packages+=(python3-torch)
 

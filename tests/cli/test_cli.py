@@ -375,6 +375,11 @@ def test_bad_name_is_an_operation_error_naming_it(broker, name):
     ["put", "a", "b.npy", "--device", "tpu"],
     ["put", "a", "b.npy", "--device=cuda:-1"],
     ["get", "a", "b.npy", "--device", "cpu"],
+    ["health", "extra"],
+    ["health", "--timeout"],
+    ["health", "--timeout", "0"],
+    ["health", "--timeout=soon"],
+    ["stats", "--timeout", "1"],
 ])
 def test_usage_errors_exit_2(broker, args):
     proc = broker.cli(*args)
@@ -393,7 +398,7 @@ def test_help(broker):
     for word in ("ls", "stat", "put", "get", "rm", "stats", "--socket", "--json", "--replace",
                  "--mutable", "Exit status"):
         assert word in proc.out
-    for command in ("ls", "stat", "put", "get", "rm", "stats"):
+    for command in ("ls", "stat", "put", "get", "rm", "stats", "health"):
         text = broker.ok(command, "--help", socket=False).out
         assert text.startswith(f"Usage: tensorbroker [--socket PATH] {command}")
         assert broker.ok("help", command, socket=False).out == text
@@ -515,3 +520,20 @@ def test_no_daemon_is_an_operation_error(broker):
     assert proc.returncode == 1
     assert "cannot connect" in proc.err and missing in proc.err
     assert time.monotonic() - start < 30
+
+
+def test_health_says_serving_and_exits_0(broker):
+    proc = broker.ok("health")
+    assert proc.out == "SERVING\n"
+    assert broker.ok("health", "--timeout", "0.5").out == "SERVING\n"
+
+
+def test_health_without_a_daemon_fails_fast_naming_the_socket(broker):
+    missing = os.path.join(broker.workdir, "nobody-here.sock")
+    start = time.monotonic()
+    proc = broker.cli("--socket", missing, "health", "--timeout", "2", socket=False)
+    took = time.monotonic() - start
+    assert proc.returncode == 1
+    assert proc.err.startswith(f"tensorbroker: health of tensorbrokerd at {missing}: UNAVAILABLE")
+    assert proc.stdout == b""
+    assert took < 30  # a hang guard only; the deadline bounds it

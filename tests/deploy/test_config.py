@@ -34,7 +34,8 @@ def run(*args):
 def test_print_config_shows_the_file_under_the_flags(workdir):
     conf = os.path.join(workdir, "tb.conf")
     sock = os.path.join(workdir, "b.sock")
-    write(conf, f"# test\nsocket = {sock}\ncapacity = 32M\nlog-level = warning\n")
+    write(conf, f"# test\nsocket = {sock}\ncapacity = 32M\nlog-level = warning\n"
+                "metrics-listen = 127.0.0.1:9464\n")
     done = run("--config", conf, "--log-level", "debug", "--print-config")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
@@ -43,11 +44,17 @@ def test_print_config_shows_the_file_under_the_flags(workdir):
         "capacity = 33554432  # 32.0 MiB",
         "# cuda-capacity: not set: half of each GPU's memory",
         "log-level = debug",
+        "metrics-listen = 127.0.0.1:9464",
     ]
+    # An empty flag turns the file's metrics-listen off.
+    done = run("--config", conf, "--metrics-listen", "", "--print-config")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "# metrics-listen: not set: no HTTP /metrics"
 
 
 @pytest.mark.parametrize("text, message", [
-    ("capacty = 4G\n", "tb.conf:1: unknown key 'capacty' (keys: socket, capacity, cuda-capacity, log-level)"),
+    ("capacty = 4G\n", "tb.conf:1: unknown key 'capacty' (keys: socket, capacity, cuda-capacity, log-level, metrics-listen)"),
+    ("metrics-listen = 9464\n", "tb.conf:1: metrics-listen '9464': needs HOST:PORT (or :PORT for every interface)"),
     ("\nlog-level = loud\n", "tb.conf:2: log-level 'loud' is not one of error, warning, notice, info, debug"),
     ("capacity 4G\n", "tb.conf:1: expected 'key = value', got 'capacity 4G'"),
     ("capacity = 0\n", "tb.conf:1: capacity must be more than 0"),

@@ -102,3 +102,109 @@ def test_prometheus_and_json_exclude_each_other(broker):
     done = cli(sock, "stats", "--json", "--prometheus")
     assert done.returncode == 2
     assert "--json and --prometheus exclude each other" in done.stderr
+
+
+# ---- --metrics-listen: the same text served over HTTP ------------------------------------------
+
+@pytest.fixture
+def http_broker():
+    """A daemon serving /metrics on a free loopback port; yields (workdir, socket, base URL)."""
+    with tempfile.TemporaryDirectory(prefix="tbhttp.") as d:
+        sock = os.path.join(d, "b.sock")
+        log_path = os.path.join(d, "daemon.log")
+        with open(log_path, "wb") as log:
+            daemon = subprocess.Popen([DAEMON, "--socket", sock, "--capacity", "128M",
+                                       "--cuda-capacity", "0", "--metrics-listen", "127.0.0.1:0"],
+                                      stderr=log)
+        deadline = time.monotonic() + 30
+        url = None
+        while url is None or not os.path.exists(sock):
+            assert daemon.poll() is None and time.monotonic() < deadline
+            for line in open(log_path):
+                if line.startswith("<6>metrics at http://127.0.0.1:"):
+                    url = line[len("<6>metrics at "):].strip()[:-len("/metrics")]
+            time.sleep(0.05)
+        yield d, sock, url
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=HANG_GUARD) == 0
+
+
+def http(url, method="GET", raw=None):
+    """(status line, headers dict, body) of one request, read until the server closes."""
+    import socket as socketlib
+    import urllib.parse
+    parts = urllib.parse.urlsplit(url)
+    request = raw if raw is not None else \
+        f"{method} {parts.path or '/'} HTTP/1.1\r\nHost: {parts.netloc}\r\n\r\n".encode()
+    with socketlib.create_connection((parts.hostname, parts.port), timeout=HANG_GUARD) as s:
+        s.sendall(request)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    return lines[0], headers, body
+
+
+def test_http_metrics_are_the_daemons_state(http_broker):
+    workdir, sock, url = http_broker
+    path = os.path.join(workdir, "x.npy")
+    np.save(path, np.arange(1000, dtype=np.float64))
+    for name in ("h/a", "h/b"):
+        assert cli(sock, "put", name, path).returncode == 0
+    status, headers, body = http(url + "/metrics")
+    assert status == "HTTP/1.1 200 OK"
+    assert headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert int(headers["Content-Length"]) == len(body)
+    got = samples(body.decode())
+    stats = __import__("json").loads(cli(sock, "stats", "--json").stdout)
+    assert got[("tensorbroker_capacity_bytes", frozenset({"device": "cpu"}.items()))] == 128 << 20
+    assert got[("tensorbroker_used_bytes", frozenset({"device": "cpu"}.items()))] == \
+        stats["used_bytes"] > 0
+    assert got[("tensorbroker_tensors", frozenset())] == 2
+    assert got[("tensorbroker_calls_total",
+                frozenset({"method": "Create", "code": "OK"}.items()))] == 2
+    # The same families as `stats --prometheus` (its numbers move: that call is counted).
+    text = cli(sock, "stats", "--prometheus").stdout
+    assert sorted({n for n, _ in samples(text)}) == sorted({n for n, _ in got})
+
+
+def test_http_answers_every_request_and_keeps_serving(http_broker):
+    _, sock, url = http_broker
+    status, headers, body = http(url + "/metrics", method="HEAD")
+    assert status == "HTTP/1.1 200 OK" and body == b"" and int(headers["Content-Length"]) > 0
+    assert http(url + "/metrics?x=1")[0] == "HTTP/1.1 200 OK"
+    assert http(url + "/")[0] == "HTTP/1.1 200 OK"
+    assert http(url + "/nope")[0] == "HTTP/1.1 404 Not Found"
+    status, headers, _ = http(url + "/metrics", method="POST")
+    assert status == "HTTP/1.1 405 Method Not Allowed" and headers["Allow"] == "GET, HEAD"
+    assert http(url, raw=b"garbage\r\n\r\n")[0] == "HTTP/1.1 400 Bad Request"
+    assert http(url, raw=b"GET /metrics HTTP/1.1\r\nX: " + b"a" * 10000)[0] == \
+        "HTTP/1.1 431 Request Header Fields Too Large"
+    # A client that connects and says nothing is dropped after the 2 s limit; then it serves on.
+    import socket as socketlib
+    import urllib.parse
+    parts = urllib.parse.urlsplit(url)
+    with socketlib.create_connection((parts.hostname, parts.port)):
+        assert cli(sock, "health").returncode == 0  # gRPC is never behind the HTTP thread
+        assert http(url + "/metrics")[0] == "HTTP/1.1 200 OK"
+
+
+def test_metrics_listen_errors_stop_the_start(http_broker):
+    _, _, url = http_broker
+    busy = url[len("http://"):]
+    with tempfile.TemporaryDirectory(prefix="tbhttp2.") as d:
+        done = subprocess.run([DAEMON, "--socket", os.path.join(d, "s.sock"), "--cuda-capacity",
+                               "0", "--metrics-listen", busy], capture_output=True, text=True,
+                              timeout=HANG_GUARD)
+        assert done.returncode == 1
+        assert f"--metrics-listen: cannot listen on {busy}: Address already in use" in done.stderr
+        assert not os.path.exists(os.path.join(d, "s.sock"))
+    for bad, why in (("9464", "needs HOST:PORT"), ("::1:9464", "goes in brackets"),
+                     ("[::1]9464", "[ADDRESS]:PORT"), ("host:http", "not a number"),
+                     ("a b:1", "not a name or an IP address")):
+        done = subprocess.run([DAEMON, "--metrics-listen", bad, "--print-config"],
+                              capture_output=True, text=True, timeout=HANG_GUARD)
+        assert done.returncode == 2, bad
+        assert f"--metrics-listen '{bad}': " in done.stderr and why in done.stderr, done.stderr

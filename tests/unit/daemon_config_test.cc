@@ -10,6 +10,7 @@
 
 #include "daemon/config_file.h"
 #include "daemon/daemon_options.h"
+#include "daemon/listen_address.h"
 
 namespace tensorbroker::daemon {
 namespace {
@@ -39,10 +40,51 @@ TEST(ConfigFile, MalformedLinesNameFileAndLine) {
   EXPECT_EQ(ReadConfigFile("/nonexistent/tb.conf").status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(ListenAddress, HostPortBracketedIpv6AndEveryInterface) {
+  auto v4 = ParseListenAddress("127.0.0.1:9464");
+  ASSERT_TRUE(v4.ok()) << v4.status();
+  EXPECT_EQ(v4->host, "127.0.0.1");
+  EXPECT_EQ(v4->port, 9464);
+  auto v6 = ParseListenAddress("[::1]:0");
+  ASSERT_TRUE(v6.ok()) << v6.status();
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, 0);
+  auto any = ParseListenAddress(":65535");
+  ASSERT_TRUE(any.ok()) << any.status();
+  EXPECT_EQ(any->host, "");
+  EXPECT_EQ(any->port, 65535);
+  auto named = ParseListenAddress("metrics.local:80");
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ(named->host, "metrics.local");
+}
+
+TEST(ListenAddress, MalformedAddressesNameTheFieldAndWhy) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"", "--metrics-listen '': is empty; give HOST:PORT, e.g. 127.0.0.1:9464"},
+      {"9464", "--metrics-listen '9464': needs HOST:PORT (or :PORT for every interface)"},
+      {"::1:9464", "--metrics-listen '::1:9464': an IPv6 address goes in brackets, e.g. [::1]:9464"},
+      {"[::1]", "--metrics-listen '[::1]': an IPv6 address is written [ADDRESS]:PORT, e.g. [::1]:9464"},
+      {"[]:80", "--metrics-listen '[]:80': the IPv6 address is empty"},
+      {"host:", "--metrics-listen 'host:': the port is not a number from 0 to 65535"},
+      {"host:65536", "--metrics-listen 'host:65536': the port is not a number from 0 to 65535"},
+      {"host:+80", "--metrics-listen 'host:+80': the port is not a number from 0 to 65535"},
+      {"ho st:80", "--metrics-listen 'ho st:80': the host is not a name or an IP address"},
+      {"h/x:80", "--metrics-listen 'h/x:80': the host is not a name or an IP address"},
+  };
+  for (const auto& [text, message] : cases) {
+    auto parsed = ParseListenAddress(text);
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_EQ(parsed.status().message(), message);
+  }
+  EXPECT_EQ(ParseListenAddress("x", "t.conf:3: metrics-listen").status().message(),
+            "t.conf:3: metrics-listen 'x': needs HOST:PORT (or :PORT for every interface)");
+}
+
 TEST(DaemonSettings, UnknownKeysAndBadValuesNameWhereTheyCameFrom) {
   auto unknown = ResolveSettings({{"capacty", "4G", "f.conf:2"}}, kDefaultCapacity);
   EXPECT_EQ(unknown.status().message(),
-            "f.conf:2: unknown key 'capacty' (keys: socket, capacity, cuda-capacity, log-level)");
+            "f.conf:2: unknown key 'capacty' (keys: socket, capacity, cuda-capacity, log-level, "
+            "metrics-listen)");
   auto bad_size = ResolveSettings({{"capacity", "lots", "f.conf:1"}}, kDefaultCapacity);
   EXPECT_EQ(bad_size.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(bad_size.status().message().substr(0, 19), "f.conf:1: capacity ");
@@ -87,7 +129,8 @@ class ConfigFileOnDisk : public ::testing::Test {
 };
 
 TEST_F(ConfigFileOnDisk, FlagsOverrideTheFileAndPrintConfigReadsBack) {
-  Write("socket = /tmp/from-file.sock\ncapacity = 64M\nlog-level = warning\n");
+  Write("socket = /tmp/from-file.sock\ncapacity = 64M\nlog-level = warning\n"
+        "metrics-listen = [::1]:9464\n");
   const std::string config_flag = "--config=" + path_;
   const char* argv[] = {"tensorbrokerd", config_flag.c_str(), "--log-level", "debug",
                         "--cuda-capacity", "1G"};
@@ -99,11 +142,13 @@ TEST_F(ConfigFileOnDisk, FlagsOverrideTheFileAndPrintConfigReadsBack) {
   EXPECT_EQ(options->capacity_bytes, 64ull << 20);
   EXPECT_EQ(options->log_level, LogLevel::kDebug);  // the flag wins
   EXPECT_EQ(options->cuda_capacity_bytes, std::optional<uint64_t>(1ull << 30));
+  EXPECT_EQ(options->metrics_listen, "[::1]:9464");
   EXPECT_EQ(options->config_path, path_);
   const std::string printed = FormatConfig(*options);
   EXPECT_EQ(printed, "# tensorbrokerd's effective configuration (config file: " + path_ +
                          ")\nsocket = /tmp/from-file.sock\ncapacity = 67108864  # 64.0 MiB\n"
-                         "cuda-capacity = 1073741824  # 1.0 GiB per GPU\nlog-level = debug\n");
+                         "cuda-capacity = 1073741824  # 1.0 GiB per GPU\nlog-level = debug\n"
+                         "metrics-listen = [::1]:9464\n");
   // What --print-config prints is a config file that means the same.
   auto again = ParseConfigText(printed, "printed");
   ASSERT_TRUE(again.ok()) << again.status();

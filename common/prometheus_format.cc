@@ -1,4 +1,4 @@
-#include "cli/prometheus_format.h"
+#include "common/prometheus_format.h"
 
 #include <cstdio>
 
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/dtype_names.h"
 
-namespace tensorbroker::cli {
+namespace tensorbroker {
 namespace {
 
 void Header(std::string* out, const char* name, const char* type, const char* help) {
@@ -113,4 +113,4 @@ std::string PrometheusText(const BrokerStats& stats) {
   return out;
 }
 
-}  // namespace tensorbroker::cli
+}  // namespace tensorbroker

@@ -1,0 +1,58 @@
+#include "daemon/listen_address.h"
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace tensorbroker::daemon {
+namespace {
+
+absl::Status BadAddress(absl::string_view field, absl::string_view text, absl::string_view why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, " '", text.substr(0, 64), "': ", why));
+}
+
+bool IsHostChar(char c) { return absl::ascii_isalnum(c) || c == '.' || c == '-' || c == ':'; }
+
+}  // namespace
+
+absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view text, absl::string_view field) {
+  if (text.empty()) return BadAddress(field, text, "is empty; give HOST:PORT, e.g. 127.0.0.1:9464");
+  ListenAddress address;
+  absl::string_view port;
+  if (absl::StartsWith(text, "[")) {
+    const size_t close = text.find(']');
+    if (close == absl::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      return BadAddress(field, text, "an IPv6 address is written [ADDRESS]:PORT, e.g. [::1]:9464");
+    }
+    address.host = std::string(text.substr(1, close - 1));
+    port = text.substr(close + 2);
+    if (address.host.empty()) return BadAddress(field, text, "the IPv6 address is empty");
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == absl::string_view::npos) {
+      return BadAddress(field, text, "needs HOST:PORT (or :PORT for every interface)");
+    }
+    address.host = std::string(text.substr(0, colon));
+    port = text.substr(colon + 1);
+    if (address.host.find(':') != std::string::npos) {
+      return BadAddress(field, text, "an IPv6 address goes in brackets, e.g. [::1]:9464");
+    }
+  }
+  if (address.host.size() > 253 ||
+      !std::all_of(address.host.begin(), address.host.end(), IsHostChar)) {
+    return BadAddress(field, text, "the host is not a name or an IP address");
+  }
+  uint32_t number = 0;
+  if (port.empty() || !std::all_of(port.begin(), port.end(), absl::ascii_isdigit) ||
+      port.size() > 5 || !absl::SimpleAtoi(port, &number) || number > 65535) {
+    return BadAddress(field, text, "the port is not a number from 0 to 65535");
+  }
+  address.port = static_cast<uint16_t>(number);
+  return address;
+}
+
+}  // namespace tensorbroker::daemon

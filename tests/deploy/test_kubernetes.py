@@ -1,0 +1,714 @@
+"""deploy/kubernetes/, checked without a cluster.
+
+- Every manifest passes yamllint and a strict schema check against the API models of Debian's
+  python3-kubernetes (22.6.0, Kubernetes 1.22): every field known to its model and of its type,
+  required fields present, plus what the API server would refuse and the models do not encode
+  (enum values, names, quantities, references between fields). The checker is shown to reject
+  broken manifests, one fault at a time, with the exact message.
+- The project's invariants: the broker and the workload name the same node file as the socket,
+  both mount the node's /dev/shm, the workload carries the broker's group, the Dockerfile makes
+  that user and group, every daemon flag exists, the probes are `tensorbroker ... health`.
+- The DaemonSet's own command line, probes and metrics port, and the example pod's Python, run
+  against the real daemon and CLI (TENSORBROKERD, TENSORBROKER_CLI), the node's hostPath
+  directories mapped into a temporary directory and /dev/shm used as it is.
+"""
+
+import functools
+import os
+import re
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import kubernetes.client as k8s
+import pytest
+import yaml
+from kubernetes.client.configuration import Configuration
+from prometheus_client.parser import text_string_to_metric_families
+from yamllint import linter
+from yamllint.config import YamlLintConfig
+
+DAEMON = os.environ.get("TENSORBROKERD", "")
+CLI = os.environ.get("TENSORBROKER_CLI", "")
+HANG_GUARD = 60  # seconds; only against hangs
+
+ROOT = Path(__file__).resolve().parents[2]
+K8S_DIR = ROOT / "deploy" / "kubernetes"
+DAEMONSET_FILE = K8S_DIR / "tensorbrokerd-daemonset.yaml"
+WORKLOAD_FILE = K8S_DIR / "example-workload-pod.yaml"
+DOCKERFILE = K8S_DIR / "Dockerfile"
+
+# Paths inside the image (the .deb's).
+DAEMON_IN_IMAGE = "/usr/sbin/tensorbrokerd"
+CLI_IN_IMAGE = "/usr/bin/tensorbroker"
+
+
+def need(value, variable):
+    assert value, f"set {variable} (the CMake registration of deploy.kubernetes passes it)"
+    return value
+
+
+# --- Reading the manifests ------------------------------------------------------------------------
+
+def documents(path):
+    docs = list(yaml.safe_load_all(Path(path).read_text()))
+    assert None not in docs, f"{path}: an empty YAML document"
+    return docs
+
+
+def only(docs, kind):
+    found = [d for d in docs if d.get("kind") == kind]
+    assert len(found) == 1, f"expected one {kind}, found {len(found)}"
+    return found[0]
+
+
+def daemonset():
+    return only(documents(DAEMONSET_FILE), "DaemonSet")
+
+
+def workload():
+    return only(documents(WORKLOAD_FILE), "Pod")
+
+
+def pod_spec(obj):
+    return obj["spec"]["template"]["spec"] if obj["kind"] == "DaemonSet" else obj["spec"]
+
+
+def container(obj, name):
+    found = [c for c in pod_spec(obj)["containers"] if c["name"] == name]
+    assert len(found) == 1, f"expected one container {name!r}"
+    return found[0]
+
+
+def argv(c):
+    return list(c.get("command", [])) + list(c.get("args", []))
+
+
+def flag_value(args, flag):
+    assert args.count(flag) == 1, f"{flag} should appear once in {args}"
+    return args[args.index(flag) + 1]
+
+
+def host_path(obj, c, path_in_container):
+    """The node path that `path_in_container` is, through the container's hostPath mounts."""
+    volumes = {v["name"]: v for v in pod_spec(obj).get("volumes", [])}
+    best = None
+    for mount in c.get("volumeMounts", []):
+        mount_path = mount["mountPath"].rstrip("/")
+        if path_in_container == mount_path or path_in_container.startswith(mount_path + "/"):
+            if best is None or len(mount_path) > len(best[0]):
+                best = (mount_path, mount)
+    assert best is not None, f"{path_in_container} is on no volume of container {c['name']}"
+    mount_path, mount = best
+    source = volumes[mount["name"]].get("hostPath")
+    assert source is not None, f"volume {mount['name']} is not a hostPath"
+    return source["path"].rstrip("/") + path_in_container[len(mount_path):]
+
+
+# --- yamllint -------------------------------------------------------------------------------------
+
+YAMLLINT_CONFIG = YamlLintConfig("extends: default\nrules:\n  line-length: {max: 100}\n")
+
+
+def lint(text):
+    return [f"{p.line}:{p.column} {p.level}: {p.desc} ({p.rule})"
+            for p in linter.run(text, YAMLLINT_CONFIG)]
+
+
+# --- The schema check -----------------------------------------------------------------------------
+
+# apiVersion and kind of what deploy/kubernetes/ holds -> the model of that object.
+MODELS = {
+    ("v1", "Namespace"): k8s.V1Namespace,
+    ("v1", "Pod"): k8s.V1Pod,
+    ("apps/v1", "DaemonSet"): k8s.V1DaemonSet,
+}
+
+# Fields whose values the API server restricts to a set (the models type them as plain str).
+ENUMS = {
+    (k8s.V1HostPathVolumeSource, "type"): {"", "DirectoryOrCreate", "Directory", "FileOrCreate",
+                                           "File", "Socket", "CharDevice", "BlockDevice"},
+    (k8s.V1Container, "image_pull_policy"): {"Always", "IfNotPresent", "Never"},
+    (k8s.V1Container, "termination_message_policy"): {"File", "FallbackToLogsOnError"},
+    (k8s.V1PodSpec, "restart_policy"): {"Always", "OnFailure", "Never"},
+    (k8s.V1PodSpec, "dns_policy"): {"ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"},
+    (k8s.V1DaemonSetUpdateStrategy, "type"): {"RollingUpdate", "OnDelete"},
+    (k8s.V1ContainerPort, "protocol"): {"TCP", "UDP", "SCTP"},
+    (k8s.V1SeccompProfile, "type"): {"RuntimeDefault", "Localhost", "Unconfined"},
+}
+
+# Linux capabilities (capabilities(7)), as Kubernetes spells them: without CAP_.
+CAPABILITIES = {
+    "ALL", "AUDIT_CONTROL", "AUDIT_READ", "AUDIT_WRITE", "BLOCK_SUSPEND", "BPF",
+    "CHECKPOINT_RESTORE", "CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID",
+    "IPC_LOCK", "IPC_OWNER", "KILL", "LEASE", "LINUX_IMMUTABLE", "MAC_ADMIN", "MAC_OVERRIDE",
+    "MKNOD", "NET_ADMIN", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_RAW", "PERFMON", "SETFCAP",
+    "SETGID", "SETPCAP", "SETUID", "SYSLOG", "SYS_ADMIN", "SYS_BOOT", "SYS_CHROOT", "SYS_MODULE",
+    "SYS_NICE", "SYS_PACCT", "SYS_PTRACE", "SYS_RAWIO", "SYS_RESOURCE", "SYS_TIME",
+    "SYS_TTY_CONFIG", "WAKE_ALARM",
+}
+
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+PORT_NAME = re.compile(r"[a-z0-9]([a-z0-9]|-(?=[a-z0-9]))*")
+ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+QUANTITY = re.compile(r"([+-]?[0-9.]+)([eE][+-]?[0-9]+|[KMGTPE]i|[numkMGTPE])?")
+QUANTITY_FACTORS = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
+                    "E": 1e18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
+                    "Ei": 2**60, "n": 1e-9, "u": 1e-6}
+
+
+def quantity(text):
+    """A Kubernetes quantity as a number ('4608Mi' -> 4831838208); None if malformed."""
+    m = QUANTITY.fullmatch(text) if isinstance(text, str) else None
+    if m is None or not re.fullmatch(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)", m[1]):
+        return None
+    suffix = m[2]
+    if suffix and suffix[0] in "eE":
+        return float(m[1]) * 10 ** int(suffix[1:])
+    return float(m[1]) * QUANTITY_FACTORS[suffix]
+
+
+@functools.lru_cache(maxsize=None)
+def required_fields(model):
+    """The attributes whose setter refuses None: the model's required fields."""
+    probe = model.__new__(model)
+    probe.local_vars_configuration = Configuration()  # client_side_validation is on
+    required = []
+    for attr in model.openapi_types:
+        try:
+            setattr(probe, attr, None)
+        except ValueError:
+            required.append(attr)
+    return tuple(required)
+
+
+def join(path, key):
+    return f"{path}.{key}" if path else key
+
+
+def describe(value):
+    return f"{type(value).__name__} {value!r}"
+
+
+def check_value(value, type_name, path, errors):
+    if value is None:
+        errors.append(f"{path}: null where {type_name} is expected")
+        return
+    if m := re.fullmatch(r"list\[(.+)\]", type_name):
+        if not isinstance(value, list):
+            errors.append(f"{path}: expected a list, got {describe(value)}")
+            return
+        for i, item in enumerate(value):
+            check_value(item, m[1], f"{path}[{i}]", errors)
+        return
+    if m := re.fullmatch(r"dict\(str, (.+)\)", type_name):
+        if not isinstance(value, dict):
+            errors.append(f"{path}: expected a mapping, got {describe(value)}")
+            return
+        for key, item in value.items():
+            if not isinstance(key, str):
+                errors.append(f"{path}: key {key!r} is not a string")
+            check_value(item, m[1], join(path, key), errors)
+        return
+    primitive = {"str": str, "int": int, "bool": bool, "float": (int, float),
+                 "datetime": str, "date": str}.get(type_name)
+    if type_name == "object":  # int-or-string and free-form fields
+        return
+    if primitive is not None:
+        if not isinstance(value, primitive) or (type_name != "bool" and isinstance(value, bool)):
+            errors.append(f"{path}: expected {type_name}, got {describe(value)}")
+        return
+    check_model(value, getattr(k8s, type_name), path, errors)
+
+
+def check_model(data, model, path, errors):
+    if not isinstance(data, dict):
+        errors.append(f"{path}: expected a {model.__name__} mapping, got {describe(data)}")
+        return
+    attribute_of = {json: attr for attr, json in model.attribute_map.items()}
+    for key, value in data.items():
+        attr = attribute_of.get(key)
+        if attr is None:
+            errors.append(f"{join(path, key)}: unknown field of {model.__name__}")
+            continue
+        check_value(value, model.openapi_types[attr], join(path, key), errors)
+        allowed = ENUMS.get((model, attr))
+        if allowed is not None and isinstance(value, str) and value not in allowed:
+            errors.append(f"{join(path, key)}: {value!r} is not one of {sorted(allowed)}")
+    for attr in required_fields(model):
+        if model.attribute_map[attr] not in data:
+            errors.append(f"{path or '(top)'}: required field {model.attribute_map[attr]!r} of "
+                          f"{model.__name__} missing")
+
+
+def check_metadata(meta, path, name_pattern, errors):
+    """name_pattern None: no name (a pod template's metadata)."""
+    name = meta.get("name")
+    if name_pattern is not None and (not isinstance(name, str) or len(name) > 253 or
+                                     not name_pattern.fullmatch(name)):
+        errors.append(f"{path}.name: {name!r} is not a valid name")
+    for field in ("labels", "annotations"):
+        for key, value in (meta.get(field) or {}).items():
+            prefix, _, label = key.rpartition("/")
+            if (prefix and not DNS_SUBDOMAIN.fullmatch(prefix)) or len(label) > 63 or \
+                    not LABEL_NAME.fullmatch(label):
+                errors.append(f"{path}.{field}: key {key!r} is not a qualified name")
+            if field == "labels" and isinstance(value, str) and value and \
+                    (len(value) > 63 or not LABEL_NAME.fullmatch(value)):
+                errors.append(f"{path}.labels.{key}: {value!r} is not a valid label value")
+
+
+def check_pod_spec(spec, path, errors):
+    volumes = spec.get("volumes", [])
+    volume_names = [v.get("name") for v in volumes]
+    for i, volume in enumerate(volumes):
+        if not DNS_LABEL.fullmatch(str(volume.get("name"))):
+            errors.append(f"{path}.volumes[{i}].name: {volume.get('name')!r} is not a DNS label")
+        if volume_names.count(volume.get("name")) > 1:
+            errors.append(f"{path}.volumes[{i}].name: {volume.get('name')!r} is not unique")
+        host = volume.get("hostPath")
+        if isinstance(host, dict) and not str(host.get("path", "")).startswith("/"):
+            errors.append(f"{path}.volumes[{i}].hostPath.path: must be absolute")
+    all_names = [c.get("name") for group in ("initContainers", "containers")
+                 for c in spec.get(group, [])]
+    for group in ("initContainers", "containers"):
+        for i, c in enumerate(spec.get(group, [])):
+            where = f"{path}.{group}[{i}]"
+            if not DNS_LABEL.fullmatch(str(c.get("name"))) or all_names.count(c.get("name")) > 1:
+                errors.append(f"{where}.name: {c.get('name')!r} is not a unique DNS label")
+            mount_paths = []
+            for j, mount in enumerate(c.get("volumeMounts", [])):
+                if mount.get("name") not in volume_names:
+                    errors.append(f"{where}.volumeMounts[{j}].name: no volume "
+                                  f"{mount.get('name')!r}")
+                if not str(mount.get("mountPath", "")).startswith("/"):
+                    errors.append(f"{where}.volumeMounts[{j}].mountPath: must be absolute")
+                mount_paths.append(mount.get("mountPath"))
+            if len(set(mount_paths)) != len(mount_paths):
+                errors.append(f"{where}.volumeMounts: a mountPath is used twice")
+            for j, port in enumerate(c.get("ports", [])):
+                name = port.get("name")
+                if name is not None and (len(name) > 15 or not PORT_NAME.fullmatch(name) or
+                                         not re.search("[a-z]", name)):
+                    errors.append(f"{where}.ports[{j}].name: {name!r} is not an IANA_SVC_NAME")
+                if not 0 < port.get("containerPort", 0) < 65536:
+                    errors.append(f"{where}.ports[{j}].containerPort: out of range")
+            for j, env in enumerate(c.get("env", [])):
+                if not ENV_NAME.fullmatch(str(env.get("name"))):
+                    errors.append(f"{where}.env[{j}].name: {env.get('name')!r} is not valid")
+            resources = c.get("resources", {})
+            for kind in ("requests", "limits"):
+                for resource, value in (resources.get(kind) or {}).items():
+                    if quantity(value) is None:
+                        errors.append(f"{where}.resources.{kind}.{resource}: {value!r} is not "
+                                      f"a quantity")
+            for resource, request in (resources.get("requests") or {}).items():
+                limit = (resources.get("limits") or {}).get(resource)
+                if limit is not None and None not in (quantity(request), quantity(limit)) and \
+                        quantity(request) > quantity(limit):
+                    errors.append(f"{where}.resources.requests.{resource}: more than its limit")
+            for probe_name in ("readinessProbe", "livenessProbe", "startupProbe"):
+                probe = c.get(probe_name)
+                if isinstance(probe, dict):
+                    handlers = [h for h in ("exec", "httpGet", "tcpSocket") if h in probe]
+                    if len(handlers) != 1:
+                        errors.append(f"{where}.{probe_name}: needs exactly one handler, has "
+                                      f"{handlers}")
+            caps = (c.get("securityContext") or {}).get("capabilities") or {}
+            for kind in ("add", "drop"):
+                for cap in caps.get(kind) or []:
+                    if cap not in CAPABILITIES:
+                        errors.append(f"{where}.securityContext.capabilities.{kind}: unknown "
+                                      f"capability {cap!r}")
+
+
+def validate(doc):
+    """Every problem the checker finds in one manifest document (an empty list: none)."""
+    if not isinstance(doc, dict):
+        return [f"(top): expected a mapping, got {describe(doc)}"]
+    model = MODELS.get((doc.get("apiVersion"), doc.get("kind")))
+    if model is None:
+        return [f"(top): unknown apiVersion/kind {doc.get('apiVersion')}/{doc.get('kind')} "
+                f"(known: {sorted('/'.join(k) for k in MODELS)})"]
+    errors = []
+    check_model(doc, model, "", errors)
+    if errors:  # the checks below assume the shapes the schema promises
+        return errors
+    if "metadata" not in doc:
+        return ["(top): metadata missing"]
+    check_metadata(doc["metadata"], "metadata",
+                   DNS_LABEL if doc["kind"] == "Namespace" else DNS_SUBDOMAIN, errors)
+    if doc["kind"] == "Pod":
+        check_pod_spec(doc["spec"], "spec", errors)
+    if doc["kind"] == "DaemonSet":
+        template = doc["spec"]["template"]
+        labels = (template.get("metadata") or {}).get("labels") or {}
+        selector = doc["spec"]["selector"].get("matchLabels") or {}
+        if not selector or any(labels.get(k) != v for k, v in selector.items()):
+            errors.append("spec.selector.matchLabels: does not match spec.template.metadata.labels")
+        check_metadata(template.get("metadata") or {}, "spec.template.metadata", None, errors)
+        check_pod_spec(template["spec"], "spec.template.spec", errors)
+    return errors
+
+
+# --- The manifests: files, lint, schema -----------------------------------------------------------
+
+def test_the_directory_holds_what_the_readme_describes():
+    assert sorted(p.name for p in K8S_DIR.iterdir()) == [
+        "Dockerfile", "README.md", "example-workload-pod.yaml", "tensorbrokerd-daemonset.yaml"]
+    assert [d["kind"] for d in documents(DAEMONSET_FILE)] == ["Namespace", "DaemonSet"]
+    assert [d["kind"] for d in documents(WORKLOAD_FILE)] == ["Pod"]
+
+
+@pytest.mark.parametrize("path", [DAEMONSET_FILE, WORKLOAD_FILE], ids=lambda p: p.name)
+def test_yamllint_finds_nothing(path):
+    assert lint(path.read_text()) == []
+
+
+@pytest.mark.parametrize("path", [DAEMONSET_FILE, WORKLOAD_FILE], ids=lambda p: p.name)
+def test_every_document_passes_the_schema_check(path):
+    for doc in documents(path):
+        assert validate(doc) == [], f"{doc.get('kind')} {doc.get('metadata', {}).get('name')}"
+
+
+def test_yamllint_rejects_a_duplicate_key_the_yaml_loader_would_hide():
+    text = "---\nspec:\n  restartPolicy: Never\n  restartPolicy: Always\n"
+    assert yaml.safe_load(text) == {"spec": {"restartPolicy": "Always"}}  # silently the last one
+    assert lint(text) == ['4:3 error: duplication of key "restartPolicy" in mapping '
+                          '(key-duplicates)']
+
+
+def broken(edit):
+    """The DaemonSet with one fault put in by `edit(doc, pod_spec, container)`."""
+    doc = daemonset()
+    spec = doc["spec"]["template"]["spec"]
+    edit(doc, spec, spec["containers"][0])
+    return doc
+
+
+C0 = "spec.template.spec.containers[0]"
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda d, s, c: c.__setitem__("volumeMount", c.pop("volumeMounts")),
+     [f"{C0}.volumeMount: unknown field of V1Container"]),
+    (lambda d, s, c: s.__setitem__("terminationGracePeriodSeconds", "30"),
+     ["spec.template.spec.terminationGracePeriodSeconds: expected int, got str '30'"]),
+    (lambda d, s, c: c["securityContext"].__setitem__("runAsNonRoot", "true"),
+     [f"{C0}.securityContext.runAsNonRoot: expected bool, got str 'true'"]),
+    (lambda d, s, c: c["ports"][0].__setitem__("containerPort", True),
+     [f"{C0}.ports[0].containerPort: expected int, got bool True"]),
+    (lambda d, s, c: c.__setitem__("args", "--socket /run/tensorbroker/broker.sock"),
+     [f"{C0}.args: expected a list, got str '--socket /run/tensorbroker/broker.sock'"]),
+    (lambda d, s, c: c["readinessProbe"].__setitem__("exec", ["tensorbroker", "health"]),
+     [f"{C0}.readinessProbe.exec: expected a V1ExecAction mapping, got list "
+      "['tensorbroker', 'health']"]),
+    (lambda d, s, c: c["volumeMounts"][0].pop("mountPath"),
+     [f"{C0}.volumeMounts[0]: required field 'mountPath' of V1VolumeMount missing"]),
+    (lambda d, s, c: c.pop("name"),
+     [f"{C0}: required field 'name' of V1Container missing"]),
+    (lambda d, s, c: s["volumes"][0]["hostPath"].__setitem__("type", "DirectoryOrCreat"),
+     ["spec.template.spec.volumes[0].hostPath.type: 'DirectoryOrCreat' is not one of ['', "
+      "'BlockDevice', 'CharDevice', 'Directory', 'DirectoryOrCreate', 'File', 'FileOrCreate', "
+      "'Socket']"]),
+    (lambda d, s, c: d.__setitem__("apiVersion", "extensions/v1beta1"),
+     ["(top): unknown apiVersion/kind extensions/v1beta1/DaemonSet (known: ['apps/v1/DaemonSet', "
+      "'v1/Namespace', 'v1/Pod'])"]),
+    (lambda d, s, c: c["resources"]["limits"].__setitem__("memory", "4.5 GiB"),
+     [f"{C0}.resources.limits.memory: '4.5 GiB' is not a quantity"]),
+    (lambda d, s, c: c["resources"]["requests"].__setitem__("cpu", "4"),
+     [f"{C0}.resources.requests.cpu: more than its limit"]),
+    (lambda d, s, c: c["volumeMounts"][1].__setitem__("name", "devshm"),
+     [f"{C0}.volumeMounts[1].name: no volume 'devshm'"]),
+    (lambda d, s, c: c["ports"][0].__setitem__("name", "prometheus-metrics"),
+     [f"{C0}.ports[0].name: 'prometheus-metrics' is not an IANA_SVC_NAME"]),
+    (lambda d, s, c: c["securityContext"]["capabilities"].__setitem__("drop", ["AL"]),
+     [f"{C0}.securityContext.capabilities.drop: unknown capability 'AL'"]),
+    (lambda d, s, c: d["spec"]["selector"]["matchLabels"].__setitem__(
+        "app.kubernetes.io/name", "broker"),
+     ["spec.selector.matchLabels: does not match spec.template.metadata.labels"]),
+    (lambda d, s, c: d["metadata"].__setitem__("name", "tensorbrokerd_"),
+     ["metadata.name: 'tensorbrokerd_' is not a valid name"]),
+], ids=["misspelled-field", "string-for-int", "string-for-bool", "bool-for-int",
+        "string-for-list", "list-for-object", "missing-mountPath", "missing-container-name",
+        "bad-enum", "old-apiVersion", "bad-quantity", "request-over-limit", "dangling-mount",
+        "long-port-name", "bad-capability", "selector-mismatch", "bad-name"])
+def test_the_schema_check_rejects_each_fault_exactly(edit, expected):
+    assert validate(daemonset()) == []  # the fault below is the only one
+    assert validate(broken(edit)) == expected
+
+
+def test_the_schema_check_reports_every_fault_of_a_broken_manifest():
+    def edit(doc, spec, c):
+        c["volumeMount"] = c.pop("volumeMounts")
+        spec["terminationGracePeriodSeconds"] = "30"
+    assert validate(broken(edit)) == [
+        "spec.template.spec.terminationGracePeriodSeconds: expected int, got str '30'",
+        f"{C0}.volumeMount: unknown field of V1Container",
+    ]
+
+
+# --- The project's invariants ---------------------------------------------------------------------
+
+def test_broker_and_workload_name_the_same_node_socket():
+    ds, pod = daemonset(), workload()
+    broker = container(ds, "tensorbrokerd")
+    socket_path = flag_value(argv(broker), "--socket")
+    env = {e["name"]: e["value"] for e in container(pod, "example")["env"]}
+    assert host_path(ds, broker, socket_path) == "/run/tensorbroker/broker.sock"
+    assert host_path(pod, container(pod, "example"), env["TENSORBROKER_SOCKET"]) == \
+        "/run/tensorbroker/broker.sock"
+    # The broker creates the socket and its lock file: its mount is writable, its directory made.
+    socket_volume = [v for v in pod_spec(ds)["volumes"] if v["hostPath"]["path"] ==
+                     os.path.dirname("/run/tensorbroker/broker.sock")]
+    assert socket_volume == [{"name": "socket-dir", "hostPath": {
+        "path": "/run/tensorbroker", "type": "DirectoryOrCreate"}}]
+    assert {"name": "socket-dir", "mountPath": "/run/tensorbroker"} in broker["volumeMounts"]
+
+
+def test_both_mount_the_nodes_dev_shm_read_write():
+    for obj, name in ((daemonset(), "tensorbrokerd"), (workload(), "example")):
+        c = container(obj, name)
+        assert host_path(obj, c, "/dev/shm") == "/dev/shm"
+        mounts = [m for m in c["volumeMounts"] if m["mountPath"] == "/dev/shm"]
+        assert len(mounts) == 1 and not mounts[0].get("readOnly", False)
+        volume = [v for v in pod_spec(obj)["volumes"] if v["name"] == mounts[0]["name"]]
+        assert volume[0]["hostPath"] == {"path": "/dev/shm", "type": "Directory"}
+
+
+def test_the_workload_carries_the_brokers_group():
+    ds_security = pod_spec(daemonset())["securityContext"]
+    uid, gid = ds_security["runAsUser"], ds_security["runAsGroup"]
+    assert (uid, gid) == (2470, 2470) and ds_security["runAsNonRoot"] is True
+    pod_security = pod_spec(workload())["securityContext"]
+    assert gid in pod_security["supplementalGroups"]
+    assert pod_security["runAsUser"] != uid  # a different user: the group is what lets it in
+    # The init step gives the socket directory to that user and group.
+    init = pod_spec(daemonset())["initContainers"]
+    assert [argv(c) for c in init] == [["/usr/bin/install", "-d", "-o", str(uid), "-g", str(gid),
+                                        "-m", "0750", "/run/tensorbroker"]]
+    # ... and the image has them, made before the package so that its postinst keeps them.
+    text = DOCKERFILE.read_text()
+    assert re.search(rf"groupadd --system --gid {gid} tensorbroker\b", text)
+    assert re.search(rf"useradd --system --uid {uid} --gid {gid}\b", text)
+    assert text.index("groupadd") < text.index("apt-get install")
+
+
+def test_security_contexts():
+    for obj, name in ((daemonset(), "tensorbrokerd"), (workload(), "example")):
+        c = container(obj, name)
+        assert c["securityContext"] == {
+            "runAsNonRoot": True, "readOnlyRootFilesystem": True,
+            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+        assert pod_spec(obj)["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert pod_spec(obj)["automountServiceAccountToken"] is False
+        for forbidden in ("hostNetwork", "hostPID", "hostIPC"):
+            assert forbidden not in pod_spec(obj)
+    # Only the init step is root, with the two capabilities that chown and chmod need.
+    (init,) = pod_spec(daemonset())["initContainers"]
+    assert init["securityContext"] == {
+        "runAsNonRoot": False, "runAsUser": 0, "readOnlyRootFilesystem": True,
+        "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"],
+                                                            "add": ["CHOWN", "FOWNER"]}}
+
+
+def test_the_probes_are_the_clis_health_command():
+    broker = container(daemonset(), "tensorbrokerd")
+    socket_path = flag_value(argv(broker), "--socket")
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert broker[probe]["exec"]["command"] == [CLI_IN_IMAGE, "--socket", socket_path,
+                                                    "health"]
+        assert broker[probe]["timeoutSeconds"] >= 1
+
+
+def test_metrics_port_and_scrape_annotations_agree():
+    ds = daemonset()
+    broker = container(ds, "tensorbrokerd")
+    host, _, port = flag_value(argv(broker), "--metrics-listen").rpartition(":")
+    assert host == "0.0.0.0"
+    assert broker["ports"] == [{"name": "metrics", "containerPort": int(port), "protocol": "TCP"}]
+    assert ds["spec"]["template"]["metadata"]["annotations"] == {
+        "prometheus.io/scrape": "true", "prometheus.io/port": port,
+        "prometheus.io/path": "/metrics"}
+
+
+def test_images_are_the_projects_version_everywhere():
+    version = re.search(r"project\(tensorbroker VERSION ([0-9.]+)",
+                        (ROOT / "CMakeLists.txt").read_text())[1]
+    images = {c["image"] for obj in (daemonset(), workload())
+              for group in ("initContainers", "containers") for c in pod_spec(obj).get(group, [])}
+    assert images == {f"tensorbroker:{version}"}
+    text = DOCKERFILE.read_text()
+    assert "FROM debian:bookworm-slim\n" in text
+    assert "apt-get install -y --no-install-recommends ./tensorbroker_*.deb" in text
+    assert container(daemonset(), "tensorbrokerd")["command"] == [DAEMON_IN_IMAGE]
+
+
+def test_every_daemon_flag_used_is_in_its_help():
+    done = subprocess.run([need(DAEMON, "TENSORBROKERD"), "--help"], capture_output=True,
+                          text=True, timeout=HANG_GUARD)
+    assert done.returncode == 0, done.stderr
+    known = set(re.findall(r"--[a-z][a-z-]*", done.stdout))
+    used = [a.split("=")[0] for a in argv(container(daemonset(), "tensorbrokerd"))[1:]
+            if a.startswith("--")]
+    assert used == ["--socket", "--capacity", "--cuda-capacity", "--log-level", "--metrics-listen"]
+    assert [flag for flag in used if flag not in known] == []
+
+
+def test_the_cli_has_the_health_command_the_probes_run():
+    done = subprocess.run([need(CLI, "TENSORBROKER_CLI"), "--help"], capture_output=True,
+                          text=True, timeout=HANG_GUARD)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^\s+health\b", done.stdout, re.M), done.stdout
+
+
+def test_the_daemon_reads_the_daemonsets_settings_and_the_memory_limit_covers_them():
+    broker = container(daemonset(), "tensorbrokerd")
+    done = subprocess.run([need(DAEMON, "TENSORBROKERD"), *argv(broker)[1:], "--print-config"],
+                          capture_output=True, text=True, timeout=HANG_GUARD)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    for line in ("socket = /run/tensorbroker/broker.sock",
+                 "capacity = 4294967296  # 4.0 GiB",
+                 "log-level = info"):
+        assert line in lines, done.stdout
+    assert [line for line in lines if line.startswith("cuda-capacity = ")] == \
+        ["cuda-capacity = 0  # 0 B per GPU"], done.stdout
+    # The segments' pages are charged to the broker's memory cgroup: the limit must hold them
+    # and leave room for the daemon itself, and the request equals it (no overcommit).
+    resources = broker["resources"]
+    assert quantity(resources["limits"]["memory"]) == 4 * 2**30 + 512 * 2**20
+    assert resources["requests"]["memory"] == resources["limits"]["memory"]
+
+
+# --- The manifests' commands, run against the real daemon -----------------------------------------
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def segment_prefix(socket_path):
+    """The daemon's /dev/shm name prefix for a socket: "tb-" + FNV-1a 32 of the path + "-"."""
+    h = 2166136261
+    for byte in os.path.normpath(os.path.abspath(socket_path)).encode():
+        h = ((h ^ byte) * 16777619) & 0xFFFFFFFF
+    return f"tb-{h:08x}-"
+
+
+def segments(prefix):
+    return sorted(n for n in os.listdir("/dev/shm") if n.startswith(prefix))
+
+
+def python_env(extra):
+    """The environment for running the example with the package built next to TENSORBROKERD,
+    preloading the sanitizer runtime when that build is instrumented (as its CMake tests do)."""
+    package_dir = Path(DAEMON).resolve().parents[1] / "python"
+    extension = sorted((package_dir / "tensorbroker").glob("_core*.so"))
+    assert len(extension) == 1, f"no built tensorbroker Python package in {package_dir}"
+    env = dict(os.environ, PYTHONPATH=str(package_dir), PYTHONDONTWRITEBYTECODE="1", **extra)
+    ldd = subprocess.run(["ldd", str(extension[0])], capture_output=True, text=True,
+                         timeout=HANG_GUARD, check=True).stdout
+    runtime = re.findall(r"^\s*lib[at]san\.so\.[0-9]+ => (\S+)", ldd, re.M)
+    if runtime:
+        libstdcxx = re.search(r"^\s*libstdc\+\+\.so\.[0-9]+ => (\S+)", ldd, re.M)[1]
+        env["LD_PRELOAD"] = f"{runtime[0]}:{libstdcxx}"
+        env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=1"  # CPython keeps memory at exit
+    return env
+
+
+@pytest.fixture
+def node():
+    """A temporary directory standing for the node's root (hostPath volumes under it)."""
+    with tempfile.TemporaryDirectory(prefix="tbk8s.") as d:
+        yield d
+
+
+def test_the_daemonset_and_the_example_pod_run_as_written(node):
+    need(DAEMON, "TENSORBROKERD")
+    need(CLI, "TENSORBROKER_CLI")
+    ds, pod = daemonset(), workload()
+    broker = container(ds, "tensorbrokerd")
+
+    def on_node(obj, c, path_in_container):
+        return node + host_path(obj, c, path_in_container)
+
+    # The broker's command line, with the node's paths and a free local port for the metrics.
+    args = argv(broker)
+    assert args[0] == DAEMON_IN_IMAGE
+    socket_in_pod = flag_value(args, "--socket")
+    sock = on_node(ds, broker, socket_in_pod)
+    port = free_port()
+    args = [DAEMON] + [sock if a == socket_in_pod else a for a in args[1:]]
+    args[args.index("--metrics-listen") + 1] = f"127.0.0.1:{port}"
+    os.makedirs(os.path.dirname(sock))  # what the kubelet's DirectoryOrCreate does
+    log_path = os.path.join(node, "daemon.log")
+
+    def log():
+        with open(log_path) as f:
+            return f.read()
+
+    def probe(name, timeout):
+        command = broker[name]["exec"]["command"]
+        assert command[0] == CLI_IN_IMAGE
+        command = [CLI] + [sock if a == socket_in_pod else a for a in command[1:]]
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+    with open(log_path, "w") as out:
+        daemon = subprocess.Popen(args, stderr=out)
+    try:
+        deadline = time.monotonic() + 30
+        while not os.path.exists(sock):
+            assert daemon.poll() is None, f"tensorbrokerd exited:\n{log()}"
+            assert time.monotonic() < deadline, log()
+            time.sleep(0.05)
+        # Readiness and liveness: the probes as written, within their timeouts.
+        for name in ("readinessProbe", "livenessProbe"):
+            done = probe(name, timeout=broker[name]["timeoutSeconds"])
+            assert done.returncode == 0, (name, done.stdout, done.stderr)
+        # The scrape Prometheus does from the annotations.
+        annotations = ds["spec"]["template"]["metadata"]["annotations"]
+        with urllib.request.urlopen(
+                f"http://127.0.0.1:{port}{annotations['prometheus.io/path']}",
+                timeout=HANG_GUARD) as response:
+            assert response.status == 200
+            text = response.read().decode()
+        capacity = [s.value for family in text_string_to_metric_families(text)
+                    for s in family.samples
+                    if s.name == "tensorbroker_capacity_bytes" and s.labels == {"device": "cpu"}]
+        assert capacity == [4 * 2**30], text
+        # The example pod's program, with its environment and its view of the node's socket.
+        example = container(pod, "example")
+        assert example["command"] == ["/usr/bin/python3", "-c"]
+        env = {e["name"]: e["value"] for e in example["env"]}
+        assert list(env) == ["TENSORBROKER_SOCKET"]
+        example_sock = on_node(pod, example, env["TENSORBROKER_SOCKET"])
+        assert example_sock == sock
+        done = subprocess.run([*example["command"], *example["args"]], capture_output=True,
+                              text=True, timeout=HANG_GUARD,
+                              env=python_env({"TENSORBROKER_SOCKET": example_sock}))
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == f"put/get through {sock}: ok, sum=66\n"
+        prefix = segment_prefix(sock)
+        assert segments(prefix) != [], "the example's segment should be in /dev/shm"
+        # Pod deletion: SIGTERM, then the grace period.
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=pod_spec(ds)["terminationGracePeriodSeconds"]) == 0, log()
+        assert not os.path.exists(sock)
+        assert segments(prefix) == []
+        # Now the probe fails (exit 1; the kubelet would also count running past its timeout as
+        # a failure): the pod would be marked unready.
+        done = probe("readinessProbe", timeout=HANG_GUARD)
+        assert done.returncode == 1, (done.stdout, done.stderr)
+        assert [line for line in log().splitlines() if line[:3] in ("<3>", "<4>")] == []
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
