@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/dtype_names.h"
 #include "common/cuda_runtime.h"
 #include "common/grpc_status.h"
 #include "common/proto_convert.h"
@@ -52,68 +54,131 @@ void ToProto(const TensorGrant& grant, v1::TensorGrant* out) {
   out->set_lease_id(grant.lease_id);
 }
 
-// Logs failures worth an operator's attention and converts to gRPC.
-grpc::Status Answer(absl::string_view method, const absl::Status& status) {
-  if (!status.ok()) {
-    const LogLevel level = status.code() == absl::StatusCode::kInternal ? LogLevel::kError
-                                                                        : LogLevel::kDebug;
-    Log(level, method, " failed: ", absl::StatusCodeToString(status.code()), ": ",
-        status.message());
+// The level of a failed call's log line: the daemon's own faults are errors, exhausted capacity
+// and refused access are warnings, malformed requests info; what clients meet in normal flow
+// (not found, already exists, deadlines, cancellations) is debug.
+LogLevel FailureLevel(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kDataLoss:
+    case absl::StatusCode::kUnknown:
+      return LogLevel::kError;
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kPermissionDenied:
+      return LogLevel::kWarning;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kUnimplemented:
+      return LogLevel::kInfo;
+    default:
+      return LogLevel::kDebug;
   }
-  return ToGrpcStatus(status);
+}
+
+// name="a/b" for log lines; an invalid name from a client is escaped and cut, never raw.
+std::string NameField(absl::string_view name) {
+  return absl::StrCat("name=\"", LogSafe(name), "\"");
+}
+
+// "float32[10,100] 4000 bytes on cpu": what a tensor is, never what it holds.
+std::string Describe(const TensorInfo& info) {
+  return absl::StrCat(DTypeName(info.dtype), "[", absl::StrJoin(info.shape, ","), "] ",
+                      info.nbytes, " bytes on ", DeviceName(info.device));
 }
 
 }  // namespace
 
 BrokerService::BrokerService(TensorStore* store, SessionRegistry* sessions,
-                             const CallMetrics* metrics)
-    : store_(store), metrics_(metrics), sessions_(sessions) {}
+                             const CallMetrics* metrics, const PeerRegistry* peers)
+    : store_(store), metrics_(metrics), sessions_(sessions), peers_(peers) {}
 
-grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>* BrokerService::Session(
-    grpc::CallbackServerContext*) {
-  return new SessionReactor(store_, sessions_);
+std::string BrokerService::Client(const grpc::ServerContextBase* context) const {
+  return peers_ == nullptr ? std::string("pid=? uid=?") : peers_->Describe(context->peer());
 }
 
-grpc::Status BrokerService::Create(grpc::ServerContext*, const v1::CreateRequest* request,
+std::string BrokerService::Subject(const grpc::ServerContextBase* context,
+                                   absl::string_view method, absl::string_view what) const {
+  return absl::StrCat(method, what.empty() ? "" : " ", what, " ", Client(context));
+}
+
+grpc::Status BrokerService::Answer(const grpc::ServerContextBase* context,
+                                   absl::string_view method, absl::string_view what,
+                                   const absl::Status& status) const {
+  if (!status.ok()) {
+    const LogLevel level = FailureLevel(status.code());
+    if (LogEnabled(level)) {
+      Log(level, Subject(context, method, what), ": ", absl::StatusCodeToString(status.code()),
+          ": ", LogSafe(status.message()));
+    }
+  }
+  return ToGrpcStatus(status);
+}
+
+void BrokerService::LogSuccess(LogLevel level, const grpc::ServerContextBase* context,
+                               absl::string_view method, absl::string_view what,
+                               absl::string_view outcome) const {
+  if (LogEnabled(level)) Log(level, Subject(context, method, what), ": ", outcome);
+}
+
+grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>* BrokerService::Session(
+    grpc::CallbackServerContext* context) {
+  return new SessionReactor(store_, sessions_, Client(context));
+}
+
+grpc::Status BrokerService::Create(grpc::ServerContext* context, const v1::CreateRequest* request,
                                    v1::TensorGrant* response) {
+  const std::string what = NameField(request->name());
   auto spec = MakeSpec(request->name(), request->dtype(), request->shape(), request->strides(),
                        request->nbytes(), request->mutable_(), request->replace(),
                        request->has_device(), request->device());
-  if (!spec.ok()) return Answer("Create", spec.status());
+  if (!spec.ok()) return Answer(context, "Create", what, spec.status());
   auto grant = store_->Create(request->session_id(), *spec);
-  if (!grant.ok()) return Answer("Create", grant.status());
+  if (!grant.ok()) return Answer(context, "Create", what, grant.status());
+  LogSuccess(LogLevel::kDebug, context, "Create", what, Describe(grant->info));
   ToProto(*grant, response);
   return grpc::Status::OK;
 }
 
-grpc::Status BrokerService::Seal(grpc::ServerContext*, const v1::SealRequest* request,
+grpc::Status BrokerService::Seal(grpc::ServerContext* context, const v1::SealRequest* request,
                                  v1::TensorInfo* response) {
-  if (absl::Status s = ValidateName(request->name()); !s.ok()) return Answer("Seal", s);
+  const std::string what = NameField(request->name());
+  if (absl::Status s = ValidateName(request->name()); !s.ok()) {
+    return Answer(context, "Seal", what, s);
+  }
   auto view = store_->Seal(request->session_id(), request->name());
-  if (!view.ok()) return Answer("Seal", view.status());
+  if (!view.ok()) return Answer(context, "Seal", what, view.status());
+  LogSuccess(LogLevel::kInfo, context, "Seal", what, absl::StrCat("published ", Describe(*view)));
   ToProto(*view, response);
   return grpc::Status::OK;
 }
 
-grpc::Status BrokerService::Abort(grpc::ServerContext*, const v1::AbortRequest* request,
+grpc::Status BrokerService::Abort(grpc::ServerContext* context, const v1::AbortRequest* request,
                                   v1::Empty*) {
-  if (absl::Status s = ValidateName(request->name()); !s.ok()) return Answer("Abort", s);
-  return Answer("Abort", store_->Abort(request->session_id(), request->name()));
+  const std::string what = NameField(request->name());
+  if (absl::Status s = ValidateName(request->name()); !s.ok()) {
+    return Answer(context, "Abort", what, s);
+  }
+  absl::Status aborted = store_->Abort(request->session_id(), request->name());
+  if (aborted.ok()) LogSuccess(LogLevel::kDebug, context, "Abort", what, "aborted");
+  return Answer(context, "Abort", what, aborted);
 }
 
-grpc::Status BrokerService::Put(grpc::ServerContext*, grpc::ServerReader<v1::PutRequest>* reader,
+grpc::Status BrokerService::Put(grpc::ServerContext* context,
+                                grpc::ServerReader<v1::PutRequest>* reader,
                                 v1::TensorInfo* response) {
   v1::PutRequest message;
   if (!reader->Read(&message) || !message.has_header()) {
-    return Answer("Put", absl::InvalidArgumentError(
-                             "header: the first Put message must carry the header"));
+    return Answer(context, "Put", "", absl::InvalidArgumentError(
+                                          "header: the first Put message must carry the header"));
   }
   const v1::PutRequest::Header& header = message.header();
+  const std::string what = NameField(header.name());
   auto spec = MakeSpec(header.name(), header.dtype(), header.shape(), {}, 0, header.mutable_(),
                        header.replace(), header.has_device(), header.device());
-  if (!spec.ok()) return Answer("Put", spec.status());
+  if (!spec.ok()) return Answer(context, "Put", what, spec.status());
   auto ticket = store_->BeginPut(*spec);
-  if (!ticket.ok()) return Answer("Put", ticket.status());
+  if (!ticket.ok()) return Answer(context, "Put", what, ticket.status());
   uint64_t received = 0;
   absl::Status failure;
   while (reader->Read(&message)) {
@@ -142,19 +207,23 @@ grpc::Status BrokerService::Put(grpc::ServerContext*, grpc::ServerReader<v1::Put
   }
   if (!failure.ok()) {
     store_->CancelPut(ticket->object_id);
-    return Answer("Put", failure);
+    return Answer(context, "Put", what, failure);
   }
   auto view = store_->CommitPut(ticket->object_id);
-  if (!view.ok()) return Answer("Put", view.status());
+  if (!view.ok()) return Answer(context, "Put", what, view.status());
+  LogSuccess(LogLevel::kInfo, context, "Put", what, absl::StrCat("published ", Describe(*view)));
   ToProto(*view, response);
   return grpc::Status::OK;
 }
 
 grpc::Status BrokerService::Read(grpc::ServerContext* context, const v1::ReadRequest* request,
                                  grpc::ServerWriter<v1::ReadResponse>* writer) {
-  if (absl::Status s = ValidateName(request->name()); !s.ok()) return Answer("Read", s);
+  const std::string what = NameField(request->name());
+  if (absl::Status s = ValidateName(request->name()); !s.ok()) {
+    return Answer(context, "Read", what, s);
+  }
   auto ticket = store_->BeginRead(request->name());
-  if (!ticket.ok()) return Answer("Read", ticket.status());
+  if (!ticket.ok()) return Answer(context, "Read", what, ticket.status());
   const TensorInfo& info = ticket->info;
   v1::ReadResponse response;
   ToProto(info, response.mutable_info());
@@ -166,7 +235,7 @@ grpc::Status BrokerService::Read(grpc::ServerContext* context, const v1::ReadReq
     if (absl::Status s = CudaCopy(staged.data(), ticket->data, info.nbytes, info.device.device_id);
         !s.ok()) {
       store_->EndRead(ticket->lease_id);
-      return Answer("Read", s);
+      return Answer(context, "Read", what, s);
     }
     bytes = staged.data();
   }
@@ -189,57 +258,82 @@ grpc::Status BrokerService::Read(grpc::ServerContext* context, const v1::ReadReq
   // An empty tensor still gets its info.
   const bool finished = ok && (sent_any || writer->Write(response));
   store_->EndRead(ticket->lease_id);
-  if (!finished) return grpc::Status(grpc::StatusCode::CANCELLED, "client stopped reading");
+  if (!finished) {
+    return Answer(context, "Read", what, absl::CancelledError("client stopped reading"));
+  }
+  LogSuccess(LogLevel::kDebug, context, "Read", what, Describe(info));
   return grpc::Status::OK;
 }
 
 grpc::Status BrokerService::Get(grpc::ServerContext* context, const v1::GetRequest* request,
                                 v1::TensorGrant* response) {
-  if (absl::Status s = ValidateName(request->name()); !s.ok()) return Answer("Get", s);
+  const std::string what = NameField(request->name());
+  if (absl::Status s = ValidateName(request->name()); !s.ok()) {
+    return Answer(context, "Get", what, s);
+  }
   absl::Time deadline = absl::InfinitePast();
   if (request->wait_ms() > 0) {
     deadline = std::min(absl::Now() + absl::Milliseconds(request->wait_ms()),
                         absl::FromChrono(context->deadline()));
   }
   auto grant = store_->Get(request->session_id(), request->name(), deadline);
-  if (!grant.ok()) return Answer("Get", grant.status());
+  if (!grant.ok()) return Answer(context, "Get", what, grant.status());
+  LogSuccess(LogLevel::kDebug, context, "Get", what,
+             absl::StrCat("lease ", grant->lease_id, " on ", Describe(grant->info)));
   ToProto(*grant, response);
   return grpc::Status::OK;
 }
 
-grpc::Status BrokerService::Release(grpc::ServerContext*, const v1::ReleaseRequest* request,
-                                    v1::Empty*) {
-  return Answer("Release", store_->Release(request->session_id(), request->lease_id()));
+grpc::Status BrokerService::Release(grpc::ServerContext* context,
+                                    const v1::ReleaseRequest* request, v1::Empty*) {
+  const std::string what = absl::StrCat("lease=", request->lease_id());
+  absl::Status released = store_->Release(request->session_id(), request->lease_id());
+  if (released.ok()) LogSuccess(LogLevel::kDebug, context, "Release", what, "released");
+  return Answer(context, "Release", what, released);
 }
 
-grpc::Status BrokerService::Retain(grpc::ServerContext*, const v1::RetainRequest* request,
+grpc::Status BrokerService::Retain(grpc::ServerContext* context, const v1::RetainRequest* request,
                                    v1::TensorGrant* response) {
+  const std::string what = absl::StrCat("lease=", request->lease_id());
   auto grant = store_->Retain(request->session_id(), request->lease_id());
-  if (!grant.ok()) return Answer("Retain", grant.status());
+  if (!grant.ok()) return Answer(context, "Retain", what, grant.status());
+  LogSuccess(LogLevel::kDebug, context, "Retain", what,
+             absl::StrCat("lease ", grant->lease_id, " on ", NameField(grant->info.name)));
   ToProto(*grant, response);
   return grpc::Status::OK;
 }
 
-grpc::Status BrokerService::Delete(grpc::ServerContext*, const v1::DeleteRequest* request,
+grpc::Status BrokerService::Delete(grpc::ServerContext* context, const v1::DeleteRequest* request,
                                    v1::Empty*) {
-  if (absl::Status s = ValidateName(request->name()); !s.ok()) return Answer("Delete", s);
-  return Answer("Delete", store_->Delete(request->name()));
+  const std::string what = NameField(request->name());
+  if (absl::Status s = ValidateName(request->name()); !s.ok()) {
+    return Answer(context, "Delete", what, s);
+  }
+  absl::Status deleted = store_->Delete(request->name());
+  if (deleted.ok()) LogSuccess(LogLevel::kInfo, context, "Delete", what, "unpublished");
+  return Answer(context, "Delete", what, deleted);
 }
 
-grpc::Status BrokerService::List(grpc::ServerContext*, const v1::ListRequest* request,
+grpc::Status BrokerService::List(grpc::ServerContext* context, const v1::ListRequest* request,
                                  v1::ListResponse* response) {
-  if (absl::Status s = ValidatePrefix(request->prefix()); !s.ok()) return Answer("List", s);
+  const std::string what = absl::StrCat("prefix=\"", LogSafe(request->prefix()), "\"");
+  if (absl::Status s = ValidatePrefix(request->prefix()); !s.ok()) {
+    return Answer(context, "List", what, s);
+  }
   for (const TensorInfo& view : store_->List(request->prefix())) {
     ToProto(view, response->add_tensors());
   }
   return grpc::Status::OK;
 }
 
-grpc::Status BrokerService::Stat(grpc::ServerContext*, const v1::StatRequest* request,
+grpc::Status BrokerService::Stat(grpc::ServerContext* context, const v1::StatRequest* request,
                                  v1::TensorInfo* response) {
-  if (absl::Status s = ValidateName(request->name()); !s.ok()) return Answer("Stat", s);
+  const std::string what = NameField(request->name());
+  if (absl::Status s = ValidateName(request->name()); !s.ok()) {
+    return Answer(context, "Stat", what, s);
+  }
   auto view = store_->Stat(request->name());
-  if (!view.ok()) return Answer("Stat", view.status());
+  if (!view.ok()) return Answer(context, "Stat", what, view.status());
   ToProto(*view, response);
   return grpc::Status::OK;
 }

@@ -2,6 +2,10 @@
 // store results back into wire messages. Every field from the client is validated here
 // (name, dtype, shape, strides, sizes) before the store sees it; the store checks state.
 //
+// Each call is logged as one line naming the method, the tensor (or lease), the client's pid
+// and uid (from the kernel, see PeerRegistry) and, for failures, the status code: publishing
+// and unpublishing at info, failures by severity, everything else at debug.
+//
 // Session uses gRPC's callback API (a long-lived stream per client, no thread held);
 // every other method is a synchronous handler on gRPC's thread pool.
 // Thread-safe: holds no state of its own beyond pointers to thread-safe objects.
@@ -11,6 +15,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include "daemon/call_metrics.h"
+#include "daemon/log.h"
+#include "daemon/peer_registry.h"
 #include "daemon/session_reactor.h"
 #include "daemon/tensor_store.h"
 #include "tensorbroker/v1/broker.grpc.pb.h"
@@ -22,9 +28,11 @@ inline constexpr size_t kMaxChunkBytes = 4 << 20;
 
 class BrokerService final : public v1::Broker::WithCallbackMethod_Session<v1::Broker::Service> {
  public:
-  // `metrics` (may be null) is what Stats reports about calls; it must outlive the service.
+  // `metrics` (may be null) is what Stats reports about calls; `peers` (may be null: clients
+  // are then "pid=? uid=?") names the client of each call in log lines. Both must outlive the
+  // service.
   BrokerService(TensorStore* store, SessionRegistry* sessions,
-                const CallMetrics* metrics = nullptr);
+                const CallMetrics* metrics = nullptr, const PeerRegistry* peers = nullptr);
 
   grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>* Session(
       grpc::CallbackServerContext* context) override;
@@ -48,9 +56,22 @@ class BrokerService final : public v1::Broker::WithCallbackMethod_Session<v1::Br
   grpc::Status Ping(grpc::ServerContext*, const v1::Empty*, v1::Empty*) override;
 
  private:
+  // "pid=123 uid=1000": the kernel's credentials of the call's connection.
+  std::string Client(const grpc::ServerContextBase* context) const;
+  // "Get name=\"a/b\" pid=123 uid=1000": what a log line is about.
+  std::string Subject(const grpc::ServerContextBase* context, absl::string_view method,
+                      absl::string_view what) const;
+  // Logs a failed call (its level by status code) with its subject and code; converts to gRPC.
+  grpc::Status Answer(const grpc::ServerContextBase* context, absl::string_view method,
+                      absl::string_view what, const absl::Status& status) const;
+  void LogSuccess(LogLevel level, const grpc::ServerContextBase* context,
+                  absl::string_view method, absl::string_view what,
+                  absl::string_view outcome) const;
+
   TensorStore* const store_;
   const CallMetrics* const metrics_;
   SessionRegistry* const sessions_;
+  const PeerRegistry* const peers_;
 };
 
 }  // namespace tensorbroker::daemon

@@ -33,6 +33,7 @@
 #include "daemon/session_reactor.h"
 #include "daemon/shm_segment.h"
 #include "daemon/tensor_store.h"
+#include "daemon/unix_socket_acceptor.h"
 
 namespace tensorbroker::daemon {
 namespace {
@@ -165,7 +166,8 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
       MakePools(options, absl::StrCat(prefix, InstanceId(), "-")));
   SessionRegistry sessions;
   CallMetrics metrics;
-  BrokerService service(store.get(), &sessions, &metrics);
+  PeerRegistry peers;
+  BrokerService service(store.get(), &sessions, &metrics, &peers);
 
   // Bound before the socket serves, so that a bad --metrics-listen stops the start cleanly.
   std::unique_ptr<MetricsHttpServer> metrics_http;
@@ -177,9 +179,11 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
     Log(LogLevel::kInfo, "metrics at http://", metrics_http->bound_address(), "/metrics");
   }
 
+  auto acceptor = UnixSocketAcceptor::Bind(options.socket_path);
+  if (!acceptor.ok()) return acceptor.status();
+
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + options.socket_path, grpc::InsecureServerCredentials());
+  grpc::ServerBuilder builder;  // no listening port: connections come from the acceptor
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxChunkBytes + (64 << 10)));
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
@@ -187,11 +191,10 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat("--socket: cannot listen on ", options.socket_path));
+    ::unlink(options.socket_path.c_str());
+    return absl::InternalError("the gRPC server did not start");
   }
-  // Owner and group may connect (the service's group, when run under systemd).
-  ::chmod(options.socket_path.c_str(), 0660);
+  (*acceptor)->Start(server.get(), &peers);
   server->GetHealthCheckService()->SetServingStatus(true);
   Log(LogLevel::kInfo, "tensorbrokerd serving on ", options.socket_path, " capacity=",
       FormatByteSize(options.capacity_bytes), " pid=", ::getpid());
@@ -211,6 +214,7 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   heartbeat.Stop();
 
   server->GetHealthCheckService()->SetServingStatus(false);
+  (*acceptor)->Stop();  // new clients are refused from here on
   store->Shutdown();  // waiting Gets answer UNAVAILABLE
   sessions.FinishAll(grpc::Status(grpc::StatusCode::UNAVAILABLE, "tensorbrokerd is shutting down"));
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));

@@ -42,6 +42,28 @@ void SetLogLevel(LogLevel level) { g_level.store(static_cast<int>(level)); }
 
 bool LogEnabled(LogLevel level) { return static_cast<int>(level) <= g_level.load(); }
 
+std::string LogSafe(absl::string_view text, size_t max_bytes) {
+  const bool cut = text.size() > max_bytes;
+  if (cut) text = text.substr(0, max_bytes);
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const unsigned char byte = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (byte < 0x20 || byte == 0x7f) {
+      absl::StrAppend(&out, "\\x", absl::Hex(byte, absl::kZeroPad2));
+    } else {
+      out += c;
+    }
+  }
+  if (cut) out += "...";
+  return out;
+}
+
 void LogLine(LogLevel level, absl::string_view message) {
   // One write(2) per line keeps lines from different threads whole.
   std::string line = absl::StrCat("<", static_cast<int>(level), ">", message, "\n");

@@ -4,6 +4,8 @@
 #ifndef TENSORBROKER_DAEMON_LOG_H_
 #define TENSORBROKER_DAEMON_LOG_H_
 
+#include <string>
+
 #include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
@@ -21,6 +23,9 @@ LogLevel CurrentLogLevel();
 void SetLogLevel(LogLevel level);
 bool LogEnabled(LogLevel level);
 void LogLine(LogLevel level, absl::string_view message);
+// `text` from a client made fit for one log line: control bytes and '"' and '\\' escaped (\n,
+// \x01, ...), other bytes as they are, cut to `max_bytes` with "..." appended.
+std::string LogSafe(absl::string_view text, size_t max_bytes = 256);
 
 template <typename... Args>
 void Log(LogLevel level, const Args&... args) {

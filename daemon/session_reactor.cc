@@ -1,12 +1,16 @@
 #include "daemon/session_reactor.h"
 
+#include <utility>
+
+#include "absl/strings/escaping.h"
 #include "daemon/log.h"
 
 namespace tensorbroker::daemon {
 
-SessionReactor::SessionReactor(TensorStore* store, SessionRegistry* registry)
-    : store_(store), registry_(registry) {
+SessionReactor::SessionReactor(TensorStore* store, SessionRegistry* registry, std::string client)
+    : store_(store), registry_(registry), client_(std::move(client)) {
   session_id_ = store_->OpenSession(0, "", this);
+  Log(LogLevel::kInfo, "client connected: ", client_);
   registry_->Add(this);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -29,7 +33,8 @@ void SessionReactor::OnReadDone(bool ok) {
   if (request_.has_hello()) {
     store_->UpdateSessionHello(session_id_, request_.hello().pid(),
                                request_.hello().client_name().substr(0, 128));
-    Log(LogLevel::kDebug, "session opened: pid=", request_.hello().pid());
+    Log(LogLevel::kDebug, "client ", client_, " says it is pid ", request_.hello().pid(), " '",
+        absl::CHexEscape(request_.hello().client_name().substr(0, 128)), "'");
   }
   StartRead(&request_);
 }
@@ -65,7 +70,9 @@ void SessionReactor::CloseSession() {
     if (session_closed_) return;
     session_closed_ = true;
   }
-  store_->CloseSession(session_id_);
+  const TensorStore::SessionCleanup cleanup = store_->CloseSession(session_id_);
+  Log(LogLevel::kInfo, "client disconnected: ", client_, " leases_released=",
+      cleanup.leases_released, " pending_aborted=", cleanup.pending_aborted);
 }
 
 void SessionReactor::FinishWith(const grpc::Status& status) {

@@ -28,7 +28,8 @@ class SessionReactor final
     : public grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>,
       public SessionEventSink {
  public:
-  SessionReactor(TensorStore* store, SessionRegistry* registry);
+  // `client` names the peer in log lines ("pid=123 uid=1000").
+  SessionReactor(TensorStore* store, SessionRegistry* registry, std::string client);
 
   // Ends the stream with `status` (used on shutdown). Safe to call more than once.
   void FinishWith(const grpc::Status& status);
@@ -45,6 +46,7 @@ class SessionReactor final
 
   TensorStore* const store_;
   SessionRegistry* const registry_;
+  const std::string client_;
   std::string session_id_;
   v1::SessionRequest request_;
   std::mutex mu_;

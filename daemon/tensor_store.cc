@@ -4,7 +4,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/log.h"
 
 namespace tensorbroker::daemon {
 namespace {
@@ -75,25 +74,24 @@ void TensorStore::UpdateSessionHello(const std::string& session_id, int32_t pid,
   it->second.client_name = client_name;
 }
 
-void TensorStore::CloseSession(const std::string& session_id) {
+TensorStore::SessionCleanup TensorStore::CloseSession(const std::string& session_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = sessions_.find(session_id);
-  if (it == sessions_.end()) return;
+  if (it == sessions_.end()) return {};
   const std::set<std::string> pending_names = std::move(it->second.pending_names);
-  const int32_t pid = it->second.pid;
   sessions_.erase(it);
-  size_t released = 0;
+  SessionCleanup cleanup;
   for (uint64_t object_id : leases_.RemoveSession(session_id)) {
     ReleaseLeaseOnLocked(object_id);
-    ++released;
+    ++cleanup.leases_released;
   }
   for (const std::string& name : pending_names) {
     auto pending = pending_.find(name);
     if (pending == pending_.end()) continue;
     DropPendingLocked(objects_.at(pending->second).get());
   }
-  Log(LogLevel::kDebug, "session closed: pid=", pid, " leases_released=", released,
-      " pending_aborted=", pending_names.size());
+  cleanup.pending_aborted = pending_names.size();
+  return cleanup;
 }
 
 absl::Status TensorStore::CheckSession(const std::string& session_id) const {

@@ -90,8 +90,13 @@ class TensorStore {
   std::string OpenSession(int32_t pid, const std::string& client_name, SessionEventSink* sink);
   void UpdateSessionHello(const std::string& session_id, int32_t pid,
                           const std::string& client_name);
-  // Releases the session's leases and aborts its pending tensors. Idempotent.
-  void CloseSession(const std::string& session_id);
+  // Releases the session's leases and aborts its pending tensors. Idempotent (a second call
+  // reports nothing done).
+  struct SessionCleanup {
+    size_t leases_released = 0;
+    size_t pending_aborted = 0;
+  };
+  SessionCleanup CloseSession(const std::string& session_id);
 
   absl::StatusOr<TensorGrant> Create(const std::string& session_id, const TensorSpec& spec);
   absl::StatusOr<TensorInfo> Seal(const std::string& session_id, const std::string& name);

@@ -1,0 +1,44 @@
+// Who is at the other end of each client connection: the kernel's SO_PEERCRED (pid, uid, gid)
+// taken when UnixSocketAcceptor accepts it, looked up per call from gRPC's peer string
+// ("fd:N", the name gRPC gives a connection handed over as a file descriptor). The pid is in
+// the daemon's pid namespace. Thread-safe (one mutex).
+//
+// An entry is replaced when the kernel reuses the descriptor number for a new connection, which
+// is registered before gRPC sees it; a stale entry is never read, because no call names a
+// closed connection.
+#ifndef TENSORBROKER_DAEMON_PEER_REGISTRY_H_
+#define TENSORBROKER_DAEMON_PEER_REGISTRY_H_
+
+#include <sys/types.h>
+
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "absl/strings/string_view.h"
+
+namespace tensorbroker::daemon {
+
+struct PeerCredentials {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+class PeerRegistry {
+ public:
+  void Register(int fd, const PeerCredentials& peer);
+  // The credentials of the connection gRPC calls `peer`; nullopt for other peers.
+  std::optional<PeerCredentials> Lookup(absl::string_view peer) const;
+  // "pid=123 uid=1000" for log lines; "pid=? uid=?" when unknown.
+  std::string Describe(absl::string_view peer) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<int, PeerCredentials> by_fd_;  // guarded by mu_
+};
+
+}  // namespace tensorbroker::daemon
+
+#endif  // TENSORBROKER_DAEMON_PEER_REGISTRY_H_

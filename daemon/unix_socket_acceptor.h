@@ -1,0 +1,50 @@
+// The daemon's Unix socket: binds it (mode 0660: owner and group may connect), accepts each
+// connection itself to record the kernel's peer credentials (PeerRegistry), then hands the
+// connection to the gRPC server (grpc::AddInsecureChannelFromFd), which owns it from then on.
+// gRPC's own listener cannot tell who connected; this is how every call's log line names the
+// client's pid and uid.
+// One thread owned by the acceptor; Stop() (or the destructor) ends it and closes the listening
+// socket, so new connections are refused while established ones finish.
+#ifndef TENSORBROKER_DAEMON_UNIX_SOCKET_ACCEPTOR_H_
+#define TENSORBROKER_DAEMON_UNIX_SOCKET_ACCEPTOR_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <grpcpp/server.h>
+
+#include "absl/status/statusor.h"
+#include "common/unique_fd.h"
+#include "daemon/peer_registry.h"
+
+namespace tensorbroker::daemon {
+
+class UnixSocketAcceptor {
+ public:
+  // Binds `socket_path` (a file already there is replaced: the caller holds the instance lock)
+  // and listens. UNAVAILABLE naming --socket when it cannot.
+  static absl::StatusOr<std::unique_ptr<UnixSocketAcceptor>> Bind(const std::string& socket_path);
+  ~UnixSocketAcceptor();
+  UnixSocketAcceptor(const UnixSocketAcceptor&) = delete;
+  UnixSocketAcceptor& operator=(const UnixSocketAcceptor&) = delete;
+
+  // Starts accepting for `server` (started, outliving this acceptor's thread), recording each
+  // client in `peers` (outliving the server's calls).
+  void Start(grpc::Server* server, PeerRegistry* peers);
+  // Stops accepting and closes the listening socket; the socket file stays (the caller unlinks
+  // it). Idempotent.
+  void Stop();
+
+ private:
+  UnixSocketAcceptor(UniqueFd listener, UniqueFd wake);
+  void AcceptLoop(grpc::Server* server, PeerRegistry* peers);
+
+  UniqueFd listener_;
+  const UniqueFd wake_;  // an eventfd: Stop() writes it to end the loop
+  std::thread thread_;
+};
+
+}  // namespace tensorbroker::daemon
+
+#endif  // TENSORBROKER_DAEMON_UNIX_SOCKET_ACCEPTOR_H_
