@@ -194,7 +194,11 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
     ::unlink(options.socket_path.c_str());
     return absl::InternalError("the gRPC server did not start");
   }
-  (*acceptor)->Start(server.get(), &peers);
+  if (absl::Status started = (*acceptor)->Start(server.get(), &peers); !started.ok()) {
+    server->Shutdown();
+    ::unlink(options.socket_path.c_str());
+    return started;
+  }
   server->GetHealthCheckService()->SetServingStatus(true);
   Log(LogLevel::kInfo, "tensorbrokerd serving on ", options.socket_path, " capacity=",
       FormatByteSize(options.capacity_bytes), " pid=", ::getpid());

@@ -2,8 +2,6 @@
 
 #include <netdb.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -122,49 +120,14 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   sockaddr_storage bound{};
   socklen_t size = sizeof(bound);
   ::getsockname(listener->get(), reinterpret_cast<sockaddr*>(&bound), &size);
-  UniqueFd wake(::eventfd(0, EFD_CLOEXEC));
-  if (!wake.valid()) {
-    return absl::InternalError(absl::StrCat("--metrics-listen: eventfd: ", std::strerror(errno)));
-  }
-  return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(
-      *std::move(listener), std::move(wake), FormatAddress(bound, size), std::move(render)));
-}
-
-MetricsHttpServer::MetricsHttpServer(UniqueFd listener, UniqueFd wake, std::string bound_address,
-                                     Render render)
-    : listener_(std::move(listener)),
-      wake_(std::move(wake)),
-      bound_address_(std::move(bound_address)),
-      render_(std::move(render)),
-      thread_([this] { Serve(); }) {}
-
-MetricsHttpServer::~MetricsHttpServer() {
-  const uint64_t one = 1;
-  while (::write(wake_.get(), &one, sizeof(one)) < 0 && errno == EINTR) {
-  }
-  thread_.join();
-}
-
-void MetricsHttpServer::Serve() {
-  for (;;) {
-    pollfd fds[2] = {{listener_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      Log(LogLevel::kError, "metrics: poll: ", std::strerror(errno), "; /metrics stops");
-      return;
-    }
-    if (fds[1].revents != 0) return;
-    if ((fds[0].revents & POLLIN) == 0) continue;
-    UniqueFd connection(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (!connection.valid()) {
-      if (errno == EMFILE || errno == ENFILE) {
-        Log(LogLevel::kWarning, "metrics: accept: ", std::strerror(errno));
-        ::poll(nullptr, 0, 100);  // out of descriptors: let some close before trying again
-      }
-      continue;
-    }
-    Answer(connection.get());
-  }
+  std::unique_ptr<MetricsHttpServer> server(
+      new MetricsHttpServer(FormatAddress(bound, size), std::move(render)));
+  MetricsHttpServer* self = server.get();
+  auto thread = AcceptThread::Start(*std::move(listener), 0, "metrics",
+                                    [self](UniqueFd connection) { self->Answer(connection.get()); });
+  if (!thread.ok()) return thread.status();
+  server->thread_ = *std::move(thread);
+  return server;
 }
 
 void MetricsHttpServer::Answer(int connection) {

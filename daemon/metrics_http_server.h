@@ -1,7 +1,7 @@
 // --metrics-listen: serves the daemon's Prometheus metrics at http://ADDR/metrics (HTTP/1.0 and
 // 1.1, GET and HEAD; every response closes its connection). For Prometheus to scrape directly;
 // `tensorbroker stats --prometheus` prints the same text.
-// One thread owned by the server: it answers one connection at a time, each with a 2 s limit on
+// One AcceptThread owned by the server answers one connection at a time, each with a 2 s limit on
 // reading the request and on writing the answer, so a stuck scraper costs seconds, never the
 // gRPC service. `render` is called on that thread and must be thread-safe.
 #ifndef TENSORBROKER_DAEMON_METRICS_HTTP_SERVER_H_
@@ -10,11 +10,11 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/unique_fd.h"
+#include "daemon/accept_thread.h"
 #include "daemon/listen_address.h"
 
 namespace tensorbroker::daemon {
@@ -27,8 +27,8 @@ class MetricsHttpServer {
   // UNAVAILABLE naming --metrics-listen when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(absl::string_view address,
                                                                   Render render);
-  // Stops serving: wakes the thread, joins it, closes the socket.
-  ~MetricsHttpServer();
+  // Stops serving: ends the thread, closes the socket.
+  ~MetricsHttpServer() = default;
   MetricsHttpServer(const MetricsHttpServer&) = delete;
   MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;
 
@@ -36,15 +36,13 @@ class MetricsHttpServer {
   const std::string& bound_address() const { return bound_address_; }
 
  private:
-  MetricsHttpServer(UniqueFd listener, UniqueFd wake, std::string bound_address, Render render);
-  void Serve();
+  MetricsHttpServer(std::string bound_address, Render render)
+      : bound_address_(std::move(bound_address)), render_(std::move(render)) {}
   void Answer(int connection);
 
-  const UniqueFd listener_;
-  const UniqueFd wake_;  // an eventfd: the destructor writes it to end Serve()
   const std::string bound_address_;
   const Render render_;
-  std::thread thread_;
+  std::unique_ptr<AcceptThread> thread_;  // last: stopped before the members it uses go
 };
 
 }  // namespace tensorbroker::daemon

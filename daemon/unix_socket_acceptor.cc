@@ -1,8 +1,6 @@
 #include "daemon/unix_socket_acceptor.h"
 
 #include <grpcpp/server_posix.h>
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -48,63 +46,32 @@ absl::StatusOr<std::unique_ptr<UnixSocketAcceptor>> UnixSocketAcceptor::Bind(
     ::unlink(socket_path.c_str());
     return CannotListen(socket_path, std::strerror(error));
   }
-  UniqueFd wake(::eventfd(0, EFD_CLOEXEC));
-  if (!wake.valid()) {
-    ::unlink(socket_path.c_str());
-    return CannotListen(socket_path, absl::StrCat("eventfd: ", std::strerror(errno)));
-  }
-  return std::unique_ptr<UnixSocketAcceptor>(
-      new UnixSocketAcceptor(std::move(listener), std::move(wake)));
+  return std::unique_ptr<UnixSocketAcceptor>(new UnixSocketAcceptor(std::move(listener)));
 }
-
-UnixSocketAcceptor::UnixSocketAcceptor(UniqueFd listener, UniqueFd wake)
-    : listener_(std::move(listener)), wake_(std::move(wake)) {}
 
 UnixSocketAcceptor::~UnixSocketAcceptor() { Stop(); }
 
-void UnixSocketAcceptor::Start(grpc::Server* server, PeerRegistry* peers) {
-  thread_ = std::thread([this, server, peers] { AcceptLoop(server, peers); });
+absl::Status UnixSocketAcceptor::Start(grpc::Server* server, PeerRegistry* peers) {
+  auto thread = AcceptThread::Start(
+      std::move(listener_), SOCK_NONBLOCK, "socket", [server, peers](UniqueFd connection) {
+        ucred credentials{};
+        socklen_t size = sizeof(credentials);
+        if (::getsockopt(connection.get(), SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0) {
+          Log(LogLevel::kWarning, "socket: SO_PEERCRED: ", std::strerror(errno),
+              "; connection refused");
+          return;
+        }
+        peers->Register(connection.get(), {credentials.pid, credentials.uid, credentials.gid});
+        grpc::AddInsecureChannelFromFd(server, connection.release());  // gRPC owns it now
+      });
+  if (!thread.ok()) return thread.status();
+  thread_ = *std::move(thread);
+  return absl::OkStatus();
 }
 
 void UnixSocketAcceptor::Stop() {
-  if (thread_.joinable()) {
-    const uint64_t one = 1;
-    while (::write(wake_.get(), &one, sizeof(one)) < 0 && errno == EINTR) {
-    }
-    thread_.join();
-  }
+  if (thread_ != nullptr) thread_->Stop();
   listener_.reset();
-}
-
-void UnixSocketAcceptor::AcceptLoop(grpc::Server* server, PeerRegistry* peers) {
-  for (;;) {
-    pollfd fds[2] = {{listener_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      Log(LogLevel::kError, "accept: poll: ", std::strerror(errno), "; no new clients");
-      return;
-    }
-    if (fds[1].revents != 0) return;
-    if ((fds[0].revents & POLLIN) == 0) continue;
-    UniqueFd connection(
-        ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-    if (!connection.valid()) {
-      if (errno == EMFILE || errno == ENFILE) {
-        Log(LogLevel::kWarning, "accept: ", std::strerror(errno), "; retrying in 100 ms");
-        ::poll(nullptr, 0, 100);  // out of descriptors: let some close first
-      }
-      continue;
-    }
-    ucred credentials{};
-    socklen_t size = sizeof(credentials);
-    if (::getsockopt(connection.get(), SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0) {
-      Log(LogLevel::kWarning, "accept: SO_PEERCRED: ", std::strerror(errno),
-          "; connection refused");
-      continue;
-    }
-    peers->Register(connection.get(), {credentials.pid, credentials.uid, credentials.gid});
-    grpc::AddInsecureChannelFromFd(server, connection.release());  // gRPC owns it now
-  }
 }
 
 }  // namespace tensorbroker::daemon

@@ -3,19 +3,20 @@
 // connection to the gRPC server (grpc::AddInsecureChannelFromFd), which owns it from then on.
 // gRPC's own listener cannot tell who connected; this is how every call's log line names the
 // client's pid and uid.
-// One thread owned by the acceptor; Stop() (or the destructor) ends it and closes the listening
+// Accepts on an AcceptThread; Stop() (or the destructor) ends it and closes the listening
 // socket, so new connections are refused while established ones finish.
 #ifndef TENSORBROKER_DAEMON_UNIX_SOCKET_ACCEPTOR_H_
 #define TENSORBROKER_DAEMON_UNIX_SOCKET_ACCEPTOR_H_
 
 #include <memory>
 #include <string>
-#include <thread>
+#include <utility>
 
 #include <grpcpp/server.h>
 
 #include "absl/status/statusor.h"
 #include "common/unique_fd.h"
+#include "daemon/accept_thread.h"
 #include "daemon/peer_registry.h"
 
 namespace tensorbroker::daemon {
@@ -30,19 +31,17 @@ class UnixSocketAcceptor {
   UnixSocketAcceptor& operator=(const UnixSocketAcceptor&) = delete;
 
   // Starts accepting for `server` (started, outliving this acceptor's thread), recording each
-  // client in `peers` (outliving the server's calls).
-  void Start(grpc::Server* server, PeerRegistry* peers);
+  // client in `peers` (outliving the server's calls). INTERNAL if no thread could start.
+  absl::Status Start(grpc::Server* server, PeerRegistry* peers);
   // Stops accepting and closes the listening socket; the socket file stays (the caller unlinks
   // it). Idempotent.
   void Stop();
 
  private:
-  UnixSocketAcceptor(UniqueFd listener, UniqueFd wake);
-  void AcceptLoop(grpc::Server* server, PeerRegistry* peers);
+  explicit UnixSocketAcceptor(UniqueFd listener) : listener_(std::move(listener)) {}
 
-  UniqueFd listener_;
-  const UniqueFd wake_;  // an eventfd: Stop() writes it to end the loop
-  std::thread thread_;
+  UniqueFd listener_;                    // until Start hands it to the thread
+  std::unique_ptr<AcceptThread> thread_;
 };
 
 }  // namespace tensorbroker::daemon

@@ -48,20 +48,21 @@ class Broker:
         assert self.daemon.wait(timeout=HANG_GUARD) == 0
 
 
-@pytest.fixture
-def debug_broker():
+def started(level):
     with tempfile.TemporaryDirectory(prefix="tblogs.") as d:
-        broker = Broker(d, "debug")
+        broker = Broker(d, level)
         yield broker
         broker.stop()
+
+
+@pytest.fixture
+def debug_broker():
+    yield from started("debug")
 
 
 @pytest.fixture
 def info_broker():
-    with tempfile.TemporaryDirectory(prefix="tblogs.") as d:
-        broker = Broker(d, "info")
-        yield broker
-        broker.stop()
+    yield from started("info")
 
 
 def npy(workdir):
