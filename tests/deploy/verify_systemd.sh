@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Checks the systemd files offline: `systemd-analyze verify` on the configured unit (its
 # ExecStart pointed at the binary under test, since verify wants an executable there) and
-# `systemd-sysusers --dry-run` on the sysusers.d entry, into a scratch root.
-#   verify_systemd.sh UNIT SYSUSERS TENSORBROKERD
+# `systemd-sysusers` on the sysusers.d entry and `systemd-tmpfiles --create` on the tmpfiles.d
+# entry, both into a scratch root.
+#   verify_systemd.sh UNIT SYSUSERS TENSORBROKERD TMPFILES
 set -euo pipefail
-unit=$1 sysusers=$2 daemon=$3
+unit=$1 sysusers=$2 daemon=$3 tmpfiles=$4
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 grep -q '^Type=notify$' "$unit"
@@ -18,3 +19,9 @@ grep -q '^tensorbroker:x:[0-9]*:$' "$work/root/etc/group" || { echo "$out"; exit
 grep -q '^tensorbroker:x:[0-9]*:[0-9]*:tensorbroker daemon:/nonexistent:/usr/sbin/nologin$' \
   "$work/root/etc/passwd" || { echo "$out"; cat "$work/root/etc/passwd"; exit 1; }
 echo "systemd-sysusers: user and group tensorbroker created in a scratch root"
+uid=$(awk -F: '$1 == "tensorbroker" { print $3 }' "$work/root/etc/passwd")
+gid=$(awk -F: '$1 == "tensorbroker" { print $3 }' "$work/root/etc/group")
+systemd-tmpfiles --root="$work/root" --create "$tmpfiles"
+got=$(stat -c '%u:%g %a' "$work/root/run/tensorbroker")
+[ "$got" = "$uid:$gid 750" ] || { echo "/run/tensorbroker: $got, expected $uid:$gid 750"; exit 1; }
+echo "systemd-tmpfiles: /run/tensorbroker created, owned by tensorbroker, mode 0750"
