@@ -609,17 +609,15 @@ def segments(prefix):
 
 def python_env(extra):
     """The environment for running the example with the package built next to TENSORBROKERD,
-    preloading the sanitizer runtime when that build is instrumented (as its CMake tests do)."""
+    preloading the sanitizer runtime when that build is instrumented (TENSORBROKER_PYTHON_PRELOAD,
+    set by the CMake registration as for every Python test)."""
     package_dir = Path(DAEMON).resolve().parents[1] / "python"
     extension = sorted((package_dir / "tensorbroker").glob("_core*.so"))
     assert len(extension) == 1, f"no built tensorbroker Python package in {package_dir}"
     env = dict(os.environ, PYTHONPATH=str(package_dir), PYTHONDONTWRITEBYTECODE="1", **extra)
-    ldd = subprocess.run(["ldd", str(extension[0])], capture_output=True, text=True,
-                         timeout=HANG_GUARD, check=True).stdout
-    runtime = re.findall(r"^\s*lib[at]san\.so\.[0-9]+ => (\S+)", ldd, re.M)
-    if runtime:
-        libstdcxx = re.search(r"^\s*libstdc\+\+\.so\.[0-9]+ => (\S+)", ldd, re.M)[1]
-        env["LD_PRELOAD"] = f"{runtime[0]}:{libstdcxx}"
+    preload = os.environ.get("TENSORBROKER_PYTHON_PRELOAD", "")
+    if preload:
+        env["LD_PRELOAD"] = preload
         env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=1"  # CPython keeps memory at exit
     return env
 
