@@ -125,9 +125,10 @@ Options:
 constexpr absl::string_view kHealthHelp = R"(Usage: tensorbroker [--socket PATH] health [--timeout SECONDS]
 
 Asks the daemon's standard gRPC health service (grpc.health.v1.Health/Check, the whole server)
-whether it serves, and prints its answer: SERVING (exit status 0), or NOT_SERVING while it shuts
-down, or why no answer came (exit status 1). For readiness and liveness probes (Kubernetes exec
-probes, monitoring): it never waits longer than the timeout.
+whether it serves, and prints its answer: SERVING (exit status 0), or why not (exit status 1):
+NOT_SERVING, or the call's error, e.g. UNAVAILABLE when nothing listens or the daemon is
+shutting down (it then takes no new connections). For readiness and liveness probes
+(Kubernetes exec probes, monitoring): it never waits longer than the timeout.
 
 Options:
   --timeout SECONDS   how long to wait for the answer, connecting included (default 1)

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -21,8 +22,12 @@ absl::StatusOr<std::unique_ptr<AcceptThread>> AcceptThread::Start(UniqueFd liste
   if (!wake.valid()) {
     return absl::InternalError(absl::StrCat(what, ": eventfd: ", std::strerror(errno)));
   }
-  return std::unique_ptr<AcceptThread>(new AcceptThread(
-      std::move(listener), std::move(wake), accept_flags, std::move(what), std::move(handle)));
+  try {
+    return std::unique_ptr<AcceptThread>(new AcceptThread(
+        std::move(listener), std::move(wake), accept_flags, std::move(what), std::move(handle)));
+  } catch (const std::system_error& e) {  // no thread could be started
+    return absl::InternalError(absl::StrCat("cannot start a thread: ", e.what()));
+  }
 }
 
 AcceptThread::AcceptThread(UniqueFd listener, UniqueFd wake, int accept_flags, std::string what,
@@ -47,6 +52,7 @@ void AcceptThread::Stop() {
 }
 
 void AcceptThread::Loop() {
+  bool out_of_descriptors = false;  // warned once per shortage, not once per retry
   for (;;) {
     pollfd fds[2] = {{listener_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0) {
@@ -58,12 +64,25 @@ void AcceptThread::Loop() {
     if ((fds[0].revents & POLLIN) == 0) continue;
     UniqueFd connection(::accept4(listener_.get(), nullptr, nullptr, accept_flags_));
     if (!connection.valid()) {
-      if (errno == EMFILE || errno == ENFILE) {
-        Log(LogLevel::kWarning, what_, ": accept: ", std::strerror(errno),
-            "; retrying in 100 ms");
-        ::poll(nullptr, 0, 100);  // out of descriptors: let some close first
+      const int error = errno;
+      // Gone before it was accepted, or interrupted: nothing to wait for.
+      if (error == EAGAIN || error == EWOULDBLOCK || error == EINTR || error == ECONNABORTED ||
+          error == EPROTO) {
+        continue;
       }
+      if ((error == EMFILE || error == ENFILE) && !out_of_descriptors) {
+        out_of_descriptors = true;
+        Log(LogLevel::kWarning, what_, ": accept: ", std::strerror(error),
+            "; new connections wait until descriptors are free");
+      } else if (error != EMFILE && error != ENFILE) {
+        Log(LogLevel::kWarning, what_, ": accept: ", std::strerror(error));
+      }
+      ::poll(nullptr, 0, 100);  // let the shortage pass rather than spin on it
       continue;
+    }
+    if (out_of_descriptors) {
+      out_of_descriptors = false;
+      Log(LogLevel::kNotice, what_, ": accepting again");
     }
     handle_(std::move(connection));
   }

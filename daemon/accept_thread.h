@@ -19,8 +19,9 @@ class AcceptThread {
  public:
   using Handler = std::function<void(UniqueFd connection)>;
 
-  // Starts accepting on `listener` (bound and listening). `accept_flags` go to accept4 with
-  // SOCK_CLOEXEC; `what` names the socket in log lines ("metrics").
+  // Starts accepting on `listener` (bound, listening, non-blocking). `accept_flags` go to
+  // accept4 with SOCK_CLOEXEC; `what` names the socket in log lines ("metrics"). INTERNAL when
+  // no thread can be started.
   static absl::StatusOr<std::unique_ptr<AcceptThread>> Start(UniqueFd listener, int accept_flags,
                                                              std::string what, Handler handle);
   ~AcceptThread();

@@ -98,12 +98,13 @@ std::string BrokerService::Client(const grpc::ServerContextBase* context) const 
 }
 
 std::string BrokerService::Subject(const grpc::ServerContextBase* context,
-                                   absl::string_view method, absl::string_view what) const {
-  return absl::StrCat(method, what.empty() ? "" : " ", what, " ", Client(context));
+                                   absl::string_view method, LogText what) const {
+  const std::string about = what();
+  return absl::StrCat(method, about.empty() ? "" : " ", about, " ", Client(context));
 }
 
 grpc::Status BrokerService::Answer(const grpc::ServerContextBase* context,
-                                   absl::string_view method, absl::string_view what,
+                                   absl::string_view method, LogText what,
                                    const absl::Status& status) const {
   if (!status.ok()) {
     const LogLevel level = FailureLevel(status.code());
@@ -116,9 +117,8 @@ grpc::Status BrokerService::Answer(const grpc::ServerContextBase* context,
 }
 
 void BrokerService::LogSuccess(LogLevel level, const grpc::ServerContextBase* context,
-                               absl::string_view method, absl::string_view what,
-                               absl::string_view outcome) const {
-  if (LogEnabled(level)) Log(level, Subject(context, method, what), ": ", outcome);
+                               absl::string_view method, LogText what, LogText outcome) const {
+  if (LogEnabled(level)) Log(level, Subject(context, method, what), ": ", outcome());
 }
 
 grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>* BrokerService::Session(
@@ -128,39 +128,40 @@ grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>* BrokerService::Se
 
 grpc::Status BrokerService::Create(grpc::ServerContext* context, const v1::CreateRequest* request,
                                    v1::TensorGrant* response) {
-  const std::string what = NameField(request->name());
+  auto what = [&] { return NameField(request->name()); };
   auto spec = MakeSpec(request->name(), request->dtype(), request->shape(), request->strides(),
                        request->nbytes(), request->mutable_(), request->replace(),
                        request->has_device(), request->device());
   if (!spec.ok()) return Answer(context, "Create", what, spec.status());
   auto grant = store_->Create(request->session_id(), *spec);
   if (!grant.ok()) return Answer(context, "Create", what, grant.status());
-  LogSuccess(LogLevel::kDebug, context, "Create", what, Describe(grant->info));
+  LogSuccess(LogLevel::kDebug, context, "Create", what, [&] { return Describe(grant->info); });
   ToProto(*grant, response);
   return grpc::Status::OK;
 }
 
 grpc::Status BrokerService::Seal(grpc::ServerContext* context, const v1::SealRequest* request,
                                  v1::TensorInfo* response) {
-  const std::string what = NameField(request->name());
+  auto what = [&] { return NameField(request->name()); };
   if (absl::Status s = ValidateName(request->name()); !s.ok()) {
     return Answer(context, "Seal", what, s);
   }
   auto view = store_->Seal(request->session_id(), request->name());
   if (!view.ok()) return Answer(context, "Seal", what, view.status());
-  LogSuccess(LogLevel::kInfo, context, "Seal", what, absl::StrCat("published ", Describe(*view)));
+  LogSuccess(LogLevel::kDebug, context, "Seal", what,
+             [&] { return absl::StrCat("published ", Describe(*view)); });
   ToProto(*view, response);
   return grpc::Status::OK;
 }
 
 grpc::Status BrokerService::Abort(grpc::ServerContext* context, const v1::AbortRequest* request,
                                   v1::Empty*) {
-  const std::string what = NameField(request->name());
+  auto what = [&] { return NameField(request->name()); };
   if (absl::Status s = ValidateName(request->name()); !s.ok()) {
     return Answer(context, "Abort", what, s);
   }
   absl::Status aborted = store_->Abort(request->session_id(), request->name());
-  if (aborted.ok()) LogSuccess(LogLevel::kDebug, context, "Abort", what, "aborted");
+  if (aborted.ok()) LogSuccess(LogLevel::kDebug, context, "Abort", what, [] { return "aborted"; });
   return Answer(context, "Abort", what, aborted);
 }
 
@@ -169,11 +170,11 @@ grpc::Status BrokerService::Put(grpc::ServerContext* context,
                                 v1::TensorInfo* response) {
   v1::PutRequest message;
   if (!reader->Read(&message) || !message.has_header()) {
-    return Answer(context, "Put", "", absl::InvalidArgumentError(
+    return Answer(context, "Put", [] { return std::string(); }, absl::InvalidArgumentError(
                                           "header: the first Put message must carry the header"));
   }
   const v1::PutRequest::Header& header = message.header();
-  const std::string what = NameField(header.name());
+  auto what = [&] { return NameField(header.name()); };
   auto spec = MakeSpec(header.name(), header.dtype(), header.shape(), {}, 0, header.mutable_(),
                        header.replace(), header.has_device(), header.device());
   if (!spec.ok()) return Answer(context, "Put", what, spec.status());
@@ -211,14 +212,15 @@ grpc::Status BrokerService::Put(grpc::ServerContext* context,
   }
   auto view = store_->CommitPut(ticket->object_id);
   if (!view.ok()) return Answer(context, "Put", what, view.status());
-  LogSuccess(LogLevel::kInfo, context, "Put", what, absl::StrCat("published ", Describe(*view)));
+  LogSuccess(LogLevel::kDebug, context, "Put", what,
+             [&] { return absl::StrCat("published ", Describe(*view)); });
   ToProto(*view, response);
   return grpc::Status::OK;
 }
 
 grpc::Status BrokerService::Read(grpc::ServerContext* context, const v1::ReadRequest* request,
                                  grpc::ServerWriter<v1::ReadResponse>* writer) {
-  const std::string what = NameField(request->name());
+  auto what = [&] { return NameField(request->name()); };
   if (absl::Status s = ValidateName(request->name()); !s.ok()) {
     return Answer(context, "Read", what, s);
   }
@@ -261,13 +263,13 @@ grpc::Status BrokerService::Read(grpc::ServerContext* context, const v1::ReadReq
   if (!finished) {
     return Answer(context, "Read", what, absl::CancelledError("client stopped reading"));
   }
-  LogSuccess(LogLevel::kDebug, context, "Read", what, Describe(info));
+  LogSuccess(LogLevel::kDebug, context, "Read", what, [&] { return Describe(info); });
   return grpc::Status::OK;
 }
 
 grpc::Status BrokerService::Get(grpc::ServerContext* context, const v1::GetRequest* request,
                                 v1::TensorGrant* response) {
-  const std::string what = NameField(request->name());
+  auto what = [&] { return NameField(request->name()); };
   if (absl::Status s = ValidateName(request->name()); !s.ok()) {
     return Answer(context, "Get", what, s);
   }
@@ -278,45 +280,47 @@ grpc::Status BrokerService::Get(grpc::ServerContext* context, const v1::GetReque
   }
   auto grant = store_->Get(request->session_id(), request->name(), deadline);
   if (!grant.ok()) return Answer(context, "Get", what, grant.status());
-  LogSuccess(LogLevel::kDebug, context, "Get", what,
-             absl::StrCat("lease ", grant->lease_id, " on ", Describe(grant->info)));
+  LogSuccess(LogLevel::kDebug, context, "Get", what, [&] {
+    return absl::StrCat("lease ", grant->lease_id, " on ", Describe(grant->info));
+  });
   ToProto(*grant, response);
   return grpc::Status::OK;
 }
 
 grpc::Status BrokerService::Release(grpc::ServerContext* context,
                                     const v1::ReleaseRequest* request, v1::Empty*) {
-  const std::string what = absl::StrCat("lease=", request->lease_id());
+  auto what = [&] { return absl::StrCat("lease=", request->lease_id()); };
   absl::Status released = store_->Release(request->session_id(), request->lease_id());
-  if (released.ok()) LogSuccess(LogLevel::kDebug, context, "Release", what, "released");
+  if (released.ok()) LogSuccess(LogLevel::kDebug, context, "Release", what, [] { return "released"; });
   return Answer(context, "Release", what, released);
 }
 
 grpc::Status BrokerService::Retain(grpc::ServerContext* context, const v1::RetainRequest* request,
                                    v1::TensorGrant* response) {
-  const std::string what = absl::StrCat("lease=", request->lease_id());
+  auto what = [&] { return absl::StrCat("lease=", request->lease_id()); };
   auto grant = store_->Retain(request->session_id(), request->lease_id());
   if (!grant.ok()) return Answer(context, "Retain", what, grant.status());
-  LogSuccess(LogLevel::kDebug, context, "Retain", what,
-             absl::StrCat("lease ", grant->lease_id, " on ", NameField(grant->info.name)));
+  LogSuccess(LogLevel::kDebug, context, "Retain", what, [&] {
+    return absl::StrCat("lease ", grant->lease_id, " on ", NameField(grant->info.name));
+  });
   ToProto(*grant, response);
   return grpc::Status::OK;
 }
 
 grpc::Status BrokerService::Delete(grpc::ServerContext* context, const v1::DeleteRequest* request,
                                    v1::Empty*) {
-  const std::string what = NameField(request->name());
+  auto what = [&] { return NameField(request->name()); };
   if (absl::Status s = ValidateName(request->name()); !s.ok()) {
     return Answer(context, "Delete", what, s);
   }
   absl::Status deleted = store_->Delete(request->name());
-  if (deleted.ok()) LogSuccess(LogLevel::kInfo, context, "Delete", what, "unpublished");
+  if (deleted.ok()) LogSuccess(LogLevel::kDebug, context, "Delete", what, [] { return "unpublished"; });
   return Answer(context, "Delete", what, deleted);
 }
 
 grpc::Status BrokerService::List(grpc::ServerContext* context, const v1::ListRequest* request,
                                  v1::ListResponse* response) {
-  const std::string what = absl::StrCat("prefix=\"", LogSafe(request->prefix()), "\"");
+  auto what = [&] { return absl::StrCat("prefix=\"", LogSafe(request->prefix()), "\""); };
   if (absl::Status s = ValidatePrefix(request->prefix()); !s.ok()) {
     return Answer(context, "List", what, s);
   }
@@ -328,7 +332,7 @@ grpc::Status BrokerService::List(grpc::ServerContext* context, const v1::ListReq
 
 grpc::Status BrokerService::Stat(grpc::ServerContext* context, const v1::StatRequest* request,
                                  v1::TensorInfo* response) {
-  const std::string what = NameField(request->name());
+  auto what = [&] { return NameField(request->name()); };
   if (absl::Status s = ValidateName(request->name()); !s.ok()) {
     return Answer(context, "Stat", what, s);
   }

@@ -3,8 +3,8 @@
 // (name, dtype, shape, strides, sizes) before the store sees it; the store checks state.
 //
 // Each call is logged as one line naming the method, the tensor (or lease), the client's pid
-// and uid (from the kernel, see PeerRegistry) and, for failures, the status code: publishing
-// and unpublishing at info, failures by severity, everything else at debug.
+// and uid (from the kernel, see PeerRegistry) and, for failures, the status code: failures by
+// severity, successful calls at debug (a producer may publish thousands of tensors a second).
 //
 // Session uses gRPC's callback API (a long-lived stream per client, no thread held);
 // every other method is a synchronous handler on gRPC's thread pool.
@@ -14,6 +14,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/functional/function_ref.h"
 #include "daemon/call_metrics.h"
 #include "daemon/log.h"
 #include "daemon/peer_registry.h"
@@ -58,15 +59,16 @@ class BrokerService final : public v1::Broker::WithCallbackMethod_Session<v1::Br
  private:
   // "pid=123 uid=1000": the kernel's credentials of the call's connection.
   std::string Client(const grpc::ServerContextBase* context) const;
+  // Log text is built only when its line is logged: calls cost nothing extra at info.
+  using LogText = absl::FunctionRef<std::string()>;
   // "Get name=\"a/b\" pid=123 uid=1000": what a log line is about.
   std::string Subject(const grpc::ServerContextBase* context, absl::string_view method,
-                      absl::string_view what) const;
+                      LogText what) const;
   // Logs a failed call (its level by status code) with its subject and code; converts to gRPC.
   grpc::Status Answer(const grpc::ServerContextBase* context, absl::string_view method,
-                      absl::string_view what, const absl::Status& status) const;
+                      LogText what, const absl::Status& status) const;
   void LogSuccess(LogLevel level, const grpc::ServerContextBase* context,
-                  absl::string_view method, absl::string_view what,
-                  absl::string_view outcome) const;
+                  absl::string_view method, LogText what, LogText outcome) const;
 
   TensorStore* const store_;
   const CallMetrics* const metrics_;

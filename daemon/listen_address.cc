@@ -1,5 +1,8 @@
 #include "daemon/listen_address.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 
 #include "absl/strings/ascii.h"
@@ -15,7 +18,6 @@ absl::Status BadAddress(absl::string_view field, absl::string_view text, absl::s
       absl::StrCat(field, " '", text.substr(0, 64), "': ", why));
 }
 
-bool IsHostChar(char c) { return absl::ascii_isalnum(c) || c == '.' || c == '-' || c == ':'; }
 
 }  // namespace
 
@@ -23,7 +25,8 @@ absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view text, absl::s
   if (text.empty()) return BadAddress(field, text, "is empty; give HOST:PORT, e.g. 127.0.0.1:9464");
   ListenAddress address;
   absl::string_view port;
-  if (absl::StartsWith(text, "[")) {
+  const bool bracketed = absl::StartsWith(text, "[");
+  if (bracketed) {
     const size_t close = text.find(']');
     if (close == absl::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
       return BadAddress(field, text, "an IPv6 address is written [ADDRESS]:PORT, e.g. [::1]:9464");
@@ -42,9 +45,14 @@ absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view text, absl::s
       return BadAddress(field, text, "an IPv6 address goes in brackets, e.g. [::1]:9464");
     }
   }
-  if (address.host.size() > 253 ||
-      !std::all_of(address.host.begin(), address.host.end(), IsHostChar)) {
-    return BadAddress(field, text, "the host is not a name or an IP address");
+  // Numeric addresses only: a name may resolve to several addresses, and which one would be
+  // bound is not for an operator to guess.
+  unsigned char scratch[sizeof(in6_addr)];
+  const int family = bracketed ? AF_INET6 : AF_INET;
+  if (!address.host.empty() && ::inet_pton(family, address.host.c_str(), scratch) != 1) {
+    return BadAddress(field, text, bracketed
+        ? "the host is not an IPv6 address"
+        : "the host is not an IPv4 address (IPv6 goes in brackets, e.g. [::1]:9464)");
   }
   uint32_t number = 0;
   if (port.empty() || !std::all_of(port.begin(), port.end(), absl::ascii_isdigit) ||

@@ -1,4 +1,5 @@
-// The address --metrics-listen takes: "HOST:PORT", "[IPV6]:PORT" or ":PORT" (every interface).
+// The address --metrics-listen takes: "IPV4:PORT", "[IPV6]:PORT" or ":PORT" (every interface);
+// numeric addresses only.
 // Parsing only; thread-safe.
 #ifndef TENSORBROKER_DAEMON_LISTEN_ADDRESS_H_
 #define TENSORBROKER_DAEMON_LISTEN_ADDRESS_H_

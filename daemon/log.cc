@@ -54,7 +54,7 @@ std::string LogSafe(absl::string_view text, size_t max_bytes) {
     } else if (c == '"' || c == '\\') {
       out += '\\';
       out += c;
-    } else if (byte < 0x20 || byte == 0x7f) {
+    } else if (byte < 0x20 || byte >= 0x7f) {
       absl::StrAppend(&out, "\\x", absl::Hex(byte, absl::kZeroPad2));
     } else {
       out += c;

@@ -23,8 +23,10 @@ LogLevel CurrentLogLevel();
 void SetLogLevel(LogLevel level);
 bool LogEnabled(LogLevel level);
 void LogLine(LogLevel level, absl::string_view message);
-// `text` from a client made fit for one log line: control bytes and '"' and '\\' escaped (\n,
-// \x01, ...), other bytes as they are, cut to `max_bytes` with "..." appended.
+// `text` from a client made fit for one log line: printable ASCII as it is, '"' and '\\'
+// escaped, \n, and every other byte (control bytes, bytes >= 0x80) as \xNN, so the line is
+// plain ASCII (journald shows lines that are not valid UTF-8 as "[blob data]"); at most
+// `max_bytes` of `text`, then "...".
 std::string LogSafe(absl::string_view text, size_t max_bytes = 256);
 
 template <typename... Args>

@@ -35,7 +35,7 @@ absl::StatusOr<std::unique_ptr<UnixSocketAcceptor>> UnixSocketAcceptor::Bind(
     if (!S_ISSOCK(existing.st_mode)) return CannotListen(socket_path, "it exists and is not a socket");
     ::unlink(socket_path.c_str());
   }
-  UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!listener.valid()) return CannotListen(socket_path, std::strerror(errno));
   if (::bind(listener.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
     return CannotListen(socket_path, std::strerror(errno));

@@ -3,7 +3,9 @@
 # with dpkg -i, checks what its maintainer scripts made (user, group, /run/tensorbroker, the
 # conffile), starts the installed daemon by hand as the service would run it (no systemd PID 1
 # here), drives it with the installed CLI and Python package (stats, put/get, the socket's group
-# gate), stops it, purges the package and checks that none of its files is left.
+# gate), stops it; removes the package (the conffile and an admin's edit stay, the unit is
+# masked), installs it again (the edit survives, the unit is unmasked), then purges it and checks
+# that none of its files, and none of systemd's state for its unit, is left.
 #   deb_package.sh SOURCE_DIR [SANITIZE [PYTHON_PRELOAD]]
 # SANITIZE ('', address, thread) builds the package with that sanitizer, like the suite's tree;
 # PYTHON_PRELOAD is then the runtime the (uninstrumented) Python must preload.
@@ -14,8 +16,11 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "Skipped: dpkg -i needs root (run the suite as root, as deploy/run-tests.sh does in CI)"
   exit 77
 fi
-if dpkg-query -W -f='${Status}' tensorbroker 2>/dev/null | grep -q 'ok installed'; then
-  echo "FAIL: a tensorbroker package is already installed here; this test would replace it" >&2
+# Installed, or removed with its configuration kept: either way this test's purge would
+# destroy an administrator's package or configuration.
+if status=$(dpkg-query -W -f='${Status}' tensorbroker 2>/dev/null) &&
+   [ "$status" != "unknown ok not-installed" ]; then
+  echo "FAIL: a tensorbroker package is known to dpkg here ($status); this test would purge it" >&2
   exit 1
 fi
 
@@ -36,7 +41,7 @@ expect_eq() { [ "$1" = "$2" ] || fail "$3: got '$1', expected '$2'"; }
 bash "$src/deploy/build-deb.sh" --build-dir "$work/build" --out "$work/out" \
   -- -DTENSORBROKER_SANITIZE="$sanitize" >/dev/null 2>"$work/build.err" ||
   { cat "$work/build.err" >&2; fail "deploy/build-deb.sh"; }
-deb=$(ls "$work"/out/tensorbroker_*_amd64.deb)
+deb=$(ls "$work"/out/tensorbroker_*_"$(dpkg --print-architecture)".deb)
 echo "built $(basename "$deb")"
 
 depends=$(dpkg-deb -f "$deb" Depends)
@@ -58,7 +63,8 @@ dpkg-query -W -f='${Conffiles}' tensorbroker | grep -q '/etc/tensorbroker/tensor
 systemd-analyze verify /usr/lib/systemd/system/tensorbrokerd.service
 grep -qx 'ExecStart=/usr/sbin/tensorbrokerd --socket /run/tensorbroker/broker.sock' \
   /usr/lib/systemd/system/tensorbrokerd.service || fail "the unit's ExecStart"
-/usr/sbin/tensorbrokerd --print-config | grep -qx "log-level = info" ||
+/usr/sbin/tensorbrokerd --print-config |
+  grep -qx "# tensorbrokerd's effective configuration (config file: /etc/tensorbroker/tensorbrokerd.conf)" ||
   fail "the installed daemon does not read /etc/tensorbroker/tensorbrokerd.conf"
 echo "installed: user and group, /run/tensorbroker, conffile, unit"
 
@@ -105,6 +111,21 @@ wait "$daemon_pid" || fail "the installed daemon exited with $? on SIGTERM"
 daemon_pid=""
 [ ! -e "$socket" ] || fail "the daemon left its socket behind"
 
+# Remove, keeping the configuration: an admin's edit of the conffile stays; the unit is masked.
+echo "# edited by the administrator" >> /etc/tensorbroker/tensorbrokerd.conf
+dpkg -r tensorbroker >/dev/null
+expect_eq "$(dpkg-query -W -f='${Status}' tensorbroker)" "deinstall ok config-files" "after dpkg -r"
+[ ! -e /usr/sbin/tensorbrokerd ] || fail "dpkg -r left the daemon"
+tail -n1 /etc/tensorbroker/tensorbrokerd.conf | grep -qx "# edited by the administrator" ||
+  fail "dpkg -r lost the administrator's edit of the conffile"
+expect_eq "$(readlink /etc/systemd/system/tensorbrokerd.service)" /dev/null "the unit after dpkg -r"
+# Installed again: the edit is kept, the unit unmasked.
+dpkg -i "$deb" >/dev/null
+tail -n1 /etc/tensorbroker/tensorbrokerd.conf | grep -qx "# edited by the administrator" ||
+  fail "reinstalling replaced the administrator's conffile"
+[ ! -e /etc/systemd/system/tensorbrokerd.service ] || fail "reinstalling left the unit masked"
+echo "remove and reinstall: the edited conffile kept, the unit masked while removed"
+
 dpkg --purge tensorbroker >/dev/null
 if dpkg-query -W -f='${Status}' tensorbroker 2>/dev/null | grep -q installed; then
   fail "still installed after dpkg --purge"
@@ -114,8 +135,11 @@ left=$(while read -r path; do
        done < "$work/shipped")
 [ -z "$left" ] || fail "left behind after purge: $left"
 for dir in /etc/tensorbroker /run/tensorbroker /usr/include/tensorbroker /usr/lib/cmake/tensorbroker \
-           /usr/lib/python3/dist-packages/tensorbroker /usr/share/doc/tensorbroker; do
+           /usr/lib/python3/dist-packages/tensorbroker /usr/share/doc/tensorbroker \
+           /etc/systemd/system/tensorbrokerd.service \
+           /var/lib/systemd/deb-systemd-helper-enabled/tensorbrokerd.service.dsh-also \
+           /var/lib/systemd/deb-systemd-helper-masked/tensorbrokerd.service; do
   [ ! -e "$dir" ] || fail "left behind after purge: $dir"
 done
-echo "purged: none of the $(wc -l < "$work/shipped") shipped files and no tensorbroker directory is left"
+echo "purged: none of the $(wc -l < "$work/shipped") shipped files, no tensorbroker directory and no systemd state is left"
 echo "(the system user and group tensorbroker stay, as Debian keeps every system account)"

@@ -1,7 +1,8 @@
 """tensorbrokerd's log lines, end to end with the real daemon and CLI: one line per event with
 the syslog priority prefix, the tensor name, the client's pid and uid as the kernel reports them
 (SO_PEERCRED, not what the client claims) and the status code of failures; names from clients
-escaped so that no client can forge a log line; levels that keep routine calls out of info."""
+escaped so that no client can forge a log line; levels that keep successful calls (a producer
+may publish thousands a second) out of info."""
 
 import os
 import re
@@ -87,10 +88,10 @@ def test_events_name_the_tensor_the_clients_pid_and_uid_and_the_code(debug_broke
     expected = [
         f"<6>client connected: {who(put_pid)}",
         f'<7>Create name="logs/x" {who(put_pid)}: float32[10,100] 4000 bytes on cpu',
-        f'<6>Seal name="logs/x" {who(put_pid)}: published float32[10,100] 4000 bytes on cpu',
+        f'<7>Seal name="logs/x" {who(put_pid)}: published float32[10,100] 4000 bytes on cpu',
         f'<7>Get name="logs/x" {who(get_pid)}: lease ',
         f'<7>Stat name="logs/missing" {who(stat_pid)}: NOT_FOUND: ',
-        f'<6>Delete name="logs/x" {who(rm_pid)}: unpublished',
+        f'<7>Delete name="logs/x" {who(rm_pid)}: unpublished',
         f"<6>client disconnected: {who(rm_pid)} leases_released=0 pending_aborted=0",
     ]
     for want in expected:
@@ -112,32 +113,42 @@ def test_the_uid_is_the_kernels_not_the_clients_word(debug_broker):
                for line in b.lines()), b.lines()
 
 
-def test_names_from_clients_cannot_forge_log_lines(debug_broker):
+def raw_stat(socket, name):
+    """Stat with any bytes as the name, past the client library's checks; the gRPC code."""
     import grpc
-    b = debug_broker
-    forged = "x\n<3>tensorbrokerd: forged \"line\"\x01"
-    name = forged.encode()
     request = b"\x0a" + bytes([len(name)]) + name  # StatRequest{name = 1}
-    with grpc.insecure_channel(f"unix:{b.socket}") as channel:
+    with grpc.insecure_channel(f"unix:{socket}") as channel:
         stat = channel.unary_unary("/tensorbroker.v1.Broker/Stat")
         with pytest.raises(grpc.RpcError) as error:
             stat(request, timeout=HANG_GUARD)
-        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    lines = b.lines()
+        return error.value.code()
+
+
+def test_names_from_clients_cannot_forge_log_lines(debug_broker):
+    import grpc
+    b = debug_broker
+    name = "x\n<3>tensorbrokerd: forged \"line\"\x01é".encode()
+    assert raw_stat(b.socket, name) == grpc.StatusCode.INVALID_ARGUMENT
+    lines = b.lines()  # read as strict UTF-8: every line is plain ASCII
     assert not any(line.startswith("<3>tensorbrokerd: forged") for line in lines), lines
     logged = [line for line in lines if line.startswith("<6>Stat name=")]
     assert len(logged) == 1, lines
     assert logged[0].startswith(
-        '<6>Stat name="x\\n<3>tensorbrokerd: forged \\"line\\"\\x01" pid=')
+        '<6>Stat name="x\\n<3>tensorbrokerd: forged \\"line\\"\\x01\\xc3\\xa9" pid=')
     assert ": INVALID_ARGUMENT: " in logged[0]
 
 
-def test_info_keeps_publishing_and_failures_not_routine_calls(info_broker):
+def test_info_has_clients_and_failures_not_successful_calls(info_broker):
+    import grpc
     b = info_broker
-    assert b.cli("put", "logs/y", npy(b.workdir))[1] == 0
+    put_pid, status = b.cli("put", "logs/y", npy(b.workdir))
+    assert status == 0
     for _ in range(3):
         assert b.cli("get", "logs/y", os.path.join(b.workdir, "out.npy"))[1] == 0
-    assert b.cli("stat", "logs/missing")[1] == 1
+    assert b.cli("stat", "logs/missing")[1] == 1  # NOT_FOUND: normal flow, debug
+    assert raw_stat(b.socket, b"../bad") == grpc.StatusCode.INVALID_ARGUMENT
     lines = b.lines()
-    assert any(line.startswith('<6>Seal name="logs/y" ') for line in lines), lines
-    assert not any(line.startswith(("<7>", "<6>Get ", "<6>Create ", "<6>Stat ")) for line in lines)
+    assert f"<6>client connected: pid={put_pid} uid={os.getuid()}" in lines
+    assert sum(line.startswith('<6>Stat name="../bad" ') for line in lines) == 1, lines
+    assert not any(line.startswith(("<7>", "<6>Get ", "<6>Create ", "<6>Seal ", '<6>Stat name="logs'))
+                   for line in lines), lines

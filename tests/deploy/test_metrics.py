@@ -191,6 +191,33 @@ def test_http_answers_every_request_and_keeps_serving(http_broker):
         assert http(url + "/metrics")[0] == "HTTP/1.1 200 OK"
 
 
+def test_a_client_that_trickles_bytes_is_cut_off_and_scrapes_go_on(http_broker):
+    """The 2 s limit is per connection, not per read: one byte every 0.25 s for up to 10 s is
+    cut off, and a scrape waiting behind it is then answered."""
+    import socket as socketlib
+    import threading
+    import urllib.parse
+    _, _, url = http_broker
+    parts = urllib.parse.urlsplit(url)
+    cut_off = threading.Event()
+
+    def trickle():
+        with socketlib.create_connection((parts.hostname, parts.port)) as s:
+            try:
+                for byte in b"GET /metrics HTTP/1.1\r\nX-Slow: " + b"a" * 40:
+                    s.sendall(bytes([byte]))
+                    time.sleep(0.25)
+            except OSError:  # reset: the daemon closed it while we were still sending
+                cut_off.set()
+
+    slow = threading.Thread(target=trickle)
+    slow.start()
+    time.sleep(0.3)
+    assert http(url + "/metrics")[0] == "HTTP/1.1 200 OK"
+    slow.join(timeout=HANG_GUARD)
+    assert cut_off.is_set()
+
+
 def test_metrics_listen_errors_stop_the_start(http_broker):
     _, _, url = http_broker
     busy = url[len("http://"):]
@@ -202,8 +229,9 @@ def test_metrics_listen_errors_stop_the_start(http_broker):
         assert f"--metrics-listen: cannot listen on {busy}: Address already in use" in done.stderr
         assert not os.path.exists(os.path.join(d, "s.sock"))
     for bad, why in (("9464", "needs HOST:PORT"), ("::1:9464", "goes in brackets"),
-                     ("[::1]9464", "[ADDRESS]:PORT"), ("host:http", "not a number"),
-                     ("a b:1", "not a name or an IP address")):
+                     ("[::1]9464", "[ADDRESS]:PORT"), ("127.0.0.1:http", "not a number"),
+                     ("localhost:9464", "not an IPv4 address"),
+                     ("[127.0.0.1]:9464", "not an IPv6 address")):
         done = subprocess.run([DAEMON, "--metrics-listen", bad, "--print-config"],
                               capture_output=True, text=True, timeout=HANG_GUARD)
         assert done.returncode == 2, bad
