@@ -20,4 +20,6 @@ std::string ResolveDefaultSocketPath() {
   return absl::StrCat("/tmp/tensorbroker-", uid, "/broker.sock");
 }
 
+std::string LocalChannelPath(const std::string& socket_path) { return socket_path + ".fd"; }
+
 }  // namespace tensorbroker

@@ -11,6 +11,10 @@ namespace tensorbroker {
 // $XDG_RUNTIME_DIR/tensorbroker/broker.sock, else /tmp/tensorbroker-$UID/broker.sock.
 std::string ResolveDefaultSocketPath();
 
+// The local channel's socket (descriptors and the hot calls) beside the gRPC socket at
+// `socket_path`: "<socket_path>.fd", in the same directory so one mount serves both.
+std::string LocalChannelPath(const std::string& socket_path);
+
 }  // namespace tensorbroker
 
 #endif  // TENSORBROKER_COMMON_SOCKET_PATH_H_

@@ -1,5 +1,7 @@
 #include "daemon/broker_service.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -14,45 +16,10 @@
 #include "common/tensor_layout.h"
 #include "daemon/log.h"
 #include "daemon/request_device.h"
+#include "daemon/request_spec.h"
 
 namespace tensorbroker::daemon {
 namespace {
-
-// Validates the fields every tensor-making request shares and builds the store's spec.
-absl::StatusOr<TensorSpec> MakeSpec(const std::string& name, const v1::DataType& dtype,
-                                    const google::protobuf::RepeatedField<int64_t>& shape,
-                                    const google::protobuf::RepeatedField<int64_t>& strides,
-                                    uint64_t nbytes, bool is_mutable, bool replace,
-                                    bool has_device, const v1::Device& device) {
-  if (absl::Status s = ValidateName(name); !s.ok()) return s;
-  TensorSpec spec;
-  auto where = ResolveRequestDevice(has_device, device);
-  if (!where.ok()) return where.status();
-  spec.device = *where;
-  spec.name = name;
-  spec.dtype = FromProto(dtype);
-  spec.shape = ToVector(shape);
-  auto layout = ComputeLayout(spec.shape, spec.dtype, ToVector(strides), nbytes);
-  if (!layout.ok()) return layout.status();
-  spec.strides = std::move(layout->strides);
-  spec.nbytes = layout->nbytes;
-  spec.is_mutable = is_mutable;
-  spec.replace = replace;
-  return spec;
-}
-
-void ToProto(const TensorGrant& grant, v1::TensorGrant* out) {
-  ToProto(grant.info, out->mutable_info());
-  v1::MemoryRegion* region = out->mutable_region();
-  tensorbroker::ToProto(grant.block.device, region->mutable_device());
-  region->set_segment(grant.block.segment);
-  region->set_segment_size(grant.block.segment_size);
-  region->set_offset(grant.block.offset);
-  region->set_nbytes(grant.info.nbytes);
-  region->set_writable(grant.writable);
-  region->set_cuda_ipc_handle(grant.block.export_handle);
-  out->set_lease_id(grant.lease_id);
-}
 
 // The level of a failed call's log line: the daemon's own faults are errors, exhausted capacity
 // and refused access are warnings, malformed requests info; what clients meet in normal flow
@@ -97,6 +64,19 @@ std::string BrokerService::Client(const grpc::ServerContextBase* context) const 
   return peers_ == nullptr ? std::string("pid=? uid=?") : peers_->Describe(context->peer());
 }
 
+std::optional<uint32_t> BrokerService::CallerUid(const grpc::ServerContextBase* context) const {
+  if (peers_ == nullptr) return std::nullopt;
+  std::optional<PeerCredentials> peer = peers_->Lookup(context->peer());
+  if (!peer.has_value()) return std::nullopt;
+  return static_cast<uint32_t>(peer->uid);
+}
+
+absl::Status BrokerService::CheckSessionCaller(const grpc::ServerContextBase* context,
+                                               const std::string& session_id) const {
+  std::optional<uint32_t> uid = CallerUid(context);
+  return uid.has_value() ? store_->CheckSessionUser(session_id, *uid) : absl::OkStatus();
+}
+
 std::string BrokerService::Subject(const grpc::ServerContextBase* context,
                                    absl::string_view method, LogText what) const {
   const std::string about = what();
@@ -123,16 +103,17 @@ void BrokerService::LogSuccess(LogLevel level, const grpc::ServerContextBase* co
 
 grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>* BrokerService::Session(
     grpc::CallbackServerContext* context) {
-  return new SessionReactor(store_, sessions_, Client(context));
+  return new SessionReactor(store_, sessions_, Client(context), CallerUid(context));
 }
 
 grpc::Status BrokerService::Create(grpc::ServerContext* context, const v1::CreateRequest* request,
                                    v1::TensorGrant* response) {
   auto what = [&] { return NameField(request->name()); };
-  auto spec = MakeSpec(request->name(), request->dtype(), request->shape(), request->strides(),
-                       request->nbytes(), request->mutable_(), request->replace(),
-                       request->has_device(), request->device());
+  auto spec = MakeSpec(*request);
   if (!spec.ok()) return Answer(context, "Create", what, spec.status());
+  if (absl::Status s = CheckSessionCaller(context, request->session_id()); !s.ok()) {
+    return Answer(context, "Create", what, s);
+  }
   auto grant = store_->Create(request->session_id(), *spec);
   if (!grant.ok()) return Answer(context, "Create", what, grant.status());
   LogSuccess(LogLevel::kDebug, context, "Create", what, [&] { return Describe(grant->info); });
@@ -144,6 +125,9 @@ grpc::Status BrokerService::Seal(grpc::ServerContext* context, const v1::SealReq
                                  v1::TensorInfo* response) {
   auto what = [&] { return NameField(request->name()); };
   if (absl::Status s = ValidateName(request->name()); !s.ok()) {
+    return Answer(context, "Seal", what, s);
+  }
+  if (absl::Status s = CheckSessionCaller(context, request->session_id()); !s.ok()) {
     return Answer(context, "Seal", what, s);
   }
   auto view = store_->Seal(request->session_id(), request->name());
@@ -158,6 +142,9 @@ grpc::Status BrokerService::Abort(grpc::ServerContext* context, const v1::AbortR
                                   v1::Empty*) {
   auto what = [&] { return NameField(request->name()); };
   if (absl::Status s = ValidateName(request->name()); !s.ok()) {
+    return Answer(context, "Abort", what, s);
+  }
+  if (absl::Status s = CheckSessionCaller(context, request->session_id()); !s.ok()) {
     return Answer(context, "Abort", what, s);
   }
   absl::Status aborted = store_->Abort(request->session_id(), request->name());
@@ -178,6 +165,7 @@ grpc::Status BrokerService::Put(grpc::ServerContext* context,
   auto spec = MakeSpec(header.name(), header.dtype(), header.shape(), {}, 0, header.mutable_(),
                        header.replace(), header.has_device(), header.device());
   if (!spec.ok()) return Answer(context, "Put", what, spec.status());
+  spec->owner_uid = CallerUid(context).value_or(static_cast<uint32_t>(::getuid()));
   auto ticket = store_->BeginPut(*spec);
   if (!ticket.ok()) return Answer(context, "Put", what, ticket.status());
   uint64_t received = 0;
@@ -273,6 +261,9 @@ grpc::Status BrokerService::Get(grpc::ServerContext* context, const v1::GetReque
   if (absl::Status s = ValidateName(request->name()); !s.ok()) {
     return Answer(context, "Get", what, s);
   }
+  if (absl::Status s = CheckSessionCaller(context, request->session_id()); !s.ok()) {
+    return Answer(context, "Get", what, s);
+  }
   absl::Time deadline = absl::InfinitePast();
   if (request->wait_ms() > 0) {
     deadline = std::min(absl::Now() + absl::Milliseconds(request->wait_ms()),
@@ -290,6 +281,9 @@ grpc::Status BrokerService::Get(grpc::ServerContext* context, const v1::GetReque
 grpc::Status BrokerService::Release(grpc::ServerContext* context,
                                     const v1::ReleaseRequest* request, v1::Empty*) {
   auto what = [&] { return absl::StrCat("lease=", request->lease_id()); };
+  if (absl::Status s = CheckSessionCaller(context, request->session_id()); !s.ok()) {
+    return Answer(context, "Release", what, s);
+  }
   absl::Status released = store_->Release(request->session_id(), request->lease_id());
   if (released.ok()) LogSuccess(LogLevel::kDebug, context, "Release", what, [] { return "released"; });
   return Answer(context, "Release", what, released);
@@ -298,6 +292,9 @@ grpc::Status BrokerService::Release(grpc::ServerContext* context,
 grpc::Status BrokerService::Retain(grpc::ServerContext* context, const v1::RetainRequest* request,
                                    v1::TensorGrant* response) {
   auto what = [&] { return absl::StrCat("lease=", request->lease_id()); };
+  if (absl::Status s = CheckSessionCaller(context, request->session_id()); !s.ok()) {
+    return Answer(context, "Retain", what, s);
+  }
   auto grant = store_->Retain(request->session_id(), request->lease_id());
   if (!grant.ok()) return Answer(context, "Retain", what, grant.status());
   LogSuccess(LogLevel::kDebug, context, "Retain", what, [&] {

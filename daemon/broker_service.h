@@ -14,6 +14,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <optional>
+
 #include "absl/functional/function_ref.h"
 #include "daemon/call_metrics.h"
 #include "daemon/log.h"
@@ -59,6 +61,11 @@ class BrokerService final : public v1::Broker::WithCallbackMethod_Session<v1::Br
  private:
   // "pid=123 uid=1000": the kernel's credentials of the call's connection.
   std::string Client(const grpc::ServerContextBase* context) const;
+  // The uid of the call's connection; nullopt when no PeerRegistry knows it.
+  std::optional<uint32_t> CallerUid(const grpc::ServerContextBase* context) const;
+  // A session may be used only by connections of the uid that opened it.
+  absl::Status CheckSessionCaller(const grpc::ServerContextBase* context,
+                                  const std::string& session_id) const;
   // Log text is built only when its line is logged: calls cost nothing extra at info.
   using LogText = absl::FunctionRef<std::string()>;
   // "Get name=\"a/b\" pid=123 uid=1000": what a log line is about.

@@ -23,7 +23,8 @@ uint64_t CpuSegmentPool::CapacityLeft() const {
 }
 
 absl::StatusOr<CpuSegmentPool::Segment*> CpuSegmentPool::NewSegment(
-    uint64_t size, BlockKind kind, bool dedicated, std::vector<std::string>* removed_segments) {
+    uint64_t size, BlockKind kind, uint32_t owner_uid, bool dedicated,
+    std::vector<std::string>* removed_segments) {
   if (size > CapacityLeft()) {
     RemoveIdle([](const Segment&) { return true; }, removed_segments);
   }
@@ -34,10 +35,10 @@ absl::StatusOr<CpuSegmentPool::Segment*> CpuSegmentPool::NewSegment(
         " capacity (--capacity) is in use"));
   }
   const std::string name = absl::StrCat(options_.name_prefix, next_sequence_++);
-  auto shm = ShmSegment::Create(name, size);
-  if (!shm.ok()) return shm.status();
-  auto segment = std::make_unique<Segment>(
-      Segment{std::move(*shm), OffsetAllocator(size, kDataAlignment), kind, dedicated});
+  auto memory = MemfdSegment::Create(name, size);
+  if (!memory.ok()) return memory.status();
+  auto segment = std::make_unique<Segment>(Segment{
+      std::move(*memory), OffsetAllocator(size, kDataAlignment), kind, owner_uid, dedicated});
   Segment* raw = segment.get();
   segments_.emplace(name, std::move(segment));
   reserved_bytes_ += size;
@@ -46,31 +47,36 @@ absl::StatusOr<CpuSegmentPool::Segment*> CpuSegmentPool::NewSegment(
 
 Block CpuSegmentPool::MakeBlock(const Segment& segment, uint64_t offset) const {
   Block block;
-  block.segment = segment.shm.name();
-  block.segment_size = segment.shm.size();
+  block.segment = segment.memory.name();
+  block.segment_size = segment.memory.size();
   block.offset = offset;
   block.size = segment.allocator.SizeAt(offset);
-  block.data = segment.shm.data() + offset;
+  block.data = segment.memory.data() + offset;
   block.device = device();
+  block.read_write_fd = segment.memory.read_write_fd();
+  block.read_only_fd = segment.memory.read_only_fd();
   return block;
 }
 
 absl::StatusOr<Block> CpuSegmentPool::Allocate(uint64_t nbytes, BlockKind kind,
+                                               uint32_t owner_uid,
                                                std::vector<std::string>* removed_segments) {
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   const uint64_t rounded = RoundUp(std::max<uint64_t>(nbytes, 1), kDataAlignment);
   Segment* segment = nullptr;
-  if (rounded > options_.dedicated_threshold) {
-    segment = FindIdleDedicated(rounded, kind);
+  if (kind == BlockKind::kMutable || rounded > options_.dedicated_threshold) {
+    if (kind == BlockKind::kImmutable) segment = FindIdleDedicated(rounded, owner_uid);
     if (segment == nullptr) {
-      auto created =
-          NewSegment(RoundUp(rounded, page), kind, /*dedicated=*/true, removed_segments);
+      auto created = NewSegment(RoundUp(rounded, page), kind, owner_uid, /*dedicated=*/true,
+                                removed_segments);
       if (!created.ok()) return created.status();
       segment = *created;
     }
   } else {
     for (auto& [name, candidate] : segments_) {
-      if (candidate->dedicated || candidate->kind != kind) continue;
+      if (candidate->dedicated || candidate->kind != kind || candidate->owner_uid != owner_uid) {
+        continue;
+      }
       if (auto offset = candidate->allocator.Allocate(rounded)) {
         used_bytes_ += candidate->allocator.SizeAt(*offset);
         return MakeBlock(*candidate, *offset);
@@ -80,7 +86,7 @@ absl::StatusOr<Block> CpuSegmentPool::Allocate(uint64_t nbytes, BlockKind kind,
     // reserves room that the other kind or a large tensor needs; smaller when little is left.
     const uint64_t pooled = std::min(PooledSegmentBytes(), CapacityLeft() / page * page);
     const uint64_t size = std::max(RoundUp(rounded, page), pooled);
-    auto created = NewSegment(size, kind, /*dedicated=*/false, removed_segments);
+    auto created = NewSegment(size, kind, owner_uid, /*dedicated=*/false, removed_segments);
     if (!created.ok()) return created.status();
     segment = *created;
   }
@@ -97,22 +103,24 @@ void CpuSegmentPool::Free(const Block& block, std::vector<std::string>* removed_
   used_bytes_ -= segment.allocator.SizeAt(block.offset);
   segment.allocator.Free(block.offset);
   if (!segment.allocator.empty()) return;
-  // Keep the segment that just went idle (a full-size pooled one, or a dedicated one) for
-  // reuse, and drop the idle segment it replaces.
-  const bool keep = segment.dedicated || segment.shm.size() == PooledSegmentBytes();
+  // A mutable tensor's segment goes with it: its holders keep writable descriptors of it.
+  // Otherwise keep the segment that just went idle (a full-size pooled one, or a dedicated
+  // one) for its owner's reuse, and drop the idle segment of that owner it replaces.
+  const bool keep = segment.kind == BlockKind::kImmutable &&
+                    (segment.dedicated || segment.memory.size() == PooledSegmentBytes());
   RemoveIdle(
       [&](const Segment& s) {
-        return s.kind == segment.kind && s.dedicated == segment.dedicated &&
-               (!keep || &s != &segment);
+        return s.kind == segment.kind && s.owner_uid == segment.owner_uid &&
+               s.dedicated == segment.dedicated && (!keep || &s != &segment);
       },
       removed_segments);
 }
 
-CpuSegmentPool::Segment* CpuSegmentPool::FindIdleDedicated(uint64_t bytes, BlockKind kind) {
+CpuSegmentPool::Segment* CpuSegmentPool::FindIdleDedicated(uint64_t bytes, uint32_t owner_uid) {
   for (auto& [name, s] : segments_) {
     // Reuse only when the tensor fills at least half of it: idle memory is not free memory.
-    if (s->dedicated && s->kind == kind && s->allocator.empty() && s->shm.size() >= bytes &&
-        s->shm.size() / 2 <= bytes) {
+    if (s->dedicated && s->kind == BlockKind::kImmutable && s->owner_uid == owner_uid &&
+        s->allocator.empty() && s->memory.size() >= bytes && s->memory.size() / 2 <= bytes) {
       return s.get();
     }
   }
@@ -126,7 +134,7 @@ void CpuSegmentPool::RemoveIdle(const std::function<bool(const Segment&)>& shoul
       ++it;
       continue;
     }
-    reserved_bytes_ -= it->second->shm.size();
+    reserved_bytes_ -= it->second->memory.size();
     removed_segments->push_back(it->first);
     it = segments_.erase(it);
   }

@@ -1,13 +1,16 @@
-// CPU tensors in POSIX shared memory. Small tensors share pooled segments (one mapping per
-// segment serves many Gets); a tensor larger than a pooled segment's dedicated threshold gets
-// a segment of its own. Every block is 256-byte aligned. Immutable and mutable tensors never
-// share a segment (see BlockKind).
+// CPU tensors in memfd segments (MemfdSegment). Small immutable tensors share pooled segments
+// (one descriptor and mapping per segment serves many Gets); a tensor larger than the dedicated
+// threshold gets a segment of its own. Every block is 256-byte aligned.
 //
-// Capacity counts segment bytes, which are reserved in tmpfs when created. When a segment goes
-// idle (empty), one idle pooled and one idle dedicated segment per kind are kept for reuse:
-// reusing them spares tmpfs reservation and, above all, lets clients keep their cached
-// mappings, whose pages are already faulted in. Idle segments are dropped first whenever
-// capacity runs short.
+// Principals: a segment belongs to one owner uid for its whole life. Immutable tensors share
+// segments only with tensors of the same owner, since the owner's creators receive a writable
+// descriptor of the segment. Every mutable tensor gets a segment of its own that is removed
+// with it (never reused): its holders, of any uid, receive a writable descriptor and keep it.
+//
+// Capacity counts segment bytes, reserved when created. When an immutable segment goes idle
+// (empty), one idle pooled and one idle dedicated segment per owner are kept for reuse: reusing
+// them spares the reservation and, above all, lets clients keep their cached mappings, whose
+// pages are already faulted in. Idle segments are dropped first whenever capacity runs short.
 // Segment names are "<prefix><seq>", unique for the life of the daemon.
 #ifndef TENSORBROKER_DAEMON_CPU_SEGMENT_POOL_H_
 #define TENSORBROKER_DAEMON_CPU_SEGMENT_POOL_H_
@@ -19,7 +22,7 @@
 
 #include "daemon/memory_pool.h"
 #include "daemon/offset_allocator.h"
-#include "daemon/shm_segment.h"
+#include "daemon/memfd_segment.h"
 
 namespace tensorbroker::daemon {
 
@@ -35,28 +38,30 @@ class CpuSegmentPool final : public MemoryPool {
   explicit CpuSegmentPool(CpuSegmentPoolOptions options);
 
   DLDevice device() const override { return {kDLCPU, 0}; }
-  absl::StatusOr<Block> Allocate(uint64_t nbytes, BlockKind kind,
+  absl::StatusOr<Block> Allocate(uint64_t nbytes, BlockKind kind, uint32_t owner_uid,
                                  std::vector<std::string>* removed_segments) override;
   void Free(const Block& block, std::vector<std::string>* removed_segments) override;
   PoolStats Stats() const override;
 
  private:
   struct Segment {
-    ShmSegment shm;
+    MemfdSegment memory;
     OffsetAllocator allocator;
     BlockKind kind;
+    uint32_t owner_uid;
     bool dedicated;
   };
 
   // Creates a segment, first dropping idle pooled segments if capacity is short.
-  absl::StatusOr<Segment*> NewSegment(uint64_t size, BlockKind kind, bool dedicated,
-                                      std::vector<std::string>* removed_segments);
+  absl::StatusOr<Segment*> NewSegment(uint64_t size, BlockKind kind, uint32_t owner_uid,
+                                      bool dedicated, std::vector<std::string>* removed_segments);
   uint64_t CapacityLeft() const;
   // The usual size of a pooled segment: the option, capped at an eighth of the capacity.
   uint64_t PooledSegmentBytes() const;
   Block MakeBlock(const Segment& segment, uint64_t offset) const;
-  // An idle dedicated segment that `bytes` would fill at least half of, or null.
-  Segment* FindIdleDedicated(uint64_t bytes, BlockKind kind);
+  // An idle dedicated immutable segment of `owner_uid` that `bytes` would fill at least half
+  // of, or null.
+  Segment* FindIdleDedicated(uint64_t bytes, uint32_t owner_uid);
   // Removes every idle (empty) segment for which `should_remove` is true.
   void RemoveIdle(const std::function<bool(const Segment&)>& should_remove,
                   std::vector<std::string>* removed_segments);

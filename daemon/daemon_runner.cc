@@ -19,6 +19,7 @@
 #include "common/byte_size.h"
 #include "common/cuda_devices.h"
 #include "common/prometheus_format.h"
+#include "common/socket_path.h"
 #include "daemon/broker_service.h"
 #include "daemon/cpu_segment_pool.h"
 #ifdef TENSORBROKER_HAVE_CUDA
@@ -31,7 +32,7 @@
 #include "daemon/service_heartbeat.h"
 #include "daemon/service_notifier.h"
 #include "daemon/session_reactor.h"
-#include "daemon/shm_segment.h"
+#include "daemon/local_channel_server.h"
 #include "daemon/tensor_store.h"
 #include "daemon/unix_socket_acceptor.h"
 
@@ -155,10 +156,6 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   if (!lock.ok()) return lock.status();
 
   const std::string prefix = SegmentPrefixFor(options.socket_path);
-  if (int stale = ShmSegment::RemoveAllWithPrefix(prefix); stale > 0) {
-    Log(LogLevel::kNotice, "removed ", stale, " segment(s) /dev/shm/", prefix,
-        "* left by a previous instance on ", options.socket_path);
-  }
 
   // A fresh instance id in every name: a client that outlives this daemon must never mistake a
   // successor's segment (or slab) for one it has cached.
@@ -179,8 +176,15 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
     Log(LogLevel::kInfo, "metrics at http://", metrics_http->bound_address(), "/metrics");
   }
 
+  // The local channel first: a client that reaches the gRPC socket finds it there.
+  const std::string local_path = LocalChannelPath(options.socket_path);
+  auto local_channel = LocalChannelServer::Start(local_path, store.get());
+  if (!local_channel.ok()) return local_channel.status();
   auto acceptor = UnixSocketAcceptor::Bind(options.socket_path);
-  if (!acceptor.ok()) return acceptor.status();
+  if (!acceptor.ok()) {
+    ::unlink(local_path.c_str());
+    return acceptor.status();
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;  // no listening port: connections come from the acceptor
@@ -192,11 +196,13 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {
     ::unlink(options.socket_path.c_str());
+    ::unlink(local_path.c_str());
     return absl::InternalError("the gRPC server did not start");
   }
   if (absl::Status started = (*acceptor)->Start(server.get(), &peers); !started.ok()) {
     server->Shutdown();
     ::unlink(options.socket_path.c_str());
+    ::unlink(local_path.c_str());
     return started;
   }
   server->GetHealthCheckService()->SetServingStatus(true);
@@ -220,15 +226,16 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   server->GetHealthCheckService()->SetServingStatus(false);
   (*acceptor)->Stop();  // new clients are refused from here on
   store->Shutdown();  // waiting Gets answer UNAVAILABLE
+  (*local_channel)->Stop();  // its connections close, and the sessions they opened
   sessions.FinishAll(grpc::Status(grpc::StatusCode::UNAVAILABLE, "tensorbrokerd is shutting down"));
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server->Wait();
   server.reset();
   metrics_http.reset();
-  store.reset();  // unlinks every segment
+  local_channel->reset();
+  store.reset();  // closes every segment
   ::unlink(options.socket_path.c_str());
-  // Anything of ours still in /dev/shm (there should be none) goes too.
-  ShmSegment::RemoveAllWithPrefix(prefix);
+  ::unlink(local_path.c_str());
   Log(LogLevel::kInfo, "tensorbrokerd stopped");
   return absl::OkStatus();
 }

@@ -17,8 +17,10 @@
 namespace tensorbroker::daemon {
 
 // How clients will map a block: immutable blocks (sealed tensors) are mapped read-only by
-// consumers, mutable ones read-write. Pools keep the two kinds in different segments so a
-// read-only mapping never covers bytes another holder may write.
+// consumers (only their owner's creator writes them, before Seal), mutable ones read-write by
+// every holder. CPU pools keep the two kinds apart: immutable blocks share segments with other
+// immutable blocks of the same owner only, and each mutable block has a segment of its own
+// that is never reused, so a writable descriptor reaches exactly what its holder may write.
 enum class BlockKind { kImmutable, kMutable };
 
 // One allocation. `segment` names what a client maps (for CPU: the shm name); the bytes are
@@ -31,6 +33,9 @@ struct Block {
   uint8_t* data = nullptr;         // CUDA: a device pointer
   DLDevice device{kDLCPU, 0};
   std::string export_handle;       // CUDA: the segment's IPC handle bytes; empty for CPU
+  // CPU: the segment's descriptors, borrowed: valid while any block of the segment is allocated.
+  int read_write_fd = -1;
+  int read_only_fd = -1;
 };
 
 // `value` rounded up to a multiple of `multiple` (sizes of blocks, segments and slabs).
@@ -50,8 +55,10 @@ class MemoryPool {
   virtual ~MemoryPool() = default;
   virtual DLDevice device() const = 0;
   // RESOURCE_EXHAUSTED when the pool's capacity or the system cannot give `nbytes`. May remove
-  // idle segments to make room; their names are appended to `removed_segments`.
-  virtual absl::StatusOr<Block> Allocate(uint64_t nbytes, BlockKind kind,
+  // idle segments to make room; their names are appended to `removed_segments`. `owner_uid` is
+  // the principal the block belongs to (pools of memory that can be mapped read-only keep
+  // owners apart; CUDA pools ignore it).
+  virtual absl::StatusOr<Block> Allocate(uint64_t nbytes, BlockKind kind, uint32_t owner_uid,
                                          std::vector<std::string>* removed_segments) = 0;
   // Returns a block; appends the names of segments this removed to `removed_segments`.
   virtual void Free(const Block& block, std::vector<std::string>* removed_segments) = 0;

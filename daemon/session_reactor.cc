@@ -7,9 +7,10 @@
 
 namespace tensorbroker::daemon {
 
-SessionReactor::SessionReactor(TensorStore* store, SessionRegistry* registry, std::string client)
+SessionReactor::SessionReactor(TensorStore* store, SessionRegistry* registry, std::string client,
+                               std::optional<uint32_t> uid)
     : store_(store), registry_(registry), client_(std::move(client)) {
-  session_id_ = store_->OpenSession(0, "", this);
+  session_id_ = store_->OpenSession(0, "", this, uid);
   Log(LogLevel::kInfo, "client connected: ", client_);
   registry_->Add(this);
   {

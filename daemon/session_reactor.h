@@ -13,6 +13,7 @@
 
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -28,8 +29,10 @@ class SessionReactor final
     : public grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>,
       public SessionEventSink {
  public:
-  // `client` names the peer in log lines ("pid=123 uid=1000").
-  SessionReactor(TensorStore* store, SessionRegistry* registry, std::string client);
+  // `client` names the peer in log lines ("pid=123 uid=1000"); `uid` is the connection's, the
+  // session's principal (nullopt: unknown).
+  SessionReactor(TensorStore* store, SessionRegistry* registry, std::string client,
+                 std::optional<uint32_t> uid);
 
   // Ends the stream with `status` (used on shutdown). Safe to call more than once.
   void FinishWith(const grpc::Status& status);

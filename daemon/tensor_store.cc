@@ -1,9 +1,13 @@
 #include "daemon/tensor_store.h"
 
+#include <fcntl.h>
+
+#include <cerrno>
 #include <random>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/errno_status.h"
 
 namespace tensorbroker::daemon {
 namespace {
@@ -58,11 +62,22 @@ MemoryPool* TensorStore::PoolForLocked(DLDevice device) const {
 }
 
 std::string TensorStore::OpenSession(int32_t pid, const std::string& client_name,
-                                     SessionEventSink* sink) {
+                                     SessionEventSink* sink, std::optional<uint32_t> uid) {
   std::lock_guard<std::mutex> lock(mu_);
   std::string id = NewSessionId();
-  sessions_[id] = Session{pid, client_name, sink, {}};
+  sessions_[id] = Session{pid, client_name, sink, uid, {}};
   return id;
+}
+
+absl::Status TensorStore::CheckSessionUser(const std::string& session_id, uint32_t uid) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
+  const std::optional<uint32_t>& owner = sessions_.at(session_id).uid;
+  if (owner.has_value() && *owner != uid) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("session_id: the session belongs to another user (uid ", *owner, ")"));
+  }
+  return absl::OkStatus();
 }
 
 void TensorStore::UpdateSessionHello(const std::string& session_id, int32_t pid,
@@ -80,6 +95,11 @@ TensorStore::SessionCleanup TensorStore::CloseSession(const std::string& session
   if (it == sessions_.end()) return {};
   const std::set<std::string> pending_names = std::move(it->second.pending_names);
   sessions_.erase(it);
+  AnswerWaitersLocked([&](const Waiter& w) { return w.session_id == session_id; },
+                      [](const Waiter&) -> absl::StatusOr<TensorGrant> {
+                        return absl::FailedPreconditionError(
+                            "session_id: the session closed while the Get waited");
+                      });
   SessionCleanup cleanup;
   for (uint64_t object_id : leases_.RemoveSession(session_id)) {
     ReleaseLeaseOnLocked(object_id);
@@ -126,8 +146,9 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std:
         spec.device.device_type == kDLCUDA ? " (--cuda-capacity is 0)" : ""));
   }
   std::vector<std::string> removed;
-  auto block = pool->Allocate(
-      spec.nbytes, spec.is_mutable ? BlockKind::kMutable : BlockKind::kImmutable, &removed);
+  auto block = pool->Allocate(spec.nbytes,
+                              spec.is_mutable ? BlockKind::kMutable : BlockKind::kImmutable,
+                              spec.owner_uid, &removed);
   NotifySegmentsRemovedLocked(removed);
   if (!block.ok()) {
     return absl::Status(block.status().code(), absl::StrCat("name '", spec.name, "' (",
@@ -154,7 +175,9 @@ absl::StatusOr<TensorGrant> TensorStore::Create(const std::string& session_id,
                                                 const TensorSpec& spec) {
   std::lock_guard<std::mutex> lock(mu_);
   if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
-  auto object = ReserveLocked(session_id, spec);
+  TensorSpec owned = spec;
+  owned.owner_uid = sessions_.at(session_id).uid.value_or(spec.owner_uid);
+  auto object = ReserveLocked(session_id, owned);
   if (!object.ok()) return object.status();
   return GrantLocked(session_id, *object, /*writable=*/true);
 }
@@ -215,6 +238,12 @@ TensorInfo TensorStore::PublishLocked(TensorObject* object) {
   }
   object->published = true;
   published_cv_.notify_all();
+  const std::string& name = object->spec.name;
+  AnswerWaitersLocked([&](const Waiter& w) { return w.name == name; },
+                      [&](const Waiter& w) -> absl::StatusOr<TensorGrant> {
+                        if (absl::Status s = CheckSession(w.session_id); !s.ok()) return s;
+                        return GrantLocked(w.session_id, object, object->spec.is_mutable);
+                      });
   return ViewLocked(*object);
 }
 
@@ -276,19 +305,56 @@ TensorGrant TensorStore::GrantLocked(const std::string& session_id, TensorObject
   return grant;
 }
 
+std::optional<absl::StatusOr<TensorGrant>> TensorStore::TryGetLocked(
+    const std::string& session_id, const std::string& name) {
+  if (absl::Status s = CheckServing(); !s.ok()) return s;
+  // The session may have closed while we waited: the lease would belong to no one.
+  if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
+  auto it = published_.find(name);
+  if (it == published_.end()) return std::nullopt;
+  TensorObject* object = objects_.at(it->second).get();
+  return GrantLocked(session_id, object, /*writable=*/object->spec.is_mutable);
+}
+
+std::optional<absl::StatusOr<TensorGrant>> TensorStore::GetOrWait(
+    const std::string& session_id, const std::string& name, absl::Time deadline,
+    uint64_t* waiter_id, GetCallback on_ready) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto now = TryGetLocked(session_id, name); now.has_value()) return now;
+  if (absl::Now() >= deadline) {
+    return absl::StatusOr<TensorGrant>(
+        absl::NotFoundError(absl::StrCat("name '", name, "' is not published")));
+  }
+  *waiter_id = next_waiter_id_++;
+  waiters_.emplace(*waiter_id, Waiter{session_id, name, std::move(on_ready)});
+  return std::nullopt;
+}
+
+bool TensorStore::CancelWait(uint64_t waiter_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return waiters_.erase(waiter_id) > 0;
+}
+
+void TensorStore::AnswerWaitersLocked(
+    const std::function<bool(const Waiter&)>& matches,
+    const std::function<absl::StatusOr<TensorGrant>(const Waiter&)>& answer) {
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    if (!matches(it->second)) {
+      ++it;
+      continue;
+    }
+    Waiter waiter = std::move(it->second);
+    it = waiters_.erase(it);
+    waiter.on_ready(answer(waiter));
+  }
+}
+
 absl::StatusOr<TensorGrant> TensorStore::Get(const std::string& session_id,
                                              const std::string& name, absl::Time deadline) {
   std::unique_lock<std::mutex> lock(mu_);
   bool waited = false;
   while (true) {
-    if (absl::Status s = CheckServing(); !s.ok()) return s;
-    // The session may have closed while we waited: the lease would belong to no one.
-    if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
-    auto it = published_.find(name);
-    if (it != published_.end()) {
-      TensorObject* object = objects_.at(it->second).get();
-      return GrantLocked(session_id, object, /*writable=*/object->spec.is_mutable);
-    }
+    if (auto now = TryGetLocked(session_id, name); now.has_value()) return *std::move(now);
     if (absl::Now() >= deadline) {
       if (waited) {
         return absl::DeadlineExceededError(
@@ -308,6 +374,30 @@ absl::Status TensorStore::Release(const std::string& session_id, uint64_t lease_
   if (!object_id.ok()) return object_id.status();
   ReleaseLeaseOnLocked(*object_id);
   return absl::OkStatus();
+}
+
+absl::StatusOr<SegmentDescriptor> TensorStore::DescriptorFor(const std::string& session_id,
+                                                             uint64_t lease_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
+  auto object_id = leases_.ObjectOf(session_id, lease_id);
+  if (!object_id.ok()) return object_id.status();
+  const TensorObject& object = *objects_.at(*object_id);
+  if (object.block.read_only_fd < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "lease_id: ", lease_id, " is on a tensor in device memory, which has no descriptor"));
+  }
+  SegmentDescriptor descriptor;
+  descriptor.segment = object.block.segment;
+  descriptor.size = object.block.segment_size;
+  descriptor.writable =
+      object.spec.is_mutable || (object.pending && object.owner_session == session_id);
+  // Duplicated under the lock: the segment (and its descriptors) may go as soon as it drops.
+  descriptor.fd.reset(::fcntl(descriptor.writable ? object.block.read_write_fd
+                                                  : object.block.read_only_fd,
+                              F_DUPFD_CLOEXEC, 0));
+  if (!descriptor.fd.valid()) return ErrnoStatus(errno, "duplicating a segment's descriptor");
+  return descriptor;
 }
 
 absl::StatusOr<TensorGrant> TensorStore::Retain(const std::string& session_id,
@@ -408,6 +498,10 @@ void TensorStore::Shutdown() {
   std::lock_guard<std::mutex> lock(mu_);
   shutting_down_ = true;
   published_cv_.notify_all();
+  AnswerWaitersLocked([](const Waiter&) { return true; },
+                      [](const Waiter&) -> absl::StatusOr<TensorGrant> {
+                        return absl::UnavailableError("tensorbrokerd is shutting down");
+                      });
 }
 
 TensorInfo TensorStore::ViewLocked(const TensorObject& object) const {

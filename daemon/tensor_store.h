@@ -15,7 +15,9 @@
 
 #include <cstdint>
 #include <condition_variable>
+#include <functional>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <memory>
 #include <set>
@@ -27,6 +29,7 @@
 #include "absl/time/time.h"
 #include "daemon/lease_table.h"
 #include "daemon/memory_pool.h"
+#include "common/unique_fd.h"
 #include "tensorbroker/types.h"
 
 namespace tensorbroker::daemon {
@@ -41,6 +44,8 @@ struct TensorSpec {
   bool is_mutable = false;
   bool replace = false;
   DLDevice device{kDLCPU, 0};    // CUDA: the daemon's ordinal
+  // The principal the tensor belongs to (the caller's uid). Create uses its session's uid.
+  uint32_t owner_uid = 0;
 };
 
 // What the store reports about a tensor is the public tensorbroker::TensorInfo (types.h).
@@ -71,6 +76,18 @@ struct ReadTicket {
 };
 
 
+// A lease's segment as a descriptor of its own, to hand to the lease's holder.
+struct SegmentDescriptor {
+  std::string segment;
+  uint64_t size = 0;
+  bool writable = false;
+  UniqueFd fd;
+};
+
+// Answers a Get that waited (TensorStore::GetOrWait). Called with the store's lock held: must
+// not call back into the store, and should only queue.
+using GetCallback = std::function<void(absl::StatusOr<TensorGrant>)>;
+
 // Receives events for one session. Called with the store's lock held: must not call back into
 // the store, and should only queue.
 class SessionEventSink {
@@ -86,8 +103,13 @@ class TensorStore {
   explicit TensorStore(std::vector<std::unique_ptr<MemoryPool>> pools);
   ~TensorStore();
 
-  // Sessions. `sink` may be null; it must stay valid until CloseSession returns.
-  std::string OpenSession(int32_t pid, const std::string& client_name, SessionEventSink* sink);
+  // Sessions. `sink` may be null; it must stay valid until CloseSession returns. `uid` is the
+  // principal the session belongs to (the kernel's word for its connection), when known.
+  std::string OpenSession(int32_t pid, const std::string& client_name, SessionEventSink* sink,
+                          std::optional<uint32_t> uid = std::nullopt);
+  // OK when `session_id` is open and may be used by a connection of `uid`: FAILED_PRECONDITION
+  // for no such session, PERMISSION_DENIED for a session of another uid.
+  absl::Status CheckSessionUser(const std::string& session_id, uint32_t uid) const;
   void UpdateSessionHello(const std::string& session_id, int32_t pid,
                           const std::string& client_name);
   // Releases the session's leases and aborts its pending tensors. Idempotent (a second call
@@ -112,7 +134,22 @@ class TensorStore {
   // Waits until `deadline` (absl::InfinitePast(): do not wait) for `name` to be published.
   absl::StatusOr<TensorGrant> Get(const std::string& session_id, const std::string& name,
                                   absl::Time deadline);
+  // The same without holding a thread: answers at once (returns the result), or, when `name` is
+  // not published yet and `deadline` is in the future, returns nullopt, sets `*waiter_id` and
+  // later calls `on_ready` exactly once (published, session closed, or shutting down) unless
+  // CancelWait(*waiter_id) returned true first.
+  std::optional<absl::StatusOr<TensorGrant>> GetOrWait(const std::string& session_id,
+                                                        const std::string& name,
+                                                        absl::Time deadline, uint64_t* waiter_id,
+                                                        GetCallback on_ready);
+  // Stops a wait; true when it was still waiting (its callback will never run).
+  bool CancelWait(uint64_t waiter_id);
   absl::Status Release(const std::string& session_id, uint64_t lease_id);
+  // A descriptor of the segment of the CPU tensor that `lease_id` (held by `session_id`) keeps
+  // alive: read-write for the creator of a pending tensor and for a mutable one, else
+  // read-only. FAILED_PRECONDITION for a CUDA tensor.
+  absl::StatusOr<SegmentDescriptor> DescriptorFor(const std::string& session_id,
+                                                  uint64_t lease_id);
   // A second lease of `session_id` on the object its lease `lease_id` keeps alive; writable
   // like the first (pending for its creator, or mutable).
   absl::StatusOr<TensorGrant> Retain(const std::string& session_id, uint64_t lease_id);
@@ -142,7 +179,13 @@ class TensorStore {
     int32_t pid = 0;
     std::string client_name;
     SessionEventSink* sink = nullptr;
+    std::optional<uint32_t> uid;
     std::set<std::string> pending_names;
+  };
+  struct Waiter {
+    std::string session_id;
+    std::string name;
+    GetCallback on_ready;
   };
   // Leases taken by the daemon itself (Read streams) belong to this pseudo-session.
   static constexpr const char* kInternalSession = "";
@@ -157,6 +200,14 @@ class TensorStore {
   TensorInfo PublishLocked(TensorObject* object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropPendingLocked(TensorObject* object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   TensorGrant GrantLocked(const std::string& session_id, TensorObject* object, bool writable)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A Get's answer now: a grant, or nullopt when `name` is not published.
+  std::optional<absl::StatusOr<TensorGrant>> TryGetLocked(const std::string& session_id,
+                                                          const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers every waiter for which `matches` is true with `answer(waiter)`.
+  void AnswerWaitersLocked(const std::function<bool(const Waiter&)>& matches,
+                           const std::function<absl::StatusOr<TensorGrant>(const Waiter&)>& answer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseLeaseOnLocked(uint64_t object_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Frees the object's memory if nothing refers to it any more.
@@ -177,6 +228,8 @@ class TensorStore {
   std::map<std::string, uint64_t> pending_ ABSL_GUARDED_BY(mu_);    // name -> object
   std::map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);
   LeaseTable leases_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);  // GetOrWait, by waiter id
+  uint64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_object_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_version_ ABSL_GUARDED_BY(mu_) = 1;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;

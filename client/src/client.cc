@@ -92,14 +92,26 @@ DLDevice StorageDevice(DLDevice device) {
 }
 
 absl::StatusOr<TensorInfo> SealOnWire(Connection& connection, const std::string& name) {
-  v1::SealRequest request;
-  request.set_session_id(connection.session_id());
-  request.set_name(name);
-  v1::TensorInfo info;
-  if (absl::Status s = Call(connection, &v1::Broker::Stub::Seal, request, &info); !s.ok()) {
-    return s;
+  v1::LocalRequest request;
+  request.mutable_seal()->set_name(name);
+  auto answer = connection.local().Call(std::move(request));
+  if (!answer.ok()) return answer.status();
+  return FromProto(answer->reply.info());
+}
+
+// A local call that grants a lease: its descriptors are mapped, its grant returned. If the
+// descriptors cannot be mapped the lease is released.
+absl::StatusOr<v1::TensorGrant> CallForGrant(Connection& connection, v1::LocalRequest request) {
+  auto answer = connection.local().Call(std::move(request));
+  if (!answer.ok()) return answer.status();
+  if (!answer->reply.has_grant()) {
+    return absl::DataLossError("tensorbrokerd answered without a grant");
   }
-  return FromProto(info);
+  if (absl::Status adopted = connection.AdoptDescriptors(&*answer); !adopted.ok()) {
+    connection.ReleaseLease(answer->reply.grant().lease_id());
+    return adopted;
+  }
+  return std::move(*answer->reply.mutable_grant());
 }
 
 }  // namespace
@@ -131,9 +143,8 @@ absl::StatusOr<DLManagedTensorVersioned*> Client::Create(const std::string& name
                                                          const std::vector<int64_t>& shape,
                                                          DLDataType dtype,
                                                          const CreateOptions& options) {
-  Connection& connection = *impl_->connection;
-  v1::CreateRequest request;
-  request.set_session_id(connection.session_id());
+  v1::LocalRequest local;
+  v1::CreateRequest& request = *local.mutable_create();
   request.set_name(name);
   ToProto(dtype, request.mutable_dtype());
   request.mutable_shape()->Assign(shape.begin(), shape.end());
@@ -159,12 +170,10 @@ absl::StatusOr<DLManagedTensorVersioned*> Client::Create(const std::string& name
                                                    device.device_id,
                                                    "): the broker stores tensors on CPU or CUDA"));
   }
-  v1::TensorGrant grant;
-  if (absl::Status s = Call(connection, &v1::Broker::Stub::Create, request, &grant); !s.ok()) {
-    return s;
-  }
+  auto grant = CallForGrant(*impl_->connection, std::move(local));
+  if (!grant.ok()) return grant.status();
   const bool pinned = options.pinned || options.device.device_type == kDLCUDAHost;
-  auto tensor = client_internal::ExportVersioned(impl_->connection, grant, pinned);
+  auto tensor = client_internal::ExportVersioned(impl_->connection, *grant, pinned);
   if (!tensor.ok()) {
     (void)Abort(name);
     return tensor.status();
@@ -191,12 +200,10 @@ absl::StatusOr<TensorInfo> Client::Seal(const std::string& name, const SealOptio
 }
 
 absl::Status Client::Abort(const std::string& name) {
-  v1::AbortRequest request;
-  request.set_session_id(impl_->connection->session_id());
-  request.set_name(name);
-  v1::Empty response;
+  v1::LocalRequest request;
+  request.mutable_abort()->set_name(name);
   impl_->ForgetPending(name);
-  return Call(*impl_->connection, &v1::Broker::Stub::Abort, request, &response);
+  return impl_->connection->local().Call(std::move(request)).status();
 }
 
 absl::StatusOr<TensorInfo> Client::Put(const std::string& name, const DLTensor& tensor,
@@ -231,17 +238,12 @@ namespace {
 // A Get on the wire: the grant (and the lease it carries) for `name`.
 absl::StatusOr<v1::TensorGrant> FetchGrant(Connection& connection, const std::string& name,
                                            std::chrono::milliseconds timeout) {
-  v1::GetRequest request;
-  request.set_session_id(connection.session_id());
-  request.set_name(name);
-  request.set_wait_ms(static_cast<uint32_t>(
+  v1::LocalRequest request;
+  v1::GetRequest& get = *request.mutable_get();
+  get.set_name(name);
+  get.set_wait_ms(static_cast<uint32_t>(
       std::clamp<int64_t>(timeout.count(), 0, std::numeric_limits<uint32_t>::max())));
-  v1::TensorGrant grant;
-  if (absl::Status s = Call(connection, &v1::Broker::Stub::Get, request, &grant, timeout);
-      !s.ok()) {
-    return s;
-  }
-  return grant;
+  return CallForGrant(connection, std::move(request));
 }
 
 }  // namespace
@@ -278,19 +280,8 @@ absl::StatusOr<DLManagedTensor*> Client::GetLegacy(const std::string& name,
 }
 
 absl::StatusOr<DLManagedTensorVersioned*> Client::Retain(const DLManagedTensorVersioned& tensor) {
-  Connection& connection = *impl_->connection;
-  auto lease_id = client_internal::LeaseOf(tensor, &connection);
-  if (!lease_id.ok()) return lease_id.status();
-  v1::RetainRequest request;
-  request.set_session_id(connection.session_id());
-  request.set_lease_id(*lease_id);
-  v1::TensorGrant grant;
-  if (absl::Status s = Call(connection, &v1::Broker::Stub::Retain, request, &grant); !s.ok()) {
-    return s;
-  }
-  // A pinned tensor's second handle is pinned too.
-  return client_internal::ExportVersioned(impl_->connection, grant,
-                                          tensor.dl_tensor.device.device_type == kDLCUDAHost);
+  // Local: the new handle shares this client's lease and mapping (pinned if `tensor` is).
+  return client_internal::ShareVersioned(tensor, impl_->connection.get());
 }
 
 absl::StatusOr<TensorInfo> Client::Describe(const DLManagedTensorVersioned& tensor) const {

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/socket_path.h"
 
 namespace tensorbroker::client_internal {
 namespace {
@@ -77,6 +78,14 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(const std::string& 
                                                status.ToString()));
   }
   connection->session_id_ = event.opened().session_id();
+  auto local = LocalChannel::Attach(LocalChannelPath(socket_path), connection->session_id_);
+  if (!local.ok()) {
+    connection->session_context_.TryCancel();
+    (void)connection->session_->Finish();
+    connection->session_.reset();
+    return local.status();
+  }
+  connection->local_ = *std::move(local);
   connection->event_reader_ = std::thread([raw = connection.get()] { raw->ReadEvents(); });
   return connection;
 }
@@ -92,6 +101,7 @@ void Connection::ReadEvents() {
     if (!event.has_segment_removed()) continue;
     const std::string& segment = event.segment_removed().segment();
     mapper().Forget(segment);
+    local_->QueueDropped(segment);
     std::lock_guard<std::mutex> lock(segments_mu_);
     segments_.erase(segment);
   }
@@ -103,6 +113,7 @@ void Connection::ReadEvents() {
 }
 
 Connection::~Connection() {
+  local_.reset();  // sends the releases still queued while the session is open
   if (session_ != nullptr) {
     session_context_.TryCancel();
     if (event_reader_.joinable()) event_reader_.join();
@@ -110,14 +121,46 @@ Connection::~Connection() {
   }
 }
 
-void Connection::ReleaseLease(uint64_t lease_id) noexcept {
-  v1::ReleaseRequest request;
-  request.set_session_id(session_id_);
-  request.set_lease_id(lease_id);
-  v1::Empty response;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  (void)stub_->Release(&context, request, &response);
+void Connection::ReleaseLease(uint64_t lease_id) noexcept { local_->QueueRelease(lease_id); }
+
+absl::Status Connection::AdoptDescriptors(LocalAnswer* answer) {
+  for (int i = 0; i < answer->reply.descriptors_size(); ++i) {
+    const v1::SegmentDescriptor& descriptor = answer->reply.descriptors(i);
+    auto mapped = mapper().Adopt(descriptor.segment(), std::move(answer->fds[i]),
+                                 descriptor.size(),
+                                 descriptor.writable() ? MapMode::kReadWrite : MapMode::kReadOnly);
+    if (!mapped.ok()) return mapped.status();
+    NoteSegment(descriptor.segment());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Connection::FetchDescriptor(uint64_t lease_id) {
+  v1::LocalRequest request;
+  request.mutable_fetch_segment()->set_lease_id(lease_id);
+  auto answer = local_->Call(std::move(request));
+  if (!answer.ok()) return answer.status();
+  return AdoptDescriptors(&*answer);
+}
+
+std::shared_ptr<void> Connection::FindShared(const std::string& key) {
+  std::lock_guard<std::mutex> lock(shared_mu_);
+  auto it = shared_.find(key);
+  return it == shared_.end() ? nullptr : it->second.lock();
+}
+
+void Connection::RememberShared(const std::string& key, const std::shared_ptr<void>& hold) {
+  std::lock_guard<std::mutex> lock(shared_mu_);
+  shared_[key] = hold;
+}
+
+void Connection::ForgetShared(const std::string& key, const void* hold) {
+  std::lock_guard<std::mutex> lock(shared_mu_);
+  auto it = shared_.find(key);
+  // Only our own entry: a newer holder may have taken the key since.
+  if (it != shared_.end() && (it->second.expired() || it->second.lock().get() == hold)) {
+    shared_.erase(it);
+  }
 }
 
 }  // namespace tensorbroker::client_internal

@@ -1,6 +1,8 @@
 // One client's link to the daemon: the gRPC channel and stub, the Session stream that owns this
 // client's leases (open for the Connection's life), a background thread reading the daemon's
-// session events.
+// session events, and the local channel attached to that session (the hot calls, descriptors).
+// It also knows which broker lease this client holds on each tensor version, so that every
+// local reference to one version shares one lease (LeaseHold, exported_tensor.h).
 //
 // Ownership: shared. The Client holds one reference and every tensor it hands out holds another,
 // so a tensor's deleter can still release its lease after the Client is gone; the session ends
@@ -14,11 +16,13 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "client/src/local_channel.h"
 #include "client/src/segment_mapper.h"
 #include "tensorbroker/v1/broker.grpc.pb.h"
 
@@ -33,6 +37,7 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   v1::Broker::Stub& stub() { return *stub_; }
+  LocalChannel& local() { return *local_; }
   const std::string& session_id() const { return session_id_; }
   const std::string& socket_path() const { return socket_path_; }
   SegmentMapper& mapper() { return ProcessSegmentMapper(); }
@@ -41,8 +46,20 @@ class Connection {
   // dropped when the daemon removes the segment or the session ends (daemon gone).
   void NoteSegment(const std::string& segment);
 
-  // Ends a lease. Never fails loudly: if the daemon is gone, so is the lease.
+  // Maps the descriptors that came with a local reply (the process's SegmentMapper keeps them).
+  absl::Status AdoptDescriptors(LocalAnswer* answer);
+  // Asks for the descriptor of the segment `lease_id` is in again (this process dropped it).
+  absl::Status FetchDescriptor(uint64_t lease_id);
+
+  // Ends a lease soon (queued, batched). Never fails loudly: if the daemon is gone, so is the
+  // lease.
   void ReleaseLease(uint64_t lease_id) noexcept;
+
+  // The lease this client shares for `key` (a tensor version and how it is mapped), if any
+  // holder is still alive; Remember records a new one. Thread-safe.
+  std::shared_ptr<void> FindShared(const std::string& key);
+  void RememberShared(const std::string& key, const std::shared_ptr<void>& hold);
+  void ForgetShared(const std::string& key, const void* hold);
 
   // A context with the default deadline for unary calls.
   static void SetDeadline(grpc::ClientContext* context, std::chrono::milliseconds extra = {});
@@ -57,7 +74,10 @@ class Connection {
   grpc::ClientContext session_context_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::SessionRequest, v1::SessionEvent>> session_;
   std::string session_id_;
+  std::unique_ptr<LocalChannel> local_;
   std::thread event_reader_;
+  std::mutex shared_mu_;
+  std::map<std::string, std::weak_ptr<void>> shared_;  // guarded by shared_mu_
   std::mutex segments_mu_;
   std::set<std::string> segments_;  // mapped through this connection, still alive
 };

@@ -10,20 +10,16 @@
 namespace tensorbroker::client_internal {
 namespace {
 
-// The manager_ctx of every exported tensor.
-struct ExportContext {
+// One broker lease of this client and the mapping it keeps valid.
+struct LeaseHold {
   std::shared_ptr<Connection> connection;
-  std::shared_ptr<const void> mapping;
-  DLDevice device{kDLCPU, 0};  // of the mapping, as this process sees it
   uint64_t lease_id = 0;
-  TensorInfo info;  // as the grant described the tensor
-  std::vector<int64_t> shape;
-  std::vector<int64_t> strides;
-  int64_t no_dims[1] = {0};  // shape and strides of a 0-d tensor point here
-  DLManagedTensorVersioned versioned{};
-  DLManagedTensor legacy{};
+  std::string key;  // in the Connection's registry of shared leases; empty: not shared
+  std::shared_ptr<const void> mapping;
+  uint8_t* data = nullptr;
+  DLDevice device{kDLCPU, 0};  // of the mapping, as this process sees it
 
-  ~ExportContext() {
+  ~LeaseHold() {
     // Work the consumer queued on the tensor must finish before the daemon may reuse its
     // memory: frameworks call the deleter when the last host reference goes, kernels may still
     // be pending (on any stream, so the whole device is waited for).
@@ -31,8 +27,23 @@ struct ExportContext {
     // Unmap before the lease ends: once it has, the daemon may free the memory, and freeing a
     // CUDA slab another process still has open is undefined behaviour.
     mapping.reset();
-    if (connection != nullptr) connection->ReleaseLease(lease_id);
+    if (connection == nullptr) return;
+    if (!key.empty()) connection->ForgetShared(key, this);
+    connection->ReleaseLease(lease_id);
   }
+};
+
+// The manager_ctx of every exported tensor.
+struct ExportContext {
+  std::shared_ptr<LeaseHold> hold;
+  TensorInfo info;  // as the grant described the tensor
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
+  int64_t no_dims[1] = {0};  // shape and strides of a 0-d tensor point here
+  uint64_t flags = 0;
+  DLDataType dtype{};
+  DLManagedTensorVersioned versioned{};
+  DLManagedTensor legacy{};
 };
 
 void DeleteVersioned(DLManagedTensorVersioned* self) {
@@ -41,36 +52,91 @@ void DeleteVersioned(DLManagedTensorVersioned* self) {
 
 void DeleteLegacy(DLManagedTensor* self) { delete static_cast<ExportContext*>(self->manager_ctx); }
 
-// Builds the context and fills `tensor` (shared by both ABIs).
-absl::StatusOr<std::unique_ptr<ExportContext>> MakeContext(std::shared_ptr<Connection> connection,
-                                                           const v1::TensorGrant& grant,
-                                                           bool pinned,
-                                                           DLTensor* (*pick)(ExportContext*)) {
-  auto context = std::make_unique<ExportContext>();
-  context->connection = std::move(connection);
-  context->lease_id = grant.lease_id();  // released by ~ExportContext, also on failure below
-  auto region = MapRegion(*context->connection, grant.region(), pinned);
-  if (!region.ok()) return region.status();
-  context->mapping = std::move(region->keepalive);
-  context->device = region->device;
-  const v1::TensorInfo& info = grant.info();
-  context->info = FromProto(info);
-  context->info.device = region->device;
-  context->shape = ToVector(info.shape());
-  context->strides = ToVector(info.strides());
-  if (context->strides.size() != context->shape.size()) {
-    return absl::DataLossError("daemon sent strides and shape of different lengths");
+// Sealed versions are shared; a pending tensor's (writable) lease is its creator's alone.
+std::string ShareKey(const v1::TensorGrant& grant, bool pinned) {
+  if (!grant.info().sealed() || grant.info().version() == 0) return "";
+  return absl::StrCat(grant.info().version(), pinned ? "/pinned" : "",
+                      grant.region().writable() ? "/rw" : "");
+}
+
+absl::StatusOr<std::shared_ptr<LeaseHold>> HoldFor(std::shared_ptr<Connection> connection,
+                                                   const v1::TensorGrant& grant, bool pinned) {
+  const std::string key = ShareKey(grant, pinned);
+  if (!key.empty()) {
+    if (auto shared = std::static_pointer_cast<LeaseHold>(connection->FindShared(key))) {
+      connection->ReleaseLease(grant.lease_id());  // one lease per version is enough
+      return shared;
+    }
   }
-  DLTensor* tensor = pick(context.get());
-  tensor->data = region->data;
-  tensor->device = region->device;
+  auto hold = std::make_shared<LeaseHold>();
+  hold->connection = connection;
+  hold->lease_id = grant.lease_id();  // released by ~LeaseHold, also on failure below
+  auto region = MapRegion(*connection, grant, pinned);
+  if (!region.ok()) return region.status();
+  hold->mapping = std::move(region->keepalive);
+  hold->data = region->data;
+  hold->device = region->device;
+  if (!key.empty()) {
+    hold->key = key;
+    connection->RememberShared(key, hold);
+  }
+  return hold;
+}
+
+// Fills `tensor` from the context (shared by both ABIs).
+void FillTensor(ExportContext* context, DLTensor* tensor) {
+  tensor->data = context->hold->data;
+  tensor->device = context->hold->device;
   tensor->ndim = static_cast<int32_t>(context->shape.size());
-  tensor->dtype = FromProto(info.dtype());
+  tensor->dtype = context->dtype;
   // Never NULL, also for 0-d tensors (DLPack 1.2 requires strides; some consumers read them).
   const bool scalar = context->shape.empty();
   tensor->shape = scalar ? context->no_dims : context->shape.data();
   tensor->strides = scalar ? context->no_dims : context->strides.data();
   tensor->byte_offset = 0;
+}
+
+absl::StatusOr<std::unique_ptr<ExportContext>> MakeContext(std::shared_ptr<Connection> connection,
+                                                           const v1::TensorGrant& grant,
+                                                           bool pinned) {
+  auto context = std::make_unique<ExportContext>();
+  const v1::TensorInfo& info = grant.info();
+  if (info.strides_size() != info.shape_size()) {
+    connection->ReleaseLease(grant.lease_id());
+    return absl::DataLossError("daemon sent strides and shape of different lengths");
+  }
+  auto hold = HoldFor(std::move(connection), grant, pinned);
+  if (!hold.ok()) return hold.status();
+  context->hold = *std::move(hold);
+  context->info = FromProto(info);
+  context->info.device = context->hold->device;
+  context->shape = ToVector(info.shape());
+  context->strides = ToVector(info.strides());
+  context->dtype = FromProto(info.dtype());
+  context->flags = grant.region().writable() ? 0 : DLPACK_FLAG_BITMASK_READ_ONLY;
+  return context;
+}
+
+DLManagedTensorVersioned* Versioned(std::unique_ptr<ExportContext> context) {
+  DLManagedTensorVersioned* out = &context->versioned;
+  FillTensor(context.get(), &out->dl_tensor);
+  out->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  out->manager_ctx = context.get();
+  out->deleter = &DeleteVersioned;
+  out->flags = context->flags;
+  context.release();
+  return out;
+}
+
+absl::StatusOr<const ExportContext*> ContextOf(const DLManagedTensorVersioned& tensor,
+                                               const Connection* connection) {
+  if (tensor.deleter != &DeleteVersioned || tensor.manager_ctx == nullptr) {
+    return absl::InvalidArgumentError("tensor was not made by a tensorbroker Client");
+  }
+  const auto* context = static_cast<const ExportContext*>(tensor.manager_ctx);
+  if (context->hold->connection.get() != connection) {
+    return absl::InvalidArgumentError("tensor was made by another tensorbroker Client");
+  }
   return context;
 }
 
@@ -79,51 +145,35 @@ absl::StatusOr<std::unique_ptr<ExportContext>> MakeContext(std::shared_ptr<Conne
 absl::StatusOr<DLManagedTensorVersioned*> ExportVersioned(std::shared_ptr<Connection> connection,
                                                           const v1::TensorGrant& grant,
                                                           bool pinned) {
-  auto context = MakeContext(std::move(connection), grant, pinned,
-                             [](ExportContext* c) { return &c->versioned.dl_tensor; });
+  auto context = MakeContext(std::move(connection), grant, pinned);
   if (!context.ok()) return context.status();
-  DLManagedTensorVersioned* out = &(*context)->versioned;
-  out->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-  out->manager_ctx = context->get();
-  out->deleter = &DeleteVersioned;
-  out->flags = grant.region().writable() ? 0 : DLPACK_FLAG_BITMASK_READ_ONLY;
-  context->release();
-  return out;
+  return Versioned(*std::move(context));
 }
 
 absl::StatusOr<DLManagedTensor*> ExportLegacy(std::shared_ptr<Connection> connection,
                                               const v1::TensorGrant& grant, bool pinned) {
-  auto context = MakeContext(std::move(connection), grant, pinned,
-                             [](ExportContext* c) { return &c->legacy.dl_tensor; });
+  auto context = MakeContext(std::move(connection), grant, pinned);
   if (!context.ok()) return context.status();
   DLManagedTensor* out = &(*context)->legacy;
+  FillTensor(context->get(), &out->dl_tensor);
   out->manager_ctx = context->get();
   out->deleter = &DeleteLegacy;
   context->release();
   return out;
 }
 
-namespace {
-
-absl::StatusOr<const ExportContext*> ContextOf(const DLManagedTensorVersioned& tensor,
-                                               const Connection* connection) {
-  if (tensor.deleter != &DeleteVersioned || tensor.manager_ctx == nullptr) {
-    return absl::InvalidArgumentError("tensor was not made by a tensorbroker Client");
-  }
-  const auto* context = static_cast<const ExportContext*>(tensor.manager_ctx);
-  if (context->connection.get() != connection) {
-    return absl::InvalidArgumentError("tensor was made by another tensorbroker Client");
-  }
-  return context;
-}
-
-}  // namespace
-
-absl::StatusOr<uint64_t> LeaseOf(const DLManagedTensorVersioned& tensor,
-                                 const Connection* connection) {
-  auto context = ContextOf(tensor, connection);
-  if (!context.ok()) return context.status();
-  return (*context)->lease_id;
+absl::StatusOr<DLManagedTensorVersioned*> ShareVersioned(const DLManagedTensorVersioned& tensor,
+                                                         const Connection* connection) {
+  auto existing = ContextOf(tensor, connection);
+  if (!existing.ok()) return existing.status();
+  auto context = std::make_unique<ExportContext>();
+  context->hold = (*existing)->hold;
+  context->info = (*existing)->info;
+  context->shape = (*existing)->shape;
+  context->strides = (*existing)->strides;
+  context->dtype = (*existing)->dtype;
+  context->flags = (*existing)->flags;
+  return Versioned(std::move(context));
 }
 
 absl::StatusOr<TensorInfo> InfoOf(const DLManagedTensorVersioned& tensor,

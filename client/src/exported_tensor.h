@@ -1,8 +1,11 @@
 // Turns a TensorGrant from the daemon into a DLPack tensor over this process's mapping.
 //
-// Ownership: each exported tensor owns one heap context (its manager_ctx) that holds the lease,
-// a reference to the mapping and one to the Connection. The deleter releases exactly that
-// lease and frees exactly that context; it may run on any thread, after the Client is gone.
+// Ownership: each exported tensor owns one heap context (its manager_ctx); its deleter frees
+// exactly that context. Contexts that refer to the same tensor version share one LeaseHold: the
+// broker lease this client holds on that version and the mapping it keeps valid. The last
+// context to go releases the lease (queued, never waited for). So Get of a version this client
+// already holds, Retain, and every extra DLPack view cost no round trip and no broker lease.
+// Deleters may run on any thread, after the Client is gone.
 #ifndef TENSORBROKER_CLIENT_SRC_EXPORTED_TENSOR_H_
 #define TENSORBROKER_CLIENT_SRC_EXPORTED_TENSOR_H_
 
@@ -17,19 +20,20 @@
 
 namespace tensorbroker::client_internal {
 
-// Maps the grant's region (page-locked if `pinned`, see MapRegion) and wraps it. On failure the
-// grant's lease is released.
+// Wraps the grant, sharing the lease this client already holds on the same version (the
+// grant's own lease is then released) or mapping the grant's region (page-locked if `pinned`,
+// see MapRegion). On failure the grant's lease is released.
 absl::StatusOr<DLManagedTensorVersioned*> ExportVersioned(std::shared_ptr<Connection> connection,
                                                           const v1::TensorGrant& grant,
                                                           bool pinned = false);
 absl::StatusOr<DLManagedTensor*> ExportLegacy(std::shared_ptr<Connection> connection,
                                               const v1::TensorGrant& grant, bool pinned = false);
 
-// The lease a tensor made by ExportVersioned over `connection` holds; INVALID_ARGUMENT for a
-// tensor made elsewhere (another Client, another library).
-absl::StatusOr<uint64_t> LeaseOf(const DLManagedTensorVersioned& tensor,
-                                 const Connection* connection);
-// What the grant said about that tensor; the same errors as LeaseOf.
+// Another tensor sharing `tensor`'s lease and mapping; INVALID_ARGUMENT for a tensor made
+// elsewhere (another Client, another library).
+absl::StatusOr<DLManagedTensorVersioned*> ShareVersioned(const DLManagedTensorVersioned& tensor,
+                                                         const Connection* connection);
+// What the grant said about that tensor; the same errors as ShareVersioned.
 absl::StatusOr<TensorInfo> InfoOf(const DLManagedTensorVersioned& tensor,
                                   const Connection* connection);
 

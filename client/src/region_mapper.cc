@@ -1,5 +1,7 @@
 #include "client/src/region_mapper.h"
 
+#include <fcntl.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -10,20 +12,46 @@
 namespace tensorbroker::client_internal {
 namespace {
 
-absl::StatusOr<LocalRegion> MapCpu(Connection& connection, const v1::MemoryRegion& region,
+// The cached mapping of the segment, fetching its descriptor again if this process has none.
+absl::StatusOr<std::shared_ptr<const MappedSegment>> SegmentMapping(Connection& connection,
+                                                                    const v1::TensorGrant& grant,
+                                                                    MapMode mode) {
+  const v1::MemoryRegion& region = grant.region();
+  auto mapping = connection.mapper().Find(region.segment(), mode);
+  if (mapping == nullptr) {
+    if (absl::Status fetched = connection.FetchDescriptor(grant.lease_id()); !fetched.ok()) {
+      return fetched;
+    }
+    mapping = connection.mapper().Find(region.segment(), mode);
+  }
+  if (mapping == nullptr || mapping->size() < region.segment_size()) {
+    return absl::DataLossError(absl::StrCat("daemon sent no usable descriptor for segment ",
+                                            region.segment()));
+  }
+  return mapping;
+}
+
+absl::StatusOr<LocalRegion> MapCpu(Connection& connection, const v1::TensorGrant& grant,
                                    bool pinned) {
-  auto mapping =
-      connection.mapper().Map(region.segment(), region.segment_size(), region.writable());
+  const v1::MemoryRegion& region = grant.region();
+  auto mapping = SegmentMapping(connection, grant,
+                                region.writable() ? MapMode::kReadWrite : MapMode::kReadOnly);
   if (!mapping.ok()) return mapping.status();
-  connection.NoteSegment(region.segment());
   if (pinned) {
     absl::Status status = (*mapping)->Pin();
     if (!status.ok() && !region.writable() && CudaUsable().ok()) {
       // Most GPUs cannot page-lock read-only memory (cudaDevAttrHostRegisterReadOnlySupported
-      // is 0 on x86 without HMM): pin a read-write mapping of the segment instead. The tensor
-      // still carries DLPack's read-only flag; only the page protection is lost.
-      auto writable = connection.mapper().Map(region.segment(), region.segment_size(), true);
-      if (writable.ok() && (status = (*writable)->Pin()).ok()) mapping = std::move(writable);
+      // is 0 on x86 without HMM), and the kernel gives this process no writable view of a
+      // sealed tensor: pin a private copy-on-write view instead. Page-locking copies its pages
+      // into this process (the tensor's bytes, no longer shared), so this costs memory.
+      auto copy = connection.mapper().Find(region.segment(), MapMode::kPrivateWritable);
+      if (copy == nullptr) {
+        auto adopted = connection.mapper().Adopt(
+            region.segment(), UniqueFd(::fcntl((*mapping)->fd(), F_DUPFD_CLOEXEC, 0)),
+            region.segment_size(), MapMode::kPrivateWritable);
+        if (adopted.ok()) copy = *adopted;
+      }
+      if (copy != nullptr && (status = copy->Pin()).ok()) mapping = std::move(copy);
     }
     if (!status.ok()) {
       return absl::Status(status.code(), absl::StrCat("pinned: ", status.message()));
@@ -63,8 +91,9 @@ absl::StatusOr<LocalRegion> MapCuda(const v1::MemoryRegion& region) {
 
 }  // namespace
 
-absl::StatusOr<LocalRegion> MapRegion(Connection& connection, const v1::MemoryRegion& region,
+absl::StatusOr<LocalRegion> MapRegion(Connection& connection, const v1::TensorGrant& grant,
                                       bool pinned) {
+  const v1::MemoryRegion& region = grant.region();
   if (region.offset() > region.segment_size() ||
       region.nbytes() > region.segment_size() - region.offset()) {
     return absl::DataLossError(absl::StrCat("daemon sent a region outside its segment: offset ",
@@ -73,7 +102,7 @@ absl::StatusOr<LocalRegion> MapRegion(Connection& connection, const v1::MemoryRe
   }
   switch (region.device().device_type()) {
     case kDLCPU:
-      return MapCpu(connection, region, pinned);
+      return MapCpu(connection, grant, pinned);
     case kDLCUDA:
       if (pinned) {
         return absl::InvalidArgumentError(

@@ -1,6 +1,7 @@
 // The client's device seam: turns a MemoryRegion from the daemon into bytes addressable in this
-// process, plus whatever keeps them addressable. CPU regions are shared-memory segments mapped
-// through the process-wide SegmentMapper (page-locked for CUDA when asked: kDLCUDAHost); CUDA
+// process, plus whatever keeps them addressable. CPU regions are segments mapped through the
+// process-wide SegmentMapper from the descriptors the daemon sent (fetched again over the local
+// channel if this process has none), page-locked for CUDA when asked (kDLCUDAHost); CUDA
 // regions are slabs opened through the process-wide CudaSlabMapper, on the local ordinal of the
 // GPU the region's UUID names.
 // Thread-safe.
@@ -23,9 +24,9 @@ struct LocalRegion {
   DLDevice device{kDLCPU, 0};             // as the consumer sees it
 };
 
-// Checks the region (untrusted: it came over a socket) and maps it. `pinned` asks for a CPU
-// region page-locked (device kDLCUDAHost); INVALID_ARGUMENT for a CUDA region.
-absl::StatusOr<LocalRegion> MapRegion(Connection& connection, const v1::MemoryRegion& region,
+// Checks the grant's region (untrusted: it came over a socket) and maps it. `pinned` asks for a
+// CPU region page-locked (device kDLCUDAHost); INVALID_ARGUMENT for a CUDA region.
+absl::StatusOr<LocalRegion> MapRegion(Connection& connection, const v1::TensorGrant& grant,
                                       bool pinned);
 
 }  // namespace tensorbroker::client_internal

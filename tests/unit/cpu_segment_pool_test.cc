@@ -1,18 +1,34 @@
-// CpuSegmentPool on real /dev/shm: pooling, dedicated segments, alignment, capacity, removal.
+// CpuSegmentPool on real memfd segments: pooling, dedicated segments, owners kept apart,
+// mutable segments never reused, alignment, capacity, removal, and what the kernel enforces on
+// every segment (sealed size, mode 0600, a read-only descriptor that cannot be made writable).
 #include "daemon/cpu_segment_pool.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace tensorbroker::daemon {
 namespace {
 
-bool ShmExists(const std::string& name) {
-  struct stat st;
-  return ::stat(("/dev/shm/" + name).c_str(), &st) == 0;
+constexpr uint32_t kAlice = 1000;
+constexpr uint32_t kBob = 1001;
+
+// Files in /dev/shm whose names start with `prefix`.
+int DevShmEntries(const std::string& prefix) {
+  int count = 0;
+  if (DIR* dir = ::opendir("/dev/shm")) {
+    while (dirent* entry = ::readdir(dir)) count += absl::StartsWith(entry->d_name, prefix);
+    ::closedir(dir);
+  }
+  return count;
 }
 
 class CpuSegmentPoolTest : public ::testing::Test {
@@ -25,24 +41,27 @@ class CpuSegmentPoolTest : public ::testing::Test {
     options.dedicated_threshold = 256 << 10;
     return options;
   }
-  void TearDown() override { EXPECT_EQ(ShmSegment::RemoveAllWithPrefix(prefix_), 0); }
+  void TearDown() override { EXPECT_EQ(DevShmEntries(prefix_), 0) << "nothing is named"; }
   const std::string prefix_ = absl::StrCat("tb-unittest-", ::getpid(), "-");
 };
 
 TEST_F(CpuSegmentPoolTest, SmallBlocksShareAlignedPooledSegment) {
   CpuSegmentPool pool(Options(8 << 20));
   std::vector<std::string> removed;
-  auto a = pool.Allocate(10, BlockKind::kImmutable, &removed);
-  auto b = pool.Allocate(1000, BlockKind::kImmutable, &removed);
+  auto a = pool.Allocate(10, BlockKind::kImmutable, kAlice, &removed);
+  auto b = pool.Allocate(1000, BlockKind::kImmutable, kAlice, &removed);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a->segment, b->segment);
   EXPECT_EQ(a->segment_size, 1u << 20);
   EXPECT_EQ(a->offset % 256, 0u);
   EXPECT_EQ(b->offset % 256, 0u);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(b->data) % 256, 0u);
-  EXPECT_TRUE(ShmExists(a->segment));
-  // The daemon's mapping is writable and shared.
+  EXPECT_EQ(a->read_write_fd, b->read_write_fd);
+  // The daemon's mapping is writable and shared with the descriptor's file.
   b->data[0] = 7;
+  uint8_t byte = 0;
+  ASSERT_EQ(::pread(b->read_only_fd, &byte, 1, static_cast<off_t>(b->offset)), 1);
+  EXPECT_EQ(byte, 7);
   EXPECT_EQ(pool.Stats().used_bytes, 256u + 1024u);
   EXPECT_EQ(pool.Stats().segments, 1u);
   pool.Free(*a, &removed);
@@ -51,52 +70,101 @@ TEST_F(CpuSegmentPoolTest, SmallBlocksShareAlignedPooledSegment) {
   EXPECT_EQ(pool.Stats().used_bytes, 0u);
 }
 
-TEST_F(CpuSegmentPoolTest, MutableAndImmutableNeverShareASegment) {
+TEST_F(CpuSegmentPoolTest, TheKernelEnforcesSizeModeAndReadOnly) {
   CpuSegmentPool pool(Options(8 << 20));
   std::vector<std::string> removed;
-  auto a = pool.Allocate(10, BlockKind::kImmutable, &removed);
-  auto b = pool.Allocate(10, BlockKind::kMutable, &removed);
-  ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_NE(a->segment, b->segment);
+  auto a = pool.Allocate(10, BlockKind::kImmutable, kAlice, &removed);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(::fcntl(a->read_write_fd, F_GET_SEALS),
+            F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  EXPECT_EQ(::ftruncate(a->read_write_fd, 0), -1);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_EQ(::fallocate(a->read_write_fd, 0, 0, static_cast<off_t>(a->segment_size) + 4096), -1);
+  EXPECT_EQ(errno, EPERM);
+  struct stat st;
+  ASSERT_EQ(::fstat(a->read_only_fd, &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), a->segment_size);
+  EXPECT_EQ(::fcntl(a->read_only_fd, F_GETFL) & O_ACCMODE, O_RDONLY);
+  EXPECT_EQ(::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, a->read_only_fd, 0),
+            MAP_FAILED);
+  EXPECT_EQ(errno, EACCES);
+  void* view = ::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, a->read_only_fd, 0);
+  ASSERT_NE(view, MAP_FAILED);
+  EXPECT_EQ(::mprotect(view, 4096, PROT_READ | PROT_WRITE), -1);
+  EXPECT_EQ(errno, EACCES);
+  ::munmap(view, 4096);
   pool.Free(*a, &removed);
-  pool.Free(*b, &removed);
+}
+
+TEST_F(CpuSegmentPoolTest, OwnersNeverShareASegment) {
+  CpuSegmentPool pool(Options(8 << 20));
+  std::vector<std::string> removed;
+  auto alice = pool.Allocate(10, BlockKind::kImmutable, kAlice, &removed);
+  auto bob = pool.Allocate(10, BlockKind::kImmutable, kBob, &removed);
+  auto big_alice = pool.Allocate(600 << 10, BlockKind::kImmutable, kAlice, &removed);
+  ASSERT_TRUE(alice.ok() && bob.ok() && big_alice.ok());
+  EXPECT_NE(alice->segment, bob->segment);
+  pool.Free(*big_alice, &removed);  // idle, kept for Alice only
+  auto big_bob = pool.Allocate(600 << 10, BlockKind::kImmutable, kBob, &removed);
+  ASSERT_TRUE(big_bob.ok());
+  EXPECT_NE(big_bob->segment, big_alice->segment);
+  for (const auto* block : {&*alice, &*bob, &*big_bob}) pool.Free(*block, &removed);
+}
+
+TEST_F(CpuSegmentPoolTest, EveryMutableBlockHasASegmentRemovedWithIt) {
+  CpuSegmentPool pool(Options(8 << 20));
+  std::vector<std::string> removed;
+  auto a = pool.Allocate(10, BlockKind::kImmutable, kAlice, &removed);
+  auto m1 = pool.Allocate(10, BlockKind::kMutable, kAlice, &removed);
+  auto m2 = pool.Allocate(10, BlockKind::kMutable, kAlice, &removed);
+  ASSERT_TRUE(a.ok() && m1.ok() && m2.ok());
+  EXPECT_NE(a->segment, m1->segment);
+  EXPECT_NE(m1->segment, m2->segment);
+  EXPECT_EQ(m1->segment_size, static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)));
+  pool.Free(*m1, &removed);
+  EXPECT_EQ(removed, std::vector<std::string>{m1->segment});
+  auto m3 = pool.Allocate(10, BlockKind::kMutable, kAlice, &removed);
+  ASSERT_TRUE(m3.ok());
+  EXPECT_NE(m3->segment, m1->segment);
+  pool.Free(*a, &removed);
+  pool.Free(*m2, &removed);
+  pool.Free(*m3, &removed);
 }
 
 TEST_F(CpuSegmentPoolTest, LargeBlocksGetTheirOwnSegmentKeptIdleForReuse) {
   CpuSegmentPool pool(Options(8 << 20));
   std::vector<std::string> removed;
-  auto big = pool.Allocate(600 << 10, BlockKind::kImmutable, &removed);
+  auto big = pool.Allocate(600 << 10, BlockKind::kImmutable, kAlice, &removed);
   ASSERT_TRUE(big.ok());
   EXPECT_EQ(big->offset, 0u);
   EXPECT_EQ(big->segment_size, 600u << 10);
-  EXPECT_TRUE(ShmExists(big->segment));
   pool.Free(*big, &removed);
   EXPECT_TRUE(removed.empty());  // idle, kept for the next tensor of about that size
-  EXPECT_TRUE(ShmExists(big->segment));
-  auto again = pool.Allocate(590 << 10, BlockKind::kImmutable, &removed);
+  auto again = pool.Allocate(590 << 10, BlockKind::kImmutable, kAlice, &removed);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->segment, big->segment);
   pool.Free(*again, &removed);
   // Less than half of it: a fresh segment; the mutable kind never reuses an immutable one.
-  auto smaller = pool.Allocate(280 << 10, BlockKind::kImmutable, &removed);
-  auto other_kind = pool.Allocate(600 << 10, BlockKind::kMutable, &removed);
+  auto smaller = pool.Allocate(280 << 10, BlockKind::kImmutable, kAlice, &removed);
+  auto other_kind = pool.Allocate(600 << 10, BlockKind::kMutable, kAlice, &removed);
   ASSERT_TRUE(smaller.ok() && other_kind.ok());
   EXPECT_NE(smaller->segment, big->segment);
   EXPECT_NE(other_kind->segment, big->segment);
   pool.Free(*smaller, &removed);  // replaces the older idle dedicated segment
   EXPECT_EQ(removed, std::vector<std::string>{big->segment});
-  EXPECT_FALSE(ShmExists(big->segment));
+  EXPECT_EQ(pool.Stats().segments, 2u);
   pool.Free(*other_kind, &removed);
 }
 
 TEST_F(CpuSegmentPoolTest, PooledSegmentsNeverTakeMoreThanAnEighthOfCapacity) {
   CpuSegmentPool pool(Options(4 << 20));  // pooled segments would be 1 MiB; capped at 512 KiB
   std::vector<std::string> removed;
-  auto small = pool.Allocate(10, BlockKind::kImmutable, &removed);
+  auto small = pool.Allocate(10, BlockKind::kImmutable, kAlice, &removed);
   ASSERT_TRUE(small.ok());
   EXPECT_EQ(small->segment_size, 512u << 10);
-  auto mutable_block = pool.Allocate(10, BlockKind::kMutable, &removed);
-  auto large = pool.Allocate(2 << 20, BlockKind::kImmutable, &removed);
+  auto mutable_block = pool.Allocate(10, BlockKind::kMutable, kAlice, &removed);
+  auto large = pool.Allocate(2 << 20, BlockKind::kImmutable, kAlice, &removed);
   ASSERT_TRUE(mutable_block.ok() && large.ok()) << large.status();
   pool.Free(*small, &removed);
   pool.Free(*mutable_block, &removed);
@@ -106,18 +174,28 @@ TEST_F(CpuSegmentPoolTest, PooledSegmentsNeverTakeMoreThanAnEighthOfCapacity) {
 TEST_F(CpuSegmentPoolTest, CapacityIsEnforcedAndIdleSegmentsMakeRoom) {
   CpuSegmentPool pool(Options(2 << 20));
   std::vector<std::string> removed;
-  auto small = pool.Allocate(10, BlockKind::kImmutable, &removed);  // reserves 256 KiB
+  auto small = pool.Allocate(10, BlockKind::kImmutable, kAlice, &removed);  // 256 KiB
   ASSERT_TRUE(small.ok());
   EXPECT_EQ(small->segment_size, 256u << 10);
-  auto too_big = pool.Allocate(1920 << 10, BlockKind::kImmutable, &removed);
+  auto too_big = pool.Allocate(1920 << 10, BlockKind::kImmutable, kAlice, &removed);
   ASSERT_FALSE(too_big.ok());
   EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(too_big.status().message().find("capacity"), std::string::npos);
   pool.Free(*small, &removed);  // idle now, kept...
-  auto fits = pool.Allocate(1920 << 10, BlockKind::kImmutable, &removed);  // ...until needed
+  auto fits = pool.Allocate(1920 << 10, BlockKind::kImmutable, kAlice, &removed);  // ...until needed
   ASSERT_TRUE(fits.ok()) << fits.status();
   EXPECT_EQ(removed.size(), 1u);
   pool.Free(*fits, &removed);
+}
+
+TEST_F(CpuSegmentPoolTest, MoreThanTheMachineHasIsResourceExhaustedAtOnce) {
+  CpuSegmentPool pool(Options(uint64_t{1} << 50));
+  std::vector<std::string> removed;
+  auto huge = pool.Allocate(uint64_t{1} << 46, BlockKind::kImmutable, kAlice, &removed);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted) << huge.status();
+  EXPECT_NE(huge.status().message().find("memory available"), std::string::npos)
+      << huge.status();
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // while leased, session close reclaiming leases and pending tensors, waits, ownership codes.
 #include "daemon/tensor_store.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,7 +11,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/cpu_segment_pool.h"
-#include "daemon/shm_segment.h"
 
 namespace tensorbroker::daemon {
 namespace {
@@ -34,7 +34,6 @@ class TensorStoreTest : public ::testing::Test {
   }
   ~TensorStoreTest() override {
     store_.reset();
-    EXPECT_EQ(ShmSegment::RemoveAllWithPrefix(prefix_), 0);
   }
   static TensorSpec Spec(const std::string& name, uint64_t floats, bool replace = false) {
     TensorSpec spec;
@@ -197,6 +196,100 @@ TEST_F(TensorStoreTest, PutAndReadTickets) {
   ASSERT_TRUE(cancelled.ok());
   store_->CancelPut(cancelled->object_id);
   EXPECT_EQ(store_->Stat("q").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(TensorStoreTest, SessionsBelongToTheirUid) {
+  const std::string mine = store_->OpenSession(2, "uid 1000", nullptr, 1000u);
+  EXPECT_TRUE(store_->CheckSessionUser(mine, 1000).ok());
+  EXPECT_EQ(store_->CheckSessionUser(mine, 1001).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(store_->CheckSessionUser("nope", 1000).code(),
+            absl::StatusCode::kFailedPrecondition);
+  // Create takes the session's uid as the tensor's owner, whatever the spec says.
+  TensorSpec spec = Spec("owned", 4);
+  spec.owner_uid = 7;
+  auto grant = store_->Create(mine, spec);
+  ASSERT_TRUE(grant.ok()) << grant.status();
+  auto other = store_->Create(session_, Spec("other", 4));  // uid unknown: owner 0
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(grant->block.segment, other->block.segment);
+  store_->CloseSession(mine);
+}
+
+TEST_F(TensorStoreTest, GetOrWaitAnswersWithoutAThreadWhenPublished) {
+  uint64_t waiter = 0;
+  std::vector<absl::StatusOr<TensorGrant>> answers;
+  auto now = store_->GetOrWait(session_, "later", absl::Now() + absl::Seconds(30), &waiter,
+                               [&](absl::StatusOr<TensorGrant> r) { answers.push_back(r); });
+  EXPECT_FALSE(now.has_value());
+  EXPECT_NE(waiter, 0u);
+  auto created = store_->Create(session_, Spec("later", 4));
+  ASSERT_TRUE(created.ok());
+  EXPECT_TRUE(answers.empty());
+  ASSERT_TRUE(store_->Seal(session_, "later").ok());
+  ASSERT_EQ(answers.size(), 1u);
+  ASSERT_TRUE(answers[0].ok()) << answers[0].status();
+  EXPECT_EQ(answers[0]->info.name, "later");
+  EXPECT_FALSE(answers[0]->writable);
+  EXPECT_FALSE(store_->CancelWait(waiter));  // answered already
+  // Published: answered at once.
+  auto at_once = store_->GetOrWait(session_, "later", absl::InfinitePast(), &waiter,
+                                   [&](absl::StatusOr<TensorGrant>) { FAIL(); });
+  ASSERT_TRUE(at_once.has_value() && at_once->ok());
+  // Not published, no wait: NOT_FOUND at once.
+  auto missing = store_->GetOrWait(session_, "missing", absl::InfinitePast(), &waiter,
+                                   [&](absl::StatusOr<TensorGrant>) { FAIL(); });
+  ASSERT_TRUE(missing.has_value());
+  EXPECT_EQ(missing->status().code(), absl::StatusCode::kNotFound);
+  // A cancelled wait is never answered.
+  auto cancelled = store_->GetOrWait(session_, "never", absl::Now() + absl::Seconds(30), &waiter,
+                                     [&](absl::StatusOr<TensorGrant>) { FAIL(); });
+  ASSERT_FALSE(cancelled.has_value());
+  EXPECT_TRUE(store_->CancelWait(waiter));
+  ASSERT_TRUE(store_->Release(session_, created->lease_id).ok());
+  ASSERT_TRUE(store_->Release(session_, answers[0]->lease_id).ok());
+  ASSERT_TRUE(store_->Release(session_, (*at_once)->lease_id).ok());
+}
+
+TEST_F(TensorStoreTest, WaitsEndWithTheirSessionAndOnShutdown) {
+  const std::string other = store_->OpenSession(3, "waiter", nullptr);
+  uint64_t waiter = 0;
+  std::vector<absl::Status> answers;
+  auto record = [&](absl::StatusOr<TensorGrant> r) { answers.push_back(r.status()); };
+  ASSERT_FALSE(store_->GetOrWait(other, "x", absl::Now() + absl::Seconds(30), &waiter, record)
+                   .has_value());
+  store_->CloseSession(other);
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_EQ(answers[0].code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_FALSE(store_->GetOrWait(session_, "x", absl::Now() + absl::Seconds(30), &waiter, record)
+                   .has_value());
+  store_->Shutdown();
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(answers[1].code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(TensorStoreTest, DescriptorsFollowTheLease) {
+  auto created = store_->Create(session_, Spec("d", 4));
+  ASSERT_TRUE(created.ok());
+  auto writable = store_->DescriptorFor(session_, created->lease_id);
+  ASSERT_TRUE(writable.ok()) << writable.status();
+  EXPECT_TRUE(writable->writable);  // the creator of a pending tensor
+  EXPECT_EQ(::fcntl(writable->fd.get(), F_GETFL) & O_ACCMODE, O_RDWR);
+  ASSERT_TRUE(store_->Seal(session_, "d").ok());
+  const std::string consumer = store_->OpenSession(4, "consumer", nullptr);
+  auto got = store_->Get(consumer, "d", absl::InfinitePast());
+  ASSERT_TRUE(got.ok());
+  auto read_only = store_->DescriptorFor(consumer, got->lease_id);
+  ASSERT_TRUE(read_only.ok());
+  EXPECT_FALSE(read_only->writable);
+  EXPECT_EQ(::fcntl(read_only->fd.get(), F_GETFL) & O_ACCMODE, O_RDONLY);
+  EXPECT_EQ(read_only->segment, got->block.segment);
+  // Only the lease's holder may ask.
+  EXPECT_EQ(store_->DescriptorFor(session_, got->lease_id).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(store_->DescriptorFor(consumer, 999999).status().code(),
+            absl::StatusCode::kNotFound);
+  store_->CloseSession(consumer);
+  ASSERT_TRUE(store_->Release(session_, created->lease_id).ok());
 }
 
 }  // namespace

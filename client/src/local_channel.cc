@@ -1,0 +1,174 @@
+#include "client/src/local_channel.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/errno_status.h"
+#include "common/fd_passing.h"
+
+namespace tensorbroker::client_internal {
+namespace {
+
+// Largest reply the daemon sends.
+constexpr size_t kMaxReplyBytes = 256 << 10;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LocalChannel>> LocalChannel::Attach(const std::string& path,
+                                                                   const std::string& session_id) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(address.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("local channel path '", path,
+                                                   "' is longer than ",
+                                                   sizeof(address.sun_path) - 1, " bytes"));
+  }
+  path.copy(address.sun_path, path.size());
+  UniqueFd socket(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!socket.valid()) return ErrnoStatus(errno, "socket(AF_UNIX, SOCK_SEQPACKET)");
+  if (::connect(socket.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+    const int error = errno;
+    absl::Status status = ErrnoStatus(error, absl::StrCat("connecting to the local channel ", path));
+    if (error == ENOENT || error == ECONNREFUSED) {
+      return absl::UnavailableError(absl::StrCat(status.message(),
+                                                 " (a tensorbrokerd older than this client?)"));
+    }
+    return status;
+  }
+  std::unique_ptr<LocalChannel> channel(new LocalChannel(std::move(socket)));
+  v1::LocalRequest attach;
+  attach.mutable_attach()->set_session_id(session_id);
+  auto answer = channel->Call(std::move(attach));
+  if (!answer.ok()) return answer.status();
+  return channel;
+}
+
+LocalChannel::LocalChannel(UniqueFd socket) : socket_(std::move(socket)) {
+  flusher_ = std::thread([this] { FlushLoop(); });
+}
+
+LocalChannel::~LocalChannel() {
+  {
+    std::lock_guard<std::mutex> lock(send_mu_);
+    stopping_ = true;
+  }
+  queued_cv_.notify_all();
+  flusher_.join();
+  std::lock_guard<std::mutex> lock(send_mu_);
+  if (!releases_.empty()) {
+    v1::LocalRequest last;
+    DrainQueuesLocked(&last);
+    (void)SendLocked(last);
+  }
+}
+
+void LocalChannel::DrainQueuesLocked(v1::LocalRequest* request) {
+  for (uint64_t lease : releases_) request->add_release_lease_ids(lease);
+  for (std::string& segment : dropped_) request->add_dropped_segments(std::move(segment));
+  releases_.clear();
+  dropped_.clear();
+}
+
+absl::Status LocalChannel::SendLocked(const v1::LocalRequest& request) {
+  return SendMessage(socket_.get(), request.SerializeAsString());
+}
+
+void LocalChannel::QueueRelease(uint64_t lease_id) {
+  bool first;
+  {
+    std::lock_guard<std::mutex> lock(send_mu_);
+    first = releases_.empty();
+    releases_.push_back(lease_id);
+  }
+  if (first) queued_cv_.notify_one();
+}
+
+void LocalChannel::QueueDropped(const std::string& segment) {
+  std::lock_guard<std::mutex> lock(send_mu_);
+  dropped_.push_back(segment);
+}
+
+void LocalChannel::FlushLoop() {
+  std::unique_lock<std::mutex> lock(send_mu_);
+  while (true) {
+    queued_cv_.wait(lock, [this] { return stopping_ || !releases_.empty(); });
+    if (stopping_) return;
+    // Give the caller's next request the chance to carry them; batch what comes meanwhile.
+    queued_cv_.wait_for(lock, kReleaseDelay, [this] { return stopping_; });
+    if (stopping_) return;
+    if (releases_.empty()) continue;
+    v1::LocalRequest request;  // request_id 0: no reply
+    DrainQueuesLocked(&request);
+    (void)SendLocked(request);
+  }
+}
+
+absl::StatusOr<LocalAnswer> LocalChannel::Call(v1::LocalRequest request) {
+  uint64_t request_id;
+  {
+    std::lock_guard<std::mutex> lock(send_mu_);
+    request_id = next_request_id_++;
+    request.set_request_id(request_id);
+    DrainQueuesLocked(&request);
+    if (absl::Status sent = SendLocked(request); !sent.ok()) {
+      return absl::UnavailableError(absl::StrCat("tensorbrokerd: ", sent.message()));
+    }
+  }
+  auto answer = Await(request_id);
+  if (!answer.ok()) return answer.status();
+  if (answer->reply.code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(answer->reply.code()),
+                        answer->reply.message());
+  }
+  if (static_cast<size_t>(answer->reply.descriptors_size()) != answer->fds.size()) {
+    return absl::DataLossError(absl::StrCat("daemon sent ", answer->fds.size(),
+                                            " descriptors for ",
+                                            answer->reply.descriptors_size(), " segments"));
+  }
+  return answer;
+}
+
+absl::StatusOr<LocalAnswer> LocalChannel::Await(uint64_t request_id) {
+  std::unique_lock<std::mutex> lock(read_mu_);
+  while (true) {
+    if (auto it = arrived_.find(request_id); it != arrived_.end()) {
+      LocalAnswer answer = std::move(it->second);
+      arrived_.erase(it);
+      return answer;
+    }
+    if (!broken_.ok()) return broken_;
+    if (reading_) {
+      read_cv_.wait(lock);
+      continue;
+    }
+    reading_ = true;
+    lock.unlock();
+    auto received = ReceiveMessage(socket_.get(), kMaxReplyBytes);
+    LocalAnswer answer;
+    absl::Status failure;
+    if (!received.ok()) {
+      failure = absl::UnavailableError(absl::StrCat("tensorbrokerd: ", received.status().message()));
+    } else if (received->closed) {
+      failure = absl::UnavailableError("tensorbrokerd closed the local channel");
+    } else if (!answer.reply.ParseFromString(received->bytes)) {
+      failure = absl::DataLossError("tensorbrokerd sent a reply that is not a LocalReply");
+    } else {
+      answer.fds = std::move(received->fds);
+    }
+    lock.lock();
+    reading_ = false;
+    if (!failure.ok()) {
+      broken_ = failure;
+    } else if (answer.reply.request_id() != 0) {  // 0: an event (the gRPC session has them too)
+      arrived_.emplace(answer.reply.request_id(), std::move(answer));
+    }
+    read_cv_.notify_all();
+  }
+}
+
+}  // namespace tensorbroker::client_internal

@@ -1,0 +1,87 @@
+// The client end of the local channel (proto/tensorbroker/v1/local.proto): one SOCK_SEQPACKET
+// connection per Connection, attached to its gRPC session, carrying the hot calls and the
+// segment descriptors.
+//
+// Calls may come from many threads at once: each sends its request and waits for the reply
+// with its request id. Whichever waiting thread finds no one reading the socket reads it and
+// hands replies to their callers (leader/follower), so a single-threaded caller pays no thread
+// hand-off. A Get that waits for its name holds only its caller.
+// Releases are queued (QueueRelease never waits) and leave with the next request, or after at
+// most kReleaseDelay on a flusher thread, batched; they always precede later requests on the
+// wire, so a Get after a release finds it done.
+// Thread-safe. The destructor sends what is still queued.
+#ifndef TENSORBROKER_CLIENT_SRC_LOCAL_CHANNEL_H_
+#define TENSORBROKER_CLIENT_SRC_LOCAL_CHANNEL_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/unique_fd.h"
+#include "tensorbroker/v1/local.pb.h"
+
+namespace tensorbroker::client_internal {
+
+inline constexpr std::chrono::microseconds kReleaseDelay{500};
+
+// A reply and the descriptors that came beside it (one per reply.descriptors(), in order).
+struct LocalAnswer {
+  v1::LocalReply reply;
+  std::vector<UniqueFd> fds;
+};
+
+class LocalChannel {
+ public:
+  // Connects to `path` and attaches `session_id`. UNAVAILABLE if no daemon listens there,
+  // PERMISSION_DENIED as the daemon says.
+  static absl::StatusOr<std::unique_ptr<LocalChannel>> Attach(const std::string& path,
+                                                              const std::string& session_id);
+  ~LocalChannel();
+  LocalChannel(const LocalChannel&) = delete;
+  LocalChannel& operator=(const LocalChannel&) = delete;
+
+  // Sends `request` (its request_id is set here) and waits for the reply. A reply with a
+  // non-OK code is returned as that status; its descriptors are closed then.
+  absl::StatusOr<LocalAnswer> Call(v1::LocalRequest request);
+
+  // Ends a lease soon, without waiting. Never fails: if the daemon is gone, so is the lease.
+  void QueueRelease(uint64_t lease_id);
+  // Tells the daemon with the next request that this process closed `segment`'s descriptors.
+  void QueueDropped(const std::string& segment);
+
+ private:
+  explicit LocalChannel(UniqueFd socket);
+  // Moves what is queued into `request`; call with send_mu_ held.
+  void DrainQueuesLocked(v1::LocalRequest* request);
+  absl::Status SendLocked(const v1::LocalRequest& request);
+  absl::StatusOr<LocalAnswer> Await(uint64_t request_id);
+  void FlushLoop();
+
+  const UniqueFd socket_;
+
+  std::mutex send_mu_;                    // one request on the wire at a time; guards queues
+  uint64_t next_request_id_ = 1;          // guarded by send_mu_
+  std::vector<uint64_t> releases_;        // guarded by send_mu_
+  std::vector<std::string> dropped_;      // guarded by send_mu_
+  bool stopping_ = false;                 // guarded by send_mu_
+  std::condition_variable queued_cv_;     // with send_mu_: something was queued, or stopping
+
+  std::mutex read_mu_;
+  std::condition_variable read_cv_;       // a reply arrived, or the reader changed
+  bool reading_ = false;                  // guarded by read_mu_
+  absl::Status broken_;                   // guarded by read_mu_: the connection failed
+  std::map<uint64_t, LocalAnswer> arrived_;  // guarded by read_mu_: replies not yet taken
+
+  std::thread flusher_;
+};
+
+}  // namespace tensorbroker::client_internal
+
+#endif  // TENSORBROKER_CLIENT_SRC_LOCAL_CHANNEL_H_

@@ -1,0 +1,291 @@
+#include "daemon/local_channel_server.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/errno_status.h"
+#include "common/fd_passing.h"
+#include "daemon/log.h"
+#include "daemon/unix_listener.h"
+
+namespace tensorbroker::daemon {
+namespace {
+
+constexpr uint64_t kWakeTag = 0;  // epoll data of the eventfd; connections have ids >= 1
+
+}  // namespace
+
+// Segment events of a session a local connection opened: handed to the loop.
+class LocalChannelServer::SessionSink final : public SessionEventSink {
+ public:
+  SessionSink(LocalChannelServer* server, uint64_t connection_id)
+      : server_(server), connection_id_(connection_id) {}
+  void OnSegmentRemoved(const std::string& segment) override {
+    Handoff handoff;
+    handoff.kind = Handoff::Kind::kSegmentRemoved;
+    handoff.connection_id = connection_id_;
+    handoff.segment = segment;
+    server_->Hand(std::move(handoff));
+  }
+
+ private:
+  LocalChannelServer* const server_;
+  const uint64_t connection_id_;
+};
+
+absl::StatusOr<std::unique_ptr<LocalChannelServer>> LocalChannelServer::Start(
+    const std::string& path, TensorStore* store) {
+  auto listener = BindUnixListener(path, SOCK_SEQPACKET, "local channel (--socket + \".fd\")");
+  if (!listener.ok()) return listener.status();
+  UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll.valid()) return ErrnoStatus(errno, "epoll_create1");
+  UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake.valid()) return ErrnoStatus(errno, "eventfd");
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.u64 = kWakeTag;
+  if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, wake.get(), &event) != 0) {
+    return ErrnoStatus(errno, "epoll_ctl");
+  }
+  std::unique_ptr<LocalChannelServer> server(
+      new LocalChannelServer(store, std::move(epoll), std::move(wake)));
+  LocalChannelServer* raw = server.get();
+  try {
+    server->loop_ = std::thread([raw] { raw->Loop(); });
+  } catch (const std::system_error& e) {
+    return absl::InternalError(absl::StrCat("local channel: no thread: ", e.what()));
+  }
+  auto acceptor = AcceptThread::Start(
+      *std::move(listener), SOCK_NONBLOCK, "local channel", [raw](UniqueFd connection) {
+        ucred credentials{};
+        socklen_t size = sizeof(credentials);
+        if (::getsockopt(connection.get(), SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0) {
+          Log(LogLevel::kWarning, "local channel: SO_PEERCRED: ", std::strerror(errno),
+              "; connection refused");
+          return;
+        }
+        Handoff handoff;
+    handoff.kind = Handoff::Kind::kConnection;
+        handoff.socket = std::move(connection);
+        handoff.peer = {credentials.pid, credentials.uid, credentials.gid};
+        raw->Hand(std::move(handoff));
+      });
+  if (!acceptor.ok()) return acceptor.status();  // the destructor stops the loop
+  server->acceptor_ = *std::move(acceptor);
+  return server;
+}
+
+LocalChannelServer::LocalChannelServer(TensorStore* store, UniqueFd epoll, UniqueFd wake)
+    : store_(store), epoll_(std::move(epoll)), wake_(std::move(wake)) {}
+
+LocalChannelServer::~LocalChannelServer() { Stop(); }
+
+void LocalChannelServer::Stop() {
+  if (acceptor_ != nullptr) acceptor_->Stop();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  const uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof(one));
+  if (loop_.joinable()) loop_.join();
+}
+
+void LocalChannelServer::Hand(Handoff handoff) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (handoff.kind == Handoff::Kind::kConnection) {
+      if (stopping_) return;
+      handoff.connection_id = next_connection_id_++;
+    }
+    handoffs_.push_back(std::move(handoff));
+  }
+  const uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof(one));
+}
+
+std::string LocalChannelServer::OpenOwnedSession(uint64_t id, int32_t pid,
+                                                 const std::string& client_name, uint32_t uid) {
+  auto sink = std::make_unique<SessionSink>(this, id);
+  std::string session_id = store_->OpenSession(pid, client_name, sink.get(), uid);
+  sinks_[id] = std::move(sink);
+  return session_id;
+}
+
+std::optional<absl::StatusOr<TensorGrant>> LocalChannelServer::StartWait(
+    uint64_t id, uint64_t request_id, const std::string& session_id, const std::string& name,
+    absl::Time deadline, uint64_t* waiter_id) {
+  auto now = store_->GetOrWait(
+      session_id, name, deadline, waiter_id,
+      [this, id, request_id, session_id](absl::StatusOr<TensorGrant> result) {
+        Handoff handoff;
+    handoff.kind = Handoff::Kind::kWaitAnswered;
+        handoff.connection_id = id;
+        handoff.request_id = request_id;
+        handoff.session_id = session_id;
+        handoff.result = std::move(result);
+        Hand(std::move(handoff));
+      });
+  if (!now.has_value()) deadlines_.emplace(deadline, std::make_pair(id, *waiter_id));
+  return now;
+}
+
+int LocalChannelServer::NextTimeoutMs() const {
+  if (deadlines_.empty()) return -1;
+  const absl::Duration left = deadlines_.begin()->first - absl::Now();
+  if (left <= absl::ZeroDuration()) return 0;
+  return static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))));
+}
+
+void LocalChannelServer::Loop() {
+  epoll_event events[64];
+  while (true) {
+    const int ready = ::epoll_wait(epoll_.get(), events, 64, NextTimeoutMs());
+    if (ready < 0 && errno != EINTR) {
+      Log(LogLevel::kError, "local channel: epoll_wait: ", std::strerror(errno));
+      break;
+    }
+    for (int i = 0; i < ready; ++i) {
+      if (events[i].data.u64 == kWakeTag) {
+        uint64_t count;
+        (void)!::read(wake_.get(), &count, sizeof(count));
+        continue;
+      }
+      auto it = connections_.find(events[i].data.u64);
+      if (it != connections_.end()) Serve(it->second.get(), events[i].events);
+    }
+    TakeHandoffs();
+    ExpireWaits();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) break;
+  }
+  // Closing every connection ends the sessions they opened and cancels their waits.
+  while (!connections_.empty()) Drop(connections_.begin()->first);
+  TakeHandoffs();  // answers that raced with the drops: their leases are given back
+}
+
+void LocalChannelServer::TakeHandoffs() {
+  std::vector<Handoff> taken;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    taken.swap(handoffs_);
+  }
+  for (Handoff& handoff : taken) {
+    auto it = connections_.find(handoff.connection_id);
+    switch (handoff.kind) {
+      case Handoff::Kind::kConnection: {
+        auto connection = std::make_unique<LocalConnection>(
+            handoff.connection_id, std::move(handoff.socket), handoff.peer, store_, this);
+        epoll_event event{};
+        event.events = EPOLLIN;
+        event.data.u64 = handoff.connection_id;
+        if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, connection->fd(), &event) != 0) {
+          Log(LogLevel::kWarning, "local channel: epoll_ctl: ", std::strerror(errno));
+          break;
+        }
+        connections_.emplace(handoff.connection_id, std::move(connection));
+        break;
+      }
+      case Handoff::Kind::kWaitAnswered: {
+        if (it == connections_.end()) {
+          // The connection went before its answer: give the lease back.
+          if (handoff.result.ok()) {
+            (void)store_->Release(handoff.session_id, handoff.result->lease_id);
+          }
+          break;
+        }
+        LocalConnection* connection = it->second.get();
+        for (const auto& [waiter_id, request_id] : connection->waits()) {
+          if (request_id == handoff.request_id) {
+            connection->ForgetWait(waiter_id);
+            break;
+          }
+        }
+        if (!connection->AnswerWait(handoff.request_id, std::move(handoff.result))) {
+          Drop(handoff.connection_id);
+        } else {
+          WatchWrites(connection);
+        }
+        break;
+      }
+      case Handoff::Kind::kSegmentRemoved:
+        if (it == connections_.end()) break;
+        if (!it->second->SegmentRemoved(handoff.segment)) {
+          Drop(handoff.connection_id);
+        } else {
+          WatchWrites(it->second.get());
+        }
+        break;
+    }
+  }
+}
+
+void LocalChannelServer::ExpireWaits() {
+  const absl::Time now = absl::Now();
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+    const auto [connection_id, waiter_id] = deadlines_.begin()->second;
+    deadlines_.erase(deadlines_.begin());
+    auto it = connections_.find(connection_id);
+    if (it == connections_.end()) continue;
+    LocalConnection* connection = it->second.get();
+    auto wait = connection->waits().find(waiter_id);
+    if (wait == connection->waits().end()) continue;  // answered already
+    const uint64_t request_id = wait->second;
+    if (!store_->CancelWait(waiter_id)) continue;  // its answer is queued as a handoff
+    connection->ForgetWait(waiter_id);
+    if (!connection->AnswerWait(request_id, absl::DeadlineExceededError(
+                                                "get.wait_ms: the name was not published "
+                                                "before the wait ran out"))) {
+      Drop(connection_id);
+    } else {
+      WatchWrites(connection);
+    }
+  }
+}
+
+void LocalChannelServer::Serve(LocalConnection* connection, uint32_t events) {
+  const uint64_t id = connection->id();
+  if ((events & EPOLLOUT) != 0) {
+    if (!connection->Flush()) return Drop(id);
+  }
+  if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) {
+    // A few requests per wake-up, so one busy client cannot starve the others.
+    for (int i = 0; i < 16; ++i) {
+      auto received = ReceiveMessage(connection->fd(), kMaxLocalRequestBytes, 0);
+      if (!received.ok() && absl::IsUnavailable(received.status())) break;  // drained
+      if (!received.ok() && absl::IsInvalidArgument(received.status())) {
+        // Too long, or descriptors the daemon never takes: refused, the connection serves on.
+        if (!connection->Refuse(received.status())) return Drop(id);
+        continue;
+      }
+      if (!received.ok() || received->closed) return Drop(id);
+      if (!connection->HandleRequest(received->bytes)) return Drop(id);
+    }
+  }
+  WatchWrites(connection);
+}
+
+void LocalChannelServer::WatchWrites(LocalConnection* connection) {
+  if (connection->watching_writes == connection->wants_to_write()) return;
+  connection->watching_writes = connection->wants_to_write();
+  epoll_event event{};
+  event.events = EPOLLIN | (connection->wants_to_write() ? uint32_t{EPOLLOUT} : 0u);
+  event.data.u64 = connection->id();
+  (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, connection->fd(), &event);
+}
+
+void LocalChannelServer::Drop(uint64_t connection_id) {
+  auto it = connections_.find(connection_id);
+  if (it == connections_.end()) return;
+  (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second->fd(), nullptr);
+  connections_.erase(it);  // closes the session it opened, cancels its waits
+  sinks_.erase(connection_id);
+}
+
+}  // namespace tensorbroker::daemon

@@ -1,0 +1,98 @@
+// The local channel's server (proto/tensorbroker/v1/local.proto): a SOCK_SEQPACKET Unix socket
+// beside the gRPC socket, serving the hot calls (Get with its wait, Create, Seal, Abort, Retain,
+// batched Release) and handing segment descriptors over with SCM_RIGHTS.
+//
+// Threads: an AcceptThread accepts (recording SO_PEERCRED) and passes each connection to one
+// event-loop thread, which owns every LocalConnection and does all their socket I/O. A waiting
+// Get holds no thread: the store calls back (from whichever thread published the name) into a
+// queue that the loop drains; its deadline is a timer of the loop. Session events (segments
+// removed) arrive the same way.
+// Stop() (or the destructor) stops accepting, closes every connection (ending the sessions
+// they opened) and joins both threads; call it before the store goes.
+#ifndef TENSORBROKER_DAEMON_LOCAL_CHANNEL_SERVER_H_
+#define TENSORBROKER_DAEMON_LOCAL_CHANNEL_SERVER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "common/unique_fd.h"
+#include "daemon/accept_thread.h"
+#include "daemon/local_connection.h"
+#include "daemon/tensor_store.h"
+
+namespace tensorbroker::daemon {
+
+class LocalChannelServer final : public LocalConnectionHost {
+ public:
+  // Binds `path` (mode 0660, like the gRPC socket) and starts serving `store`, which must
+  // outlive Stop().
+  static absl::StatusOr<std::unique_ptr<LocalChannelServer>> Start(const std::string& path,
+                                                                   TensorStore* store);
+  ~LocalChannelServer() override;
+  LocalChannelServer(const LocalChannelServer&) = delete;
+  LocalChannelServer& operator=(const LocalChannelServer&) = delete;
+
+  // Idempotent. The socket file stays (the caller unlinks it).
+  void Stop();
+
+  std::string OpenOwnedSession(uint64_t id, int32_t pid, const std::string& client_name,
+                               uint32_t uid) override;
+  std::optional<absl::StatusOr<TensorGrant>> StartWait(uint64_t id, uint64_t request_id,
+                                                       const std::string& session_id,
+                                                       const std::string& name,
+                                                       absl::Time deadline,
+                                                       uint64_t* waiter_id) override;
+
+ private:
+  // Something another thread handed to the loop.
+  struct Handoff {
+    enum class Kind { kConnection, kWaitAnswered, kSegmentRemoved };
+    Kind kind = Kind::kConnection;
+    uint64_t connection_id = 0;
+    UniqueFd socket;                          // kConnection
+    PeerCredentials peer;                     // kConnection
+    uint64_t waiter_id = 0;                   // kWaitAnswered
+    uint64_t request_id = 0;                  // kWaitAnswered
+    std::string session_id;                   // kWaitAnswered
+    absl::StatusOr<TensorGrant> result = absl::UnknownError("");  // kWaitAnswered
+    std::string segment;                      // kSegmentRemoved
+  };
+  class SessionSink;
+
+  LocalChannelServer(TensorStore* store, UniqueFd epoll, UniqueFd wake);
+  void Hand(Handoff handoff);
+  void Loop();
+  void TakeHandoffs();
+  void ExpireWaits();
+  void Serve(LocalConnection* connection, uint32_t events);
+  void Drop(uint64_t connection_id);
+  void WatchWrites(LocalConnection* connection);
+  int NextTimeoutMs() const;
+
+  TensorStore* const store_;
+  const UniqueFd epoll_;
+  const UniqueFd wake_;  // eventfd: handoffs and Stop
+  std::unique_ptr<AcceptThread> acceptor_;
+  std::thread loop_;
+
+  std::mutex mu_;
+  std::vector<Handoff> handoffs_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_connection_id_ ABSL_GUARDED_BY(mu_) = 1;
+
+  // The loop thread's own.
+  std::map<uint64_t, std::unique_ptr<LocalConnection>> connections_;
+  std::map<uint64_t, std::unique_ptr<SessionSink>> sinks_;  // of sessions opened here, by connection
+  std::multimap<absl::Time, std::pair<uint64_t, uint64_t>> deadlines_;  // -> connection, waiter
+};
+
+}  // namespace tensorbroker::daemon
+
+#endif  // TENSORBROKER_DAEMON_LOCAL_CHANNEL_SERVER_H_

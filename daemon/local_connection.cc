@@ -1,0 +1,266 @@
+#include "daemon/local_connection.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/fd_passing.h"
+#include "common/proto_convert.h"
+#include "common/tensor_layout.h"
+#include "daemon/log.h"
+#include "daemon/request_spec.h"
+
+namespace tensorbroker::daemon {
+namespace {
+
+void SetStatus(const absl::Status& status, v1::LocalReply* reply) {
+  reply->set_code(static_cast<int32_t>(status.code()));
+  reply->set_message(std::string(status.message()));
+}
+
+}  // namespace
+
+LocalConnection::LocalConnection(uint64_t id, UniqueFd socket, PeerCredentials peer,
+                                 TensorStore* store, LocalConnectionHost* host)
+    : id_(id), socket_(std::move(socket)), peer_(peer), store_(store), host_(host) {}
+
+LocalConnection::~LocalConnection() {
+  for (const auto& [waiter_id, request_id] : waits_) store_->CancelWait(waiter_id);
+  if (owns_session_) {
+    const TensorStore::SessionCleanup cleanup = store_->CloseSession(session_id_);
+    Log(LogLevel::kDebug, "local client disconnected: pid=", peer_.pid, " uid=", peer_.uid,
+        " leases_released=", cleanup.leases_released,
+        " pending_aborted=", cleanup.pending_aborted);
+  }
+}
+
+absl::Status LocalConnection::NeedSession() const {
+  if (session_id_.empty()) {
+    return absl::FailedPreconditionError("call: open or attach a session first");
+  }
+  return absl::OkStatus();
+}
+
+bool LocalConnection::HandleRequest(const std::string& bytes) {
+  v1::LocalRequest request;
+  v1::LocalReply reply;
+  std::vector<UniqueFd> fds;
+  if (!request.ParseFromString(bytes)) {
+    SetStatus(absl::InvalidArgumentError("request: not a tensorbroker.v1.LocalRequest"), &reply);
+    return Send(reply, {});
+  }
+  // Batched releases first, in order: a Get after them must see them done.
+  for (uint64_t lease_id : request.release_lease_ids()) {
+    if (session_id_.empty()) break;
+    absl::Status released = store_->Release(session_id_, lease_id);
+    if (!released.ok()) {
+      Log(LogLevel::kDebug, "local release of lease ", lease_id, " (pid=", peer_.pid,
+          "): ", released.message());
+    }
+  }
+  for (const std::string& segment : request.dropped_segments()) {
+    sent_read_only_.erase(segment);
+    sent_read_write_.erase(segment);
+  }
+  if (request.call_case() == v1::LocalRequest::CALL_NOT_SET) {
+    if (request.request_id() == 0) return true;  // releases only: no reply wanted
+    SetStatus(absl::InvalidArgumentError("call: not set"), &reply);
+  } else {
+    Dispatch(request, &reply, &fds);
+    // A wait answers later.
+    if (reply.code() == 0 && reply.result_case() == v1::LocalReply::RESULT_NOT_SET &&
+        request.call_case() == v1::LocalRequest::kGet) {
+      return true;
+    }
+  }
+  reply.set_request_id(request.request_id());
+  if (request.request_id() == 0) return true;
+  return Send(reply, std::move(fds));
+}
+
+void LocalConnection::Dispatch(const v1::LocalRequest& request, v1::LocalReply* reply,
+                               std::vector<UniqueFd>* fds) {
+  absl::Status status;
+  switch (request.call_case()) {
+    case v1::LocalRequest::kOpen: {
+      if (!session_id_.empty()) {
+        status = absl::FailedPreconditionError("open: this connection has a session already");
+        break;
+      }
+      const auto& hello = request.open().hello();
+      session_id_ = host_->OpenOwnedSession(id_, hello.pid(), hello.client_name().substr(0, 128),
+                                            peer_.uid);
+      owns_session_ = true;
+      reply->mutable_opened()->set_session_id(session_id_);
+      Log(LogLevel::kDebug, "local client opened a session: pid=", peer_.pid,
+          " uid=", peer_.uid);
+      return;
+    }
+    case v1::LocalRequest::kAttach: {
+      if (!session_id_.empty()) {
+        status = absl::FailedPreconditionError("attach: this connection has a session already");
+        break;
+      }
+      status = store_->CheckSessionUser(request.attach().session_id(), peer_.uid);
+      if (!status.ok()) break;
+      session_id_ = request.attach().session_id();
+      reply->mutable_opened()->set_session_id(session_id_);
+      return;
+    }
+    case v1::LocalRequest::kGet: {
+      const v1::GetRequest& get = request.get();
+      if (!(status = NeedSession()).ok() || !(status = ValidateName(get.name())).ok()) break;
+      const absl::Time deadline = get.wait_ms() == 0
+                                      ? absl::InfinitePast()
+                                      : absl::Now() + absl::Milliseconds(get.wait_ms());
+      uint64_t waiter_id = 0;
+      auto now = host_->StartWait(id_, request.request_id(), session_id_, get.name(), deadline,
+                                  &waiter_id);
+      if (!now.has_value()) {
+        waits_.emplace(waiter_id, request.request_id());
+        return;  // answered by AnswerWait
+      }
+      if (!now->ok()) {
+        status = now->status();
+        break;
+      }
+      ReplyGrant(**now, reply, fds);
+      return;
+    }
+    case v1::LocalRequest::kCreate: {
+      if (!(status = NeedSession()).ok()) break;
+      auto spec = MakeSpec(request.create());
+      if (!spec.ok()) {
+        status = spec.status();
+        break;
+      }
+      spec->owner_uid = peer_.uid;
+      auto grant = store_->Create(session_id_, *spec);
+      if (!grant.ok()) {
+        status = grant.status();
+        break;
+      }
+      ReplyGrant(*grant, reply, fds);
+      return;
+    }
+    case v1::LocalRequest::kSeal: {
+      if (!(status = NeedSession()).ok() || !(status = ValidateName(request.seal().name())).ok()) {
+        break;
+      }
+      auto info = store_->Seal(session_id_, request.seal().name());
+      if (!info.ok()) {
+        status = info.status();
+        break;
+      }
+      ToProto(*info, reply->mutable_info());
+      return;
+    }
+    case v1::LocalRequest::kAbort: {
+      if (!(status = NeedSession()).ok() ||
+          !(status = ValidateName(request.abort().name())).ok() ||
+          !(status = store_->Abort(session_id_, request.abort().name())).ok()) {
+        break;
+      }
+      reply->mutable_empty();
+      return;
+    }
+    case v1::LocalRequest::kRetain: {
+      if (!(status = NeedSession()).ok()) break;
+      auto grant = store_->Retain(session_id_, request.retain().lease_id());
+      if (!grant.ok()) {
+        status = grant.status();
+        break;
+      }
+      ReplyGrant(*grant, reply, fds);
+      return;
+    }
+    case v1::LocalRequest::kFetchSegment: {
+      if (!(status = NeedSession()).ok()) break;
+      auto descriptor = store_->DescriptorFor(session_id_, request.fetch_segment().lease_id());
+      if (!descriptor.ok()) {
+        status = descriptor.status();
+        break;
+      }
+      AttachDescriptor(*std::move(descriptor), reply, fds);
+      reply->mutable_empty();
+      return;
+    }
+    case v1::LocalRequest::CALL_NOT_SET:
+      status = absl::InvalidArgumentError("call: not set");
+      break;
+  }
+  SetStatus(status, reply);
+}
+
+void LocalConnection::ReplyGrant(const TensorGrant& grant, v1::LocalReply* reply,
+                                 std::vector<UniqueFd>* fds) {
+  ToProto(grant, reply->mutable_grant());
+  if (grant.block.read_only_fd < 0) return;  // device memory: the IPC handle is in the region
+  const std::set<std::string>& sent = grant.writable ? sent_read_write_ : sent_read_only_;
+  if (sent.count(grant.block.segment) > 0) return;
+  auto descriptor = store_->DescriptorFor(session_id_, grant.lease_id);
+  // Only fails if the session closed meanwhile (on gRPC); the client's FetchSegment will say so.
+  if (descriptor.ok()) AttachDescriptor(*std::move(descriptor), reply, fds);
+}
+
+void LocalConnection::AttachDescriptor(SegmentDescriptor descriptor, v1::LocalReply* reply,
+                                       std::vector<UniqueFd>* fds) {
+  (descriptor.writable ? sent_read_write_ : sent_read_only_).insert(descriptor.segment);
+  v1::SegmentDescriptor* out = reply->add_descriptors();
+  out->set_segment(descriptor.segment);
+  out->set_size(descriptor.size);
+  out->set_writable(descriptor.writable);
+  fds->push_back(std::move(descriptor.fd));
+}
+
+bool LocalConnection::AnswerWait(uint64_t request_id, absl::StatusOr<TensorGrant> result) {
+  v1::LocalReply reply;
+  reply.set_request_id(request_id);
+  std::vector<UniqueFd> fds;
+  if (result.ok()) {
+    ReplyGrant(*result, &reply, &fds);
+  } else {
+    SetStatus(result.status(), &reply);
+  }
+  return Send(reply, std::move(fds));
+}
+
+bool LocalConnection::Refuse(const absl::Status& status) {
+  v1::LocalReply reply;
+  SetStatus(absl::Status(status.code(), absl::StrCat("request: ", status.message())), &reply);
+  return Send(reply, {});
+}
+
+bool LocalConnection::SegmentRemoved(const std::string& segment) {
+  const bool had = sent_read_only_.erase(segment) + sent_read_write_.erase(segment) > 0;
+  if (!owns_session_ || !had) return true;
+  v1::LocalReply event;
+  event.mutable_segment_removed()->set_segment(segment);
+  return Send(event, {});
+}
+
+bool LocalConnection::Send(const v1::LocalReply& reply, std::vector<UniqueFd> fds) {
+  if (outgoing_.size() >= kMaxQueuedReplies) {
+    Log(LogLevel::kWarning, "local client pid=", peer_.pid, " uid=", peer_.uid, " left ",
+        kMaxQueuedReplies, " replies unread; disconnecting it");
+    return false;
+  }
+  outgoing_.push_back(Outgoing{reply.SerializeAsString(), std::move(fds)});
+  return Flush();
+}
+
+bool LocalConnection::Flush() {
+  while (!outgoing_.empty()) {
+    Outgoing& next = outgoing_.front();
+    std::vector<int> raw;
+    raw.reserve(next.fds.size());
+    for (const UniqueFd& fd : next.fds) raw.push_back(fd.get());
+    absl::Status sent = SendMessage(socket_.get(), next.bytes, raw);
+    if (absl::IsUnavailable(sent)) return true;  // the socket is full: EPOLLOUT resumes
+    if (!sent.ok()) return false;                // the client is gone
+    outgoing_.pop_front();                       // our copies of the descriptors close
+  }
+  return true;
+}
+
+}  // namespace tensorbroker::daemon

@@ -1,0 +1,107 @@
+// One client connection on the local channel (see proto/tensorbroker/v1/local.proto): its
+// kernel credentials, the session it opened or attached, which segment descriptors it has been
+// sent, its waiting Gets, and the replies not yet taken by its socket.
+//
+// Threading: owned and driven by the LocalChannelServer's event loop thread only; nothing here
+// is touched from another thread. The store calls back into the server (waits, events), never
+// into a connection.
+#ifndef TENSORBROKER_DAEMON_LOCAL_CONNECTION_H_
+#define TENSORBROKER_DAEMON_LOCAL_CONNECTION_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/unique_fd.h"
+#include "daemon/peer_registry.h"
+#include "daemon/tensor_store.h"
+#include "tensorbroker/v1/local.pb.h"
+
+namespace tensorbroker::daemon {
+
+// Most replies a connection may leave unread before it is dropped.
+inline constexpr size_t kMaxQueuedReplies = 4096;
+// Largest request datagram.
+inline constexpr size_t kMaxLocalRequestBytes = 64 << 10;
+
+// What the connection asks of the server that owns it.
+class LocalConnectionHost {
+ public:
+  virtual ~LocalConnectionHost() = default;
+  // Opens a session owned by connection `id` (its segment events come back as EventFor).
+  virtual std::string OpenOwnedSession(uint64_t id, int32_t pid, const std::string& client_name,
+                                       uint32_t uid) = 0;
+  // Starts a wait for connection `id`: GetOrWait with a callback that queues the answer.
+  virtual std::optional<absl::StatusOr<TensorGrant>> StartWait(
+      uint64_t id, uint64_t request_id, const std::string& session_id, const std::string& name,
+      absl::Time deadline, uint64_t* waiter_id) = 0;
+};
+
+class LocalConnection {
+ public:
+  LocalConnection(uint64_t id, UniqueFd socket, PeerCredentials peer, TensorStore* store,
+                  LocalConnectionHost* host);
+  // Cancels waits and closes a session this connection opened.
+  ~LocalConnection();
+  LocalConnection(const LocalConnection&) = delete;
+  LocalConnection& operator=(const LocalConnection&) = delete;
+
+  uint64_t id() const { return id_; }
+  int fd() const { return socket_.get(); }
+  const PeerCredentials& peer() const { return peer_; }
+
+  // Handles one request datagram. False when the connection must be dropped.
+  bool HandleRequest(const std::string& bytes);
+  // A wait that ended (published, session closed, shutdown) or ran out (DEADLINE_EXCEEDED).
+  bool AnswerWait(uint64_t request_id, absl::StatusOr<TensorGrant> result);
+  // Waits whose deadline passed; the server asks the store to cancel them first.
+  const std::map<uint64_t, uint64_t>& waits() const { return waits_; }  // waiter id -> request
+  void ForgetWait(uint64_t waiter_id) { waits_.erase(waiter_id); }
+  // The daemon removed `segment`: tell the client (sessions opened here) and forget it.
+  bool SegmentRemoved(const std::string& segment);
+
+  // Answers a datagram that could not be read as a request (request_id 0).
+  bool Refuse(const absl::Status& status);
+  // Sends queued replies; false when the connection must be dropped.
+  bool Flush();
+  bool wants_to_write() const { return !outgoing_.empty(); }
+  bool watching_writes = false;  // the server's epoll interest in EPOLLOUT
+
+ private:
+  struct Outgoing {
+    std::string bytes;
+    std::vector<UniqueFd> fds;
+  };
+
+  void Dispatch(const v1::LocalRequest& request, v1::LocalReply* reply,
+                std::vector<UniqueFd>* fds);
+  absl::Status NeedSession() const;
+  // Puts the grant in `reply`, with its segment's descriptor if not sent before.
+  void ReplyGrant(const TensorGrant& grant, v1::LocalReply* reply, std::vector<UniqueFd>* fds);
+  void AttachDescriptor(SegmentDescriptor descriptor, v1::LocalReply* reply,
+                        std::vector<UniqueFd>* fds);
+  bool Send(const v1::LocalReply& reply, std::vector<UniqueFd> fds);
+
+  const uint64_t id_;
+  const UniqueFd socket_;
+  const PeerCredentials peer_;
+  TensorStore* const store_;
+  LocalConnectionHost* const host_;
+  std::string session_id_;
+  bool owns_session_ = false;
+  std::set<std::string> sent_read_only_;   // segments whose read-only descriptor was sent
+  std::set<std::string> sent_read_write_;  // ... whose read-write descriptor was sent
+  std::map<uint64_t, uint64_t> waits_;     // waiter id -> request id
+  std::deque<Outgoing> outgoing_;
+};
+
+}  // namespace tensorbroker::daemon
+
+#endif  // TENSORBROKER_DAEMON_LOCAL_CONNECTION_H_
