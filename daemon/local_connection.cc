@@ -63,8 +63,8 @@ bool LocalConnection::HandleRequest(const std::string& bytes) {
     sent_read_write_.erase(segment);
   }
   if (request.call_case() == v1::LocalRequest::CALL_NOT_SET) {
-    if (request.request_id() == 0) return true;  // releases only: no reply wanted
-    SetStatus(absl::InvalidArgumentError("call: not set"), &reply);
+    // Releases only: no reply wanted (request_id 0), or a barrier: the reply says they are done.
+    reply.mutable_empty();
   } else {
     Dispatch(request, &reply, &fds);
     // A wait answers later.

@@ -54,10 +54,12 @@ class Client::Impl {
 
 namespace {
 
-// Runs one unary call with the default deadline.
+// Runs one unary gRPC call with the default deadline, after the daemon has taken this client's
+// queued releases (so that Stat, List and Stats see them).
 template <typename Request, typename Response, typename Method>
 absl::Status Call(Connection& connection, Method method, const Request& request,
                   Response* response, std::chrono::milliseconds extra_deadline = {}) {
+  (void)connection.local().Sync();  // if the daemon is gone, the call below says so
   grpc::ClientContext context;
   Connection::SetDeadline(&context, extra_deadline);
   return FromGrpcStatus((connection.stub().*method)(&context, request, response));

@@ -149,9 +149,13 @@ std::shared_ptr<void> Connection::FindShared(const std::string& key) {
   return it == shared_.end() ? nullptr : it->second.lock();
 }
 
-void Connection::RememberShared(const std::string& key, const std::shared_ptr<void>& hold) {
+std::shared_ptr<void> Connection::ShareOrRemember(const std::string& key,
+                                                  const std::shared_ptr<void>& hold) {
   std::lock_guard<std::mutex> lock(shared_mu_);
-  shared_[key] = hold;
+  std::weak_ptr<void>& slot = shared_[key];
+  if (std::shared_ptr<void> existing = slot.lock()) return existing;
+  slot = hold;
+  return hold;
 }
 
 void Connection::ForgetShared(const std::string& key, const void* hold) {

@@ -56,9 +56,10 @@ class Connection {
   void ReleaseLease(uint64_t lease_id) noexcept;
 
   // The lease this client shares for `key` (a tensor version and how it is mapped), if any
-  // holder is still alive; Remember records a new one. Thread-safe.
+  // holder is still alive. ShareOrRemember records `hold` for `key` unless another live one
+  // got there first, and returns the one that is shared. Thread-safe.
   std::shared_ptr<void> FindShared(const std::string& key);
-  void RememberShared(const std::string& key, const std::shared_ptr<void>& hold);
+  std::shared_ptr<void> ShareOrRemember(const std::string& key, const std::shared_ptr<void>& hold);
   void ForgetShared(const std::string& key, const void* hold);
 
   // A context with the default deadline for unary calls.

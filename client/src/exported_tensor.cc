@@ -76,11 +76,12 @@ absl::StatusOr<std::shared_ptr<LeaseHold>> HoldFor(std::shared_ptr<Connection> c
   hold->mapping = std::move(region->keepalive);
   hold->data = region->data;
   hold->device = region->device;
-  if (!key.empty()) {
-    hold->key = key;
-    connection->RememberShared(key, hold);
-  }
-  return hold;
+  if (key.empty()) return hold;
+  hold->key = key;
+  auto shared = std::static_pointer_cast<LeaseHold>(connection->ShareOrRemember(key, hold));
+  // Another thread's Get of the same version won the race: share its lease; ours goes back.
+  if (shared != hold) hold->key.clear();
+  return shared;
 }
 
 // Fills `tensor` from the context (shared by both ABIs).

@@ -88,6 +88,14 @@ void LocalChannel::QueueRelease(uint64_t lease_id) {
   if (first) queued_cv_.notify_one();
 }
 
+absl::Status LocalChannel::Sync() {
+  {
+    std::lock_guard<std::mutex> lock(send_mu_);
+    if (releases_.empty() && dropped_.empty()) return absl::OkStatus();
+  }
+  return Call(v1::LocalRequest()).status();  // a barrier
+}
+
 void LocalChannel::QueueDropped(const std::string& segment) {
   std::lock_guard<std::mutex> lock(send_mu_);
   dropped_.push_back(segment);

@@ -53,6 +53,8 @@ class LocalChannel {
 
   // Ends a lease soon, without waiting. Never fails: if the daemon is gone, so is the lease.
   void QueueRelease(uint64_t lease_id);
+  // Returns once the daemon has taken every release queued so far (a round trip if any is).
+  absl::Status Sync();
   // Tells the daemon with the next request that this process closed `segment`'s descriptors.
   void QueueDropped(const std::string& segment);
 

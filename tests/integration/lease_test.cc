@@ -1,5 +1,6 @@
-// Leases and object lifetime: Stat(name).leases counts live leases of the current version as
-// Gets happen in this and another process and as deleters run (GetLegacy too); Delete and
+// Leases and object lifetime: a client holds one broker lease per tensor version however many
+// local references it has (Get, GetLegacy, Retain), so Stat(name).leases counts the processes
+// holding the current version, and falls when a process's last deleter runs; Delete and
 // replace only unpublish, so holders keep reading their bytes, and memory (Stats.used_bytes)
 // is freed only after the last deleter.
 #include <sys/wait.h>
@@ -15,7 +16,7 @@ namespace {
 
 using LeaseTest = BrokerTest;
 
-TEST_F(LeaseTest, StatLeasesRiseWithEachGetHereAndInAnotherProcessAndFallAsDeletersRun) {
+TEST_F(LeaseTest, OneLeasePerProcessAndVersionFallingWhenTheProcesssLastDeleterRuns) {
   const std::vector<float> values = {1, 2, 3, 4, 5};
   ASSERT_OK(PutFloats(client(), "lease/a", values));
   EXPECT_EQ(LeasesOf(client(), "lease/a"), 0) << "Put keeps no lease";
@@ -24,10 +25,11 @@ TEST_F(LeaseTest, StatLeasesRiseWithEachGetHereAndInAnotherProcessAndFallAsDelet
   for (int i = 1; i <= 3; ++i) {
     ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * t, client().Get("lease/a"));
     mine.push_back(t);
-    EXPECT_EQ(LeasesOf(client(), "lease/a"), i);
+    EXPECT_EQ(LeasesOf(client(), "lease/a"), 1) << "Get " << i << " shares the lease";
+    EXPECT_EQ(t->dl_tensor.data, mine.front()->dl_tensor.data) << "and the mapping";
   }
   ASSERT_OK_AND_ASSIGN(DLManagedTensor * legacy, client().GetLegacy("lease/a"));
-  EXPECT_EQ(LeasesOf(client(), "lease/a"), 4);
+  EXPECT_EQ(LeasesOf(client(), "lease/a"), 1);
   EXPECT_EQ(FloatsOf(legacy->dl_tensor), values);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(legacy->dl_tensor.data) % 256, 0u);
   ASSERT_NE(legacy->dl_tensor.strides, nullptr);
@@ -38,29 +40,29 @@ TEST_F(LeaseTest, StatLeasesRiseWithEachGetHereAndInAnotherProcessAndFallAsDelet
                        PeerProcess::Start(socket(), {"hold", "lease/a", "--count", "2"}));
   ASSERT_OK_AND_ASSIGN(std::string held, peer.ReadLine());
   ASSERT_EQ(held, "held");
-  EXPECT_EQ(LeasesOf(client(), "lease/a"), 6);
+  EXPECT_EQ(LeasesOf(client(), "lease/a"), 2);
   ASSERT_OK_AND_ASSIGN(auto legacy_peer, PeerProcess::Start(socket(), {"hold", "lease/a",
                                                                       "--count", "2", "--legacy"}));
   ASSERT_OK_AND_ASSIGN(std::string held2, legacy_peer.ReadLine());
   ASSERT_EQ(held2, "held");
-  EXPECT_EQ(LeasesOf(client(), "lease/a"), 8);
+  EXPECT_EQ(LeasesOf(client(), "lease/a"), 3);
   ASSERT_OK_AND_ASSIGN(BrokerStats stats, client().Stats());
-  EXPECT_EQ(stats.leases, 8u);
+  EXPECT_EQ(stats.leases, 3u);
 
-  // Each deleter ends exactly one lease.
+  // A process's lease ends with its last local reference.
   mine.back()->deleter(mine.back());
   mine.pop_back();
-  EXPECT_EQ(LeasesOf(client(), "lease/a"), 7);
+  EXPECT_EQ(LeasesOf(client(), "lease/a"), 3);
   legacy->deleter(legacy);
-  EXPECT_EQ(LeasesOf(client(), "lease/a"), 6);
+  EXPECT_EQ(LeasesOf(client(), "lease/a"), 3);
   ASSERT_OK(peer.WriteLine("release"));
   ASSERT_OK_AND_ASSIGN(std::string released, peer.ReadLine());
   ASSERT_EQ(released, "released");
-  EXPECT_EQ(LeasesOf(client(), "lease/a"), 4);
+  EXPECT_EQ(LeasesOf(client(), "lease/a"), 2);
   ASSERT_OK(legacy_peer.WriteLine("release"));
   ASSERT_OK_AND_ASSIGN(std::string released2, legacy_peer.ReadLine());
   ASSERT_EQ(released2, "released");
-  EXPECT_EQ(LeasesOf(client(), "lease/a"), 2);
+  EXPECT_EQ(LeasesOf(client(), "lease/a"), 1);
   for (DLManagedTensorVersioned* t : mine) {
     EXPECT_EQ(FloatsOf(t->dl_tensor), values);
     t->deleter(t);
@@ -232,18 +234,18 @@ TEST_F(LeaseTest, ReplaceWhileLeasedKeepsOldVersionForHoldersAndPublishesTheNewO
   EXPECT_EQ(after.used_bytes, before.used_bytes + 1024) << "old versions not freed";
 }
 
-TEST_F(LeaseTest, RetainGivesAnIndependentLeaseOnTheSameVersionEvenAfterReplaceAndDelete) {
+TEST_F(LeaseTest, RetainSharesTheLeaseOnTheSameVersionEvenAfterReplaceAndDelete) {
   ASSERT_OK(PutFloats(client(), "retain/a", {1, 2, 3}));
   ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, client().Get("retain/a"));
   TensorPtr first(raw);
   ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw2, client().Retain(*first));
   TensorPtr second(raw2);
-  EXPECT_EQ(LeasesOf(client(), "retain/a"), 2);
+  EXPECT_EQ(LeasesOf(client(), "retain/a"), 1) << "Retain is local";
   EXPECT_EQ(second->dl_tensor.data, first->dl_tensor.data) << "same mapping, same bytes";
   EXPECT_EQ(second->flags & DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_FLAG_BITMASK_READ_ONLY);
   EXPECT_EQ(FloatsOf(second->dl_tensor), (std::vector<float>{1, 2, 3}));
 
-  // The first handle's deleter ends only its own lease.
+  // The first handle's deleter leaves the lease to the second.
   first.reset();
   EXPECT_EQ(LeasesOf(client(), "retain/a"), 1);
 
@@ -274,7 +276,7 @@ TEST_F(LeaseTest, RetainOfAnUnsealedTensorIsWritableAndCountsOnTheSealedVersion)
   float* p = reinterpret_cast<float*>(MutableDataOf(view->dl_tensor));
   for (int i = 0; i < 4; ++i) p[i] = static_cast<float>(i) + 0.5f;
   ASSERT_OK(client().Seal("retain/w"));
-  EXPECT_EQ(LeasesOf(client(), "retain/w"), 2);
+  EXPECT_EQ(LeasesOf(client(), "retain/w"), 1) << "the Create lease, shared by the view";
   created.reset();
   view.reset();
   EXPECT_EQ(LeasesOf(client(), "retain/w"), 0);

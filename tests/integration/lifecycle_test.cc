@@ -1,7 +1,8 @@
-// Daemon lifecycle: SIGTERM exits 0 and removes every /dev/shm segment it created and its
-// socket, even with a client connected and holding a lease; after SIGKILL a new daemon starts on
-// the same socket and, once it stops, nothing of either instance is left in /dev/shm; a second
-// daemon on a socket already served exits non-zero while the first keeps serving.
+// Daemon lifecycle: segments are memfds, so nothing of the daemon ever appears in /dev/shm;
+// SIGTERM exits 0 and removes both sockets, even with a client connected and holding a lease
+// (whose mapping stays readable); after SIGKILL a new daemon starts on the same socket and
+// clients map only the new instance's segments; a second daemon on a socket already served
+// exits non-zero while the first keeps serving.
 // These compare /dev/shm before and after, so CMake runs them RUN_SERIAL.
 #include <signal.h>
 #include <stdlib.h>
@@ -30,6 +31,12 @@ std::set<std::string> Minus(const std::set<std::string>& a, const std::set<std::
 }
 
 std::string Join(const std::set<std::string>& s) { return "{" + absl::StrJoin(s, ", ") + "}"; }
+
+// The segment a mapping of this process shows ("/memfd:tb-..." -> "tb-..."), or "".
+std::string SegmentOf(const Mapping& m) {
+  const std::string prefix = kMemfdPathPrefix;
+  return m.path.rfind(prefix, 0) == 0 ? m.path.substr(prefix.size()) : "";
+}
 
 // A private temporary directory, removed at the end of the scope.
 class TempDir {
@@ -81,20 +88,21 @@ TEST(LifecycleTest, SigtermExitsZeroAndRemovesItsSegmentsAndSocket) {
   TensorPtr pending(pending_raw);
 
   const std::set<std::string> used = SegmentFilesUsedBy(daemon.pid());
-  const std::set<std::string> created = Minus(ListSegmentFiles(), before);
-  EXPECT_FALSE(used.empty()) << "the daemon maps no /dev/shm/" << kSegmentPrefix << "* file";
-  EXPECT_GE(created.size(), 2u) << "a pooled and a dedicated segment at least: " << Join(created);
-  for (const std::string& s : used) EXPECT_EQ(created.count(s), 1u) << s;
+  EXPECT_GE(used.size(), 3u) << "a pooled, a dedicated and a mutable segment: " << Join(used);
+  EXPECT_EQ(Minus(ListSegmentFiles(), before), std::set<std::string>{})
+      << "the daemon named a file in /dev/shm";
+  for (const std::string& s : SegmentFilesUsedBy(::getpid())) {
+    EXPECT_EQ(used.count(s), 1u) << "this client maps " << s << ", which the daemon does not own";
+  }
   ASSERT_TRUE(std::filesystem::exists(socket));
+  ASSERT_TRUE(std::filesystem::exists(socket + ".fd"));
 
   ASSERT_OK_AND_ASSIGN(int status, daemon.Stop(SIGTERM));
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
       << "tensorbrokerd " << DescribeWaitStatus(status);
-  const std::set<std::string> after = ListSegmentFiles();
-  EXPECT_EQ(Minus(after, before), std::set<std::string>{})
-      << "segments left in /dev/shm after SIGTERM";
-  for (const std::string& s : created) EXPECT_EQ(after.count(s), 0u) << s << " still exists";
+  EXPECT_EQ(Minus(ListSegmentFiles(), before), std::set<std::string>{});
   EXPECT_FALSE(std::filesystem::exists(socket)) << "socket " << socket << " left behind";
+  EXPECT_FALSE(std::filesystem::exists(socket + ".fd")) << "local channel socket left behind";
 
   // A mapping outlives the daemon: the client still reads its pages, and its deleters return.
   EXPECT_EQ(FloatsOf(held->dl_tensor), std::vector<float>(100, 1.0f));
@@ -133,15 +141,14 @@ TEST(LifecycleTest, RestartAfterSigkillOnTheSameSocketCleansUpBothInstances) {
       ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> client, Client::Connect(socket));
       TensorPtr held;
       Populate(*client, "first", &held);
-      first_segments = Minus(ListSegmentFiles(), before);
+      first_segments = SegmentFilesUsedBy(first.pid());
       ASSERT_FALSE(first_segments.empty());
       ASSERT_OK_AND_ASSIGN(int status, first.Stop(SIGKILL));
       EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
           << DescribeWaitStatus(status);
-      // A killed daemon cleans nothing: its segments are still there (and still readable).
-      for (const std::string& s : first_segments) {
-        EXPECT_TRUE(std::filesystem::exists("/dev/shm/" + s)) << s;
-      }
+      // A killed daemon leaves nothing to clean: its segments had no names, and the pages a
+      // client maps stay readable.
+      EXPECT_EQ(Minus(ListSegmentFiles(), before), std::set<std::string>{});
       EXPECT_EQ(FloatsOf(held->dl_tensor), std::vector<float>(100, 1.0f));
     }
   }
@@ -165,18 +172,16 @@ TEST(LifecycleTest, RestartAfterSigkillOnTheSameSocketCleansUpBothInstances) {
     EXPECT_EQ(BytesOf(large->dl_tensor), std::vector<uint8_t>(24 << 20, 0x42))
         << "this process reads other bytes than it wrote through Create";
     ASSERT_OK_AND_ASSIGN(Mapping m, FindMapping(DataOf(large->dl_tensor)));
-    EXPECT_FALSE(m.deleted) << "Get points into " << m.path
-                            << " (deleted): a stale mapping of the killed instance";
+    EXPECT_EQ(SegmentFilesUsedBy(second.pid()).count(SegmentOf(m)), 1u)
+        << "Get points into " << m.path << ", not a segment of the running daemon";
+    EXPECT_EQ(first_segments.count(SegmentOf(m)), 0u) << "a stale mapping of the killed instance";
   }
   ASSERT_OK_AND_ASSIGN(int status, second.Stop(SIGTERM));
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << DescribeWaitStatus(status);
-  const std::set<std::string> after = ListSegmentFiles();
-  EXPECT_EQ(Minus(after, before), std::set<std::string>{})
-      << "segments of the two instances left in /dev/shm";
-  for (const std::string& s : first_segments) {
-    EXPECT_EQ(after.count(s), 0u) << "the SIGKILLed instance's " << s << " was never removed";
-  }
+  EXPECT_EQ(Minus(ListSegmentFiles(), before), std::set<std::string>{})
+      << "files of the two instances in /dev/shm";
   EXPECT_FALSE(std::filesystem::exists(socket));
+  EXPECT_FALSE(std::filesystem::exists(socket + ".fd"));
 }
 
 // A long-lived client process across a graceful daemon restart on the same socket: the new
@@ -203,8 +208,9 @@ TEST(LifecycleTest, ClientProcessOutlivingARestartedDaemonUsesTheNewSegments) {
         TensorPtr reader(r);
         ASSERT_OK_AND_ASSIGN(Mapping wm, FindMapping(DataOf(writer->dl_tensor)));
         ASSERT_OK_AND_ASSIGN(Mapping rm, FindMapping(DataOf(reader->dl_tensor)));
-        EXPECT_FALSE(wm.deleted) << "Create points into " << wm.path << " (deleted)";
-        EXPECT_FALSE(rm.deleted) << "Get points into " << rm.path << " (deleted)";
+        const std::set<std::string> current = SegmentFilesUsedBy(daemon.pid());
+        EXPECT_EQ(current.count(SegmentOf(wm)), 1u) << "Create points into " << wm.path;
+        EXPECT_EQ(current.count(SegmentOf(rm)), 1u) << "Get points into " << rm.path;
         EXPECT_EQ(BytesOf(reader->dl_tensor), std::vector<uint8_t>(static_cast<size_t>(n), fill))
             << name << ": Get does not see what Create wrote";
         // And another process agrees.
@@ -262,9 +268,7 @@ TEST(LifecycleTest, SecondDaemonOnTheSameSocketFailsAndTheFirstKeepsServing) {
   ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, fresh->Get("one/x"));
   TensorPtr t(raw);
   EXPECT_EQ(FloatsOf(t->dl_tensor), v);
-  for (const std::string& s : first_segments) {
-    EXPECT_TRUE(std::filesystem::exists("/dev/shm/" + s)) << "the second daemon removed " << s;
-  }
+  EXPECT_EQ(SegmentFilesUsedBy(first.pid()), first_segments) << "the second daemon changed them";
   t.reset();
   fresh.reset();
   client.reset();

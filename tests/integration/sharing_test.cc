@@ -1,5 +1,5 @@
 // Zero-copy sharing across real processes: a consumer peer's data pointer maps the same
-// /dev/shm/tb-* file at the same offset as the producer's (read-only for sealed tensors, a write
+// memfd segment (same inode) at the same offset as the producer's (read-only for sealed tensors, a write
 // faults), pointers are 256-byte aligned, small tensors share pooled segments, and a mutable
 // tensor's writes are seen both ways between two processes.
 #include <signal.h>
@@ -43,7 +43,8 @@ void ExpectConsumerSharesPages(Client& client, const std::string& socket,
   const uintptr_t producer_ptr = reinterpret_cast<uintptr_t>(DataOf(d));
   EXPECT_EQ(reinterpret_cast<uintptr_t>(d.data) % 256, 0u) << "producer pointer not 256-aligned";
   ASSERT_OK_AND_ASSIGN(Mapping mine, FindMapping(producer_ptr));
-  EXPECT_TRUE(absl::StartsWith(mine.path, std::string("/dev/shm/") + kSegmentPrefix)) << mine.path;
+  EXPECT_TRUE(absl::StartsWith(mine.path, std::string(kMemfdPathPrefix) + kSegmentPrefix))
+      << mine.path;
   EXPECT_EQ(mine.perms.back(), 's') << "producer mapping is not MAP_SHARED: " << mine.perms;
   const uint64_t my_offset = FileOffsetOf(mine, producer_ptr);
   EXPECT_EQ(my_offset % 256, 0u);
@@ -69,9 +70,10 @@ void ExpectConsumerSharesPages(Client& client, const std::string& socket,
   const auto m = ParseFields(maps.out.substr(0, maps.out.find('\n')));
   ASSERT_EQ(m.at(""), "map") << maps.out;
   EXPECT_EQ(m.at("path"), mine.path);
+  EXPECT_EQ(m.at("inode"), absl::StrCat(mine.inode)) << "not the very same file";
   EXPECT_EQ(m.at("offset"), absl::StrCat(my_offset));
   EXPECT_EQ(m.at("perms"), "r--s") << "a sealed tensor must be mapped read-only, MAP_SHARED";
-  EXPECT_EQ(m.at("deleted"), "0");
+  EXPECT_EQ(m.at("deleted"), "1") << "a memfd has no name in any directory";
   EXPECT_EQ(m.at("aligned"), "1");
   EXPECT_EQ(m.at("hash"), HashBytes(DataOf(d), static_cast<size_t>(n) * 4));
 }

@@ -21,11 +21,14 @@ namespace {
 
 std::string ProcDir(pid_t pid) { return pid == 0 ? "/proc/self" : absl::StrCat("/proc/", pid); }
 
-// "/dev/shm/tb-x" -> "tb-x"; anything else -> "".
+// "/memfd:tb-x (deleted)" (a segment) or "/dev/shm/tb-x" (a named file, which the daemon must
+// never make) -> "tb-x"; anything else -> "".
 std::string SegmentNameOf(std::string path) {
   if (absl::EndsWith(path, " (deleted)")) path.resize(path.size() - 10);
   absl::string_view p = path;
-  if (!absl::ConsumePrefix(&p, "/dev/shm/")) return "";
+  if (!absl::ConsumePrefix(&p, kMemfdPathPrefix) && !absl::ConsumePrefix(&p, "/dev/shm/")) {
+    return "";
+  }
   if (!absl::StartsWith(p, kSegmentPrefix)) return "";
   return std::string(p);
 }
@@ -51,6 +54,7 @@ absl::StatusOr<Mapping> FindMapping(uintptr_t address, pid_t pid) {
     m.end = end;
     m.perms = perms;
     m.offset = std::stoull(offset, nullptr, 16);
+    m.inode = std::stoull(inode);
     std::string path;
     std::getline(in, path);
     const size_t first = path.find_first_not_of(' ');

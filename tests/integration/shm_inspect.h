@@ -1,7 +1,8 @@
 // Looks at what the kernel says about shared memory: which mapping of /proc/<pid>/maps holds a
-// pointer (backing file, file offset, permissions), which tb-* segment files exist in /dev/shm,
-// and which ones a process has mapped or open. Used by the integration tests and the test peer
-// to prove that two processes see the very same pages, and that the daemon cleans up.
+// pointer (backing file and inode, file offset, permissions), which tb-* files exist in /dev/shm
+// (the daemon must make none: its segments are memfds), and which segments a process has mapped
+// or open. Used by the integration tests and the test peer to prove that two processes see the
+// very same pages, and that the daemon cleans up.
 #ifndef TENSORBROKER_TESTS_INTEGRATION_SHM_INSPECT_H_
 #define TENSORBROKER_TESTS_INTEGRATION_SHM_INSPECT_H_
 
@@ -16,8 +17,10 @@
 
 namespace tensorbroker::testing {
 
-// The prefix of every segment the daemon creates in /dev/shm.
+// The prefix of every segment's name (its memfd's label).
 inline constexpr char kSegmentPrefix[] = "tb-";
+// How /proc shows a memfd: "/memfd:<name> (deleted)".
+inline constexpr char kMemfdPathPrefix[] = "/memfd:";
 
 // One line of /proc/<pid>/maps.
 struct Mapping {
@@ -25,6 +28,7 @@ struct Mapping {
   uintptr_t end = 0;
   std::string perms;     // e.g. "r--s"
   uint64_t offset = 0;   // file offset of `start`
+  uint64_t inode = 0;    // of the backing file: equal inodes, the very same file
   std::string path;      // backing file, " (deleted)" stripped
   bool deleted = false;  // the file was unlinked
 };
@@ -41,8 +45,8 @@ inline uint64_t FileOffsetOf(const Mapping& m, uintptr_t address) {
 
 // Names (without "/dev/shm/") of the files in /dev/shm that start with kSegmentPrefix.
 std::set<std::string> ListSegmentFiles();
-// Names of kSegmentPrefix files in /dev/shm that process `pid` maps or holds open (from
-// /proc/<pid>/maps and /proc/<pid>/fd). Empty when the process is gone.
+// Names of the segments (memfds, or /dev/shm files) that process `pid` maps or holds open
+// (from /proc/<pid>/maps and /proc/<pid>/fd). Empty when the process is gone.
 std::set<std::string> SegmentFilesUsedBy(pid_t pid);
 
 // Parses "word k1=v1 k2=v2 ..." (as the test peer prints) into {"": word, k1: v1, ...}.

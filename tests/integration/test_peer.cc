@@ -12,8 +12,8 @@
 //                                             "r IDX" prints "value V"; exits at stdin EOF
 //   write-sealed NAME                         Get and write through the pointer (must fault)
 //   hold NAME... [--count K] [--legacy]       Get every NAME K times (GetLegacy with --legacy),
-//                                             print "held"; on stdin "release" run the deleters
-//                                             and print "released"; exit at stdin EOF
+//                                             print "held"; on stdin "release" run the deleters,
+//                                             Ping (the releases arrive) and print "released"
 //   create-hold NAME NBYTES                   Create (uint8 [NBYTES]) without sealing, print
 //                                             "created"; on stdin "seal" seal it; exit at EOF
 //   session                                   Connect, print "connected", exit at stdin EOF
@@ -170,7 +170,7 @@ int RoleMaps(const Args& a) {
   auto m = FindMapping(p);
   if (!m.ok()) Fail(m.status());
   Say(absl::StrCat("map path=", m->path, " offset=", FileOffsetOf(*m, p), " perms=", m->perms,
-                   " deleted=", m->deleted ? 1 : 0,
+                   " deleted=", m->deleted ? 1 : 0, " inode=", m->inode,
                    " aligned=", reinterpret_cast<uintptr_t>(t->dl_tensor.data) % 256 == 0 ? 1 : 0,
                    " readonly=", (t->flags & DLPACK_FLAG_BITMASK_READ_ONLY) ? 1 : 0,
                    " hash=", HashBytes(DataOf(t->dl_tensor), NumBytes(t->dl_tensor))));
@@ -274,6 +274,7 @@ int RoleHold(const Args& a) {
   while (std::getline(std::cin, cmd)) {
     if (cmd == "release") {
       release();
+      if (absl::Status s = client->Ping(); !s.ok()) Fail(s);  // the releases have arrived
       Say("released");
     }
   }
