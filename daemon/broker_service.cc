@@ -14,45 +14,13 @@
 #include "common/proto_convert.h"
 #include "common/strided_copy.h"
 #include "common/tensor_layout.h"
+#include "daemon/call_log.h"
 #include "daemon/log.h"
 #include "daemon/request_device.h"
 #include "daemon/request_spec.h"
 
 namespace tensorbroker::daemon {
 namespace {
-
-// The level of a failed call's log line: the daemon's own faults are errors, exhausted capacity
-// and refused access are warnings, malformed requests info; what clients meet in normal flow
-// (not found, already exists, deadlines, cancellations) is debug.
-LogLevel FailureLevel(absl::StatusCode code) {
-  switch (code) {
-    case absl::StatusCode::kInternal:
-    case absl::StatusCode::kDataLoss:
-    case absl::StatusCode::kUnknown:
-      return LogLevel::kError;
-    case absl::StatusCode::kResourceExhausted:
-    case absl::StatusCode::kPermissionDenied:
-      return LogLevel::kWarning;
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kOutOfRange:
-    case absl::StatusCode::kUnimplemented:
-      return LogLevel::kInfo;
-    default:
-      return LogLevel::kDebug;
-  }
-}
-
-// name="a/b" for log lines; an invalid name from a client is escaped and cut, never raw.
-std::string NameField(absl::string_view name) {
-  return absl::StrCat("name=\"", LogSafe(name), "\"");
-}
-
-// "float32[10,100] 4000 bytes on cpu": what a tensor is, never what it holds.
-std::string Describe(const TensorInfo& info) {
-  return absl::StrCat(DTypeName(info.dtype), "[", absl::StrJoin(info.shape, ","), "] ",
-                      info.nbytes, " bytes on ", DeviceName(info.device));
-}
 
 }  // namespace
 
@@ -77,28 +45,16 @@ absl::Status BrokerService::CheckSessionCaller(const grpc::ServerContextBase* co
   return uid.has_value() ? store_->CheckSessionUser(session_id, *uid) : absl::OkStatus();
 }
 
-std::string BrokerService::Subject(const grpc::ServerContextBase* context,
-                                   absl::string_view method, LogText what) const {
-  const std::string about = what();
-  return absl::StrCat(method, about.empty() ? "" : " ", about, " ", Client(context));
-}
-
 grpc::Status BrokerService::Answer(const grpc::ServerContextBase* context,
                                    absl::string_view method, LogText what,
                                    const absl::Status& status) const {
-  if (!status.ok()) {
-    const LogLevel level = FailureLevel(status.code());
-    if (LogEnabled(level)) {
-      Log(level, Subject(context, method, what), ": ", absl::StatusCodeToString(status.code()),
-          ": ", LogSafe(status.message()));
-    }
-  }
+  LogCallFailure(method, what, [&] { return Client(context); }, status);
   return ToGrpcStatus(status);
 }
 
 void BrokerService::LogSuccess(LogLevel level, const grpc::ServerContextBase* context,
                                absl::string_view method, LogText what, LogText outcome) const {
-  if (LogEnabled(level)) Log(level, Subject(context, method, what), ": ", outcome());
+  LogCallSuccess(level, method, what, [&] { return Client(context); }, outcome);
 }
 
 grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>* BrokerService::Session(
@@ -116,7 +72,7 @@ grpc::Status BrokerService::Create(grpc::ServerContext* context, const v1::Creat
   }
   auto grant = store_->Create(request->session_id(), *spec);
   if (!grant.ok()) return Answer(context, "Create", what, grant.status());
-  LogSuccess(LogLevel::kDebug, context, "Create", what, [&] { return Describe(grant->info); });
+  LogSuccess(LogLevel::kDebug, context, "Create", what, [&] { return DescribeTensor(grant->info); });
   ToProto(*grant, response);
   return grpc::Status::OK;
 }
@@ -133,7 +89,7 @@ grpc::Status BrokerService::Seal(grpc::ServerContext* context, const v1::SealReq
   auto view = store_->Seal(request->session_id(), request->name());
   if (!view.ok()) return Answer(context, "Seal", what, view.status());
   LogSuccess(LogLevel::kDebug, context, "Seal", what,
-             [&] { return absl::StrCat("published ", Describe(*view)); });
+             [&] { return absl::StrCat("published ", DescribeTensor(*view)); });
   ToProto(*view, response);
   return grpc::Status::OK;
 }
@@ -201,7 +157,7 @@ grpc::Status BrokerService::Put(grpc::ServerContext* context,
   auto view = store_->CommitPut(ticket->object_id);
   if (!view.ok()) return Answer(context, "Put", what, view.status());
   LogSuccess(LogLevel::kDebug, context, "Put", what,
-             [&] { return absl::StrCat("published ", Describe(*view)); });
+             [&] { return absl::StrCat("published ", DescribeTensor(*view)); });
   ToProto(*view, response);
   return grpc::Status::OK;
 }
@@ -251,7 +207,7 @@ grpc::Status BrokerService::Read(grpc::ServerContext* context, const v1::ReadReq
   if (!finished) {
     return Answer(context, "Read", what, absl::CancelledError("client stopped reading"));
   }
-  LogSuccess(LogLevel::kDebug, context, "Read", what, [&] { return Describe(info); });
+  LogSuccess(LogLevel::kDebug, context, "Read", what, [&] { return DescribeTensor(info); });
   return grpc::Status::OK;
 }
 
@@ -272,7 +228,7 @@ grpc::Status BrokerService::Get(grpc::ServerContext* context, const v1::GetReque
   auto grant = store_->Get(request->session_id(), request->name(), deadline);
   if (!grant.ok()) return Answer(context, "Get", what, grant.status());
   LogSuccess(LogLevel::kDebug, context, "Get", what, [&] {
-    return absl::StrCat("lease ", grant->lease_id, " on ", Describe(grant->info));
+    return absl::StrCat("lease ", grant->lease_id, " on ", DescribeTensor(grant->info));
   });
   ToProto(*grant, response);
   return grpc::Status::OK;

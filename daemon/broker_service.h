@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "absl/functional/function_ref.h"
+#include "daemon/call_log.h"
 #include "daemon/call_metrics.h"
 #include "daemon/log.h"
 #include "daemon/peer_registry.h"
@@ -66,11 +67,6 @@ class BrokerService final : public v1::Broker::WithCallbackMethod_Session<v1::Br
   // A session may be used only by connections of the uid that opened it.
   absl::Status CheckSessionCaller(const grpc::ServerContextBase* context,
                                   const std::string& session_id) const;
-  // Log text is built only when its line is logged: calls cost nothing extra at info.
-  using LogText = absl::FunctionRef<std::string()>;
-  // "Get name=\"a/b\" pid=123 uid=1000": what a log line is about.
-  std::string Subject(const grpc::ServerContextBase* context, absl::string_view method,
-                      LogText what) const;
   // Logs a failed call (its level by status code) with its subject and code; converts to gRPC.
   grpc::Status Answer(const grpc::ServerContextBase* context, absl::string_view method,
                       LogText what, const absl::Status& status) const;

@@ -178,7 +178,7 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
 
   // The local channel first: a client that reaches the gRPC socket finds it there.
   const std::string local_path = LocalChannelPath(options.socket_path);
-  auto local_channel = LocalChannelServer::Start(local_path, store.get());
+  auto local_channel = LocalChannelServer::Start(local_path, store.get(), &metrics);
   if (!local_channel.ok()) return local_channel.status();
   auto acceptor = UnixSocketAcceptor::Bind(options.socket_path);
   if (!acceptor.ok()) {

@@ -40,7 +40,7 @@ class LocalChannelServer::SessionSink final : public SessionEventSink {
 };
 
 absl::StatusOr<std::unique_ptr<LocalChannelServer>> LocalChannelServer::Start(
-    const std::string& path, TensorStore* store) {
+    const std::string& path, TensorStore* store, CallMetrics* metrics) {
   auto listener = BindUnixListener(path, SOCK_SEQPACKET, "local channel (--socket + \".fd\")");
   if (!listener.ok()) return listener.status();
   UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
@@ -54,7 +54,7 @@ absl::StatusOr<std::unique_ptr<LocalChannelServer>> LocalChannelServer::Start(
     return ErrnoStatus(errno, "epoll_ctl");
   }
   std::unique_ptr<LocalChannelServer> server(
-      new LocalChannelServer(store, std::move(epoll), std::move(wake)));
+      new LocalChannelServer(store, metrics, std::move(epoll), std::move(wake)));
   LocalChannelServer* raw = server.get();
   try {
     server->loop_ = std::thread([raw] { raw->Loop(); });
@@ -71,7 +71,7 @@ absl::StatusOr<std::unique_ptr<LocalChannelServer>> LocalChannelServer::Start(
           return;
         }
         Handoff handoff;
-    handoff.kind = Handoff::Kind::kConnection;
+        handoff.kind = Handoff::Kind::kConnection;
         handoff.socket = std::move(connection);
         handoff.peer = {credentials.pid, credentials.uid, credentials.gid};
         raw->Hand(std::move(handoff));
@@ -81,8 +81,9 @@ absl::StatusOr<std::unique_ptr<LocalChannelServer>> LocalChannelServer::Start(
   return server;
 }
 
-LocalChannelServer::LocalChannelServer(TensorStore* store, UniqueFd epoll, UniqueFd wake)
-    : store_(store), epoll_(std::move(epoll)), wake_(std::move(wake)) {}
+LocalChannelServer::LocalChannelServer(TensorStore* store, CallMetrics* metrics, UniqueFd epoll,
+                                       UniqueFd wake)
+    : store_(store), metrics_(metrics), epoll_(std::move(epoll)), wake_(std::move(wake)) {}
 
 LocalChannelServer::~LocalChannelServer() { Stop(); }
 
@@ -119,19 +120,22 @@ std::string LocalChannelServer::OpenOwnedSession(uint64_t id, int32_t pid,
 }
 
 std::optional<absl::StatusOr<TensorGrant>> LocalChannelServer::StartWait(
-    uint64_t id, uint64_t request_id, const std::string& session_id, const std::string& name,
+    uint64_t id, const std::string& session_id, const std::string& name,
     absl::Time deadline, uint64_t* waiter_id) {
+  // The store sets the id before it can call back: the callback reads it from this cell.
+  auto cell = std::make_shared<uint64_t>(0);
   auto now = store_->GetOrWait(
-      session_id, name, deadline, waiter_id,
-      [this, id, request_id, session_id](absl::StatusOr<TensorGrant> result) {
+      session_id, name, deadline, cell.get(),
+      [this, id, session_id, cell](absl::StatusOr<TensorGrant> result) {
         Handoff handoff;
-    handoff.kind = Handoff::Kind::kWaitAnswered;
+        handoff.kind = Handoff::Kind::kWaitAnswered;
         handoff.connection_id = id;
-        handoff.request_id = request_id;
+        handoff.waiter_id = *cell;
         handoff.session_id = session_id;
         handoff.result = std::move(result);
         Hand(std::move(handoff));
       });
+  *waiter_id = *cell;
   if (!now.has_value()) deadlines_.emplace(deadline, std::make_pair(id, *waiter_id));
   return now;
 }
@@ -181,7 +185,8 @@ void LocalChannelServer::TakeHandoffs() {
     switch (handoff.kind) {
       case Handoff::Kind::kConnection: {
         auto connection = std::make_unique<LocalConnection>(
-            handoff.connection_id, std::move(handoff.socket), handoff.peer, store_, this);
+            handoff.connection_id, std::move(handoff.socket), handoff.peer, store_, this,
+            metrics_);
         epoll_event event{};
         event.events = EPOLLIN;
         event.data.u64 = handoff.connection_id;
@@ -201,13 +206,7 @@ void LocalChannelServer::TakeHandoffs() {
           break;
         }
         LocalConnection* connection = it->second.get();
-        for (const auto& [waiter_id, request_id] : connection->waits()) {
-          if (request_id == handoff.request_id) {
-            connection->ForgetWait(waiter_id);
-            break;
-          }
-        }
-        if (!connection->AnswerWait(handoff.request_id, std::move(handoff.result))) {
+        if (!connection->FinishWait(handoff.waiter_id, std::move(handoff.result))) {
           Drop(handoff.connection_id);
         } else {
           WatchWrites(connection);
@@ -234,14 +233,11 @@ void LocalChannelServer::ExpireWaits() {
     auto it = connections_.find(connection_id);
     if (it == connections_.end()) continue;
     LocalConnection* connection = it->second.get();
-    auto wait = connection->waits().find(waiter_id);
-    if (wait == connection->waits().end()) continue;  // answered already
-    const uint64_t request_id = wait->second;
+    if (connection->waits().count(waiter_id) == 0) continue;  // answered already
     if (!store_->CancelWait(waiter_id)) continue;  // its answer is queued as a handoff
-    connection->ForgetWait(waiter_id);
-    if (!connection->AnswerWait(request_id, absl::DeadlineExceededError(
-                                                "get.wait_ms: the name was not published "
-                                                "before the wait ran out"))) {
+    if (!connection->FinishWait(waiter_id, absl::DeadlineExceededError(
+                                               "get.wait_ms: the name was not published "
+                                               "before the wait ran out"))) {
       Drop(connection_id);
     } else {
       WatchWrites(connection);

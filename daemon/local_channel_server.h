@@ -33,8 +33,10 @@ class LocalChannelServer final : public LocalConnectionHost {
  public:
   // Binds `path` (mode 0660, like the gRPC socket) and starts serving `store`, which must
   // outlive Stop().
+  // `metrics` (may be null) counts the calls, and must outlive Stop() too.
   static absl::StatusOr<std::unique_ptr<LocalChannelServer>> Start(const std::string& path,
-                                                                   TensorStore* store);
+                                                                   TensorStore* store,
+                                                                   CallMetrics* metrics);
   ~LocalChannelServer() override;
   LocalChannelServer(const LocalChannelServer&) = delete;
   LocalChannelServer& operator=(const LocalChannelServer&) = delete;
@@ -44,7 +46,7 @@ class LocalChannelServer final : public LocalConnectionHost {
 
   std::string OpenOwnedSession(uint64_t id, int32_t pid, const std::string& client_name,
                                uint32_t uid) override;
-  std::optional<absl::StatusOr<TensorGrant>> StartWait(uint64_t id, uint64_t request_id,
+  std::optional<absl::StatusOr<TensorGrant>> StartWait(uint64_t id,
                                                        const std::string& session_id,
                                                        const std::string& name,
                                                        absl::Time deadline,
@@ -59,14 +61,13 @@ class LocalChannelServer final : public LocalConnectionHost {
     UniqueFd socket;                          // kConnection
     PeerCredentials peer;                     // kConnection
     uint64_t waiter_id = 0;                   // kWaitAnswered
-    uint64_t request_id = 0;                  // kWaitAnswered
     std::string session_id;                   // kWaitAnswered
     absl::StatusOr<TensorGrant> result = absl::UnknownError("");  // kWaitAnswered
     std::string segment;                      // kSegmentRemoved
   };
   class SessionSink;
 
-  LocalChannelServer(TensorStore* store, UniqueFd epoll, UniqueFd wake);
+  LocalChannelServer(TensorStore* store, CallMetrics* metrics, UniqueFd epoll, UniqueFd wake);
   void Hand(Handoff handoff);
   void Loop();
   void TakeHandoffs();
@@ -77,6 +78,7 @@ class LocalChannelServer final : public LocalConnectionHost {
   int NextTimeoutMs() const;
 
   TensorStore* const store_;
+  CallMetrics* const metrics_;
   const UniqueFd epoll_;
   const UniqueFd wake_;  // eventfd: handoffs and Stop
   std::unique_ptr<AcceptThread> acceptor_;

@@ -7,6 +7,7 @@
 #include "common/fd_passing.h"
 #include "common/proto_convert.h"
 #include "common/tensor_layout.h"
+#include "daemon/call_log.h"
 #include "daemon/log.h"
 #include "daemon/request_spec.h"
 
@@ -18,14 +19,65 @@ void SetStatus(const absl::Status& status, v1::LocalReply* reply) {
   reply->set_message(std::string(status.message()));
 }
 
+// The method a call counts as, named as on the gRPC API.
+const char* MethodOf(v1::LocalRequest::CallCase call) {
+  switch (call) {
+    case v1::LocalRequest::kOpen: return "Open";
+    case v1::LocalRequest::kAttach: return "Attach";
+    case v1::LocalRequest::kGet: return "Get";
+    case v1::LocalRequest::kCreate: return "Create";
+    case v1::LocalRequest::kSeal: return "Seal";
+    case v1::LocalRequest::kAbort: return "Abort";
+    case v1::LocalRequest::kRetain: return "Retain";
+    case v1::LocalRequest::kFetchSegment: return "FetchSegment";
+    case v1::LocalRequest::CALL_NOT_SET: break;
+  }
+  return "Barrier";
+}
+
+// What a call is about, for its log line: the tensor's name, or the lease.
+std::string SubjectOf(const v1::LocalRequest& request) {
+  switch (request.call_case()) {
+    case v1::LocalRequest::kGet: return NameField(request.get().name());
+    case v1::LocalRequest::kCreate: return NameField(request.create().name());
+    case v1::LocalRequest::kSeal: return NameField(request.seal().name());
+    case v1::LocalRequest::kAbort: return NameField(request.abort().name());
+    case v1::LocalRequest::kRetain: return absl::StrCat("lease=", request.retain().lease_id());
+    case v1::LocalRequest::kFetchSegment:
+      return absl::StrCat("lease=", request.fetch_segment().lease_id());
+    default: return "";
+  }
+}
+
+// The log line's outcome of a successful call.
+std::string OutcomeOf(v1::LocalRequest::CallCase call, const v1::LocalReply& reply) {
+  switch (reply.result_case()) {
+    case v1::LocalReply::kGrant: {
+      const std::string tensor = DescribeTensor(FromProto(reply.grant().info()));
+      if (call == v1::LocalRequest::kCreate) return tensor;
+      return absl::StrCat("lease ", reply.grant().lease_id(), " on ", tensor);
+    }
+    case v1::LocalReply::kInfo:
+      return absl::StrCat("published ", DescribeTensor(FromProto(reply.info())));
+    default:
+      return call == v1::LocalRequest::kAbort ? "aborted" : "done";
+  }
+}
+
 }  // namespace
 
 LocalConnection::LocalConnection(uint64_t id, UniqueFd socket, PeerCredentials peer,
-                                 TensorStore* store, LocalConnectionHost* host)
-    : id_(id), socket_(std::move(socket)), peer_(peer), store_(store), host_(host) {}
+                                 TensorStore* store, LocalConnectionHost* host,
+                                 CallMetrics* metrics)
+    : id_(id),
+      socket_(std::move(socket)),
+      peer_(peer),
+      store_(store),
+      host_(host),
+      metrics_(metrics) {}
 
 LocalConnection::~LocalConnection() {
-  for (const auto& [waiter_id, request_id] : waits_) store_->CancelWait(waiter_id);
+  for (const auto& [waiter_id, wait] : waits_) store_->CancelWait(waiter_id);
   if (owns_session_) {
     const TensorStore::SessionCleanup cleanup = store_->CloseSession(session_id_);
     Log(LogLevel::kDebug, "local client disconnected: pid=", peer_.pid, " uid=", peer_.uid,
@@ -42,6 +94,7 @@ absl::Status LocalConnection::NeedSession() const {
 }
 
 bool LocalConnection::HandleRequest(const std::string& bytes) {
+  const absl::Time start = absl::Now();
   v1::LocalRequest request;
   v1::LocalReply reply;
   std::vector<UniqueFd> fds;
@@ -53,9 +106,14 @@ bool LocalConnection::HandleRequest(const std::string& bytes) {
   for (uint64_t lease_id : request.release_lease_ids()) {
     if (session_id_.empty()) break;
     absl::Status released = store_->Release(session_id_, lease_id);
-    if (!released.ok()) {
-      Log(LogLevel::kDebug, "local release of lease ", lease_id, " (pid=", peer_.pid,
-          "): ", released.message());
+    auto what = [&] { return absl::StrCat("lease=", lease_id); };
+    auto client = [&] { return Client(); };
+    LogCallFailure("Release", what, client, released);
+    if (released.ok()) LogCallSuccess(LogLevel::kDebug, "Release", what, client, [] {
+      return "released";
+    });
+    if (metrics_ != nullptr) {
+      metrics_->Record("Release", static_cast<int>(released.code()), absl::Now() - start, true);
     }
   }
   for (const std::string& segment : request.dropped_segments()) {
@@ -74,8 +132,29 @@ bool LocalConnection::HandleRequest(const std::string& bytes) {
     }
   }
   reply.set_request_id(request.request_id());
+  if (request.call_case() != v1::LocalRequest::CALL_NOT_SET) {
+    Account(request.call_case(), SubjectOf(request), reply, start);
+  }
   if (request.request_id() == 0) return true;
   return Send(reply, std::move(fds));
+}
+
+std::string LocalConnection::Client() const {
+  return absl::StrCat("pid=", peer_.pid, " uid=", peer_.uid);
+}
+
+void LocalConnection::Account(v1::LocalRequest::CallCase call, const std::string& subject,
+                              const v1::LocalReply& reply, absl::Time start) {
+  const char* method = MethodOf(call);
+  if (metrics_ != nullptr) metrics_->Record(method, reply.code(), absl::Now() - start, true);
+  auto what = [&] { return subject; };
+  auto client = [&] { return Client(); };
+  if (reply.code() != 0) {
+    LogCallFailure(method, what, client,
+                   absl::Status(static_cast<absl::StatusCode>(reply.code()), reply.message()));
+  } else {
+    LogCallSuccess(LogLevel::kDebug, method, what, client, [&] { return OutcomeOf(call, reply); });
+  }
 }
 
 void LocalConnection::Dispatch(const v1::LocalRequest& request, v1::LocalReply* reply,
@@ -114,11 +193,11 @@ void LocalConnection::Dispatch(const v1::LocalRequest& request, v1::LocalReply* 
                                       ? absl::InfinitePast()
                                       : absl::Now() + absl::Milliseconds(get.wait_ms());
       uint64_t waiter_id = 0;
-      auto now = host_->StartWait(id_, request.request_id(), session_id_, get.name(), deadline,
+      auto now = host_->StartWait(id_, session_id_, get.name(), deadline,
                                   &waiter_id);
       if (!now.has_value()) {
-        waits_.emplace(waiter_id, request.request_id());
-        return;  // answered by AnswerWait
+        waits_.emplace(waiter_id, Wait{request.request_id(), absl::Now(), get.name()});
+        return;  // answered by FinishWait
       }
       if (!now->ok()) {
         status = now->status();
@@ -213,15 +292,20 @@ void LocalConnection::AttachDescriptor(SegmentDescriptor descriptor, v1::LocalRe
   fds->push_back(std::move(descriptor.fd));
 }
 
-bool LocalConnection::AnswerWait(uint64_t request_id, absl::StatusOr<TensorGrant> result) {
+bool LocalConnection::FinishWait(uint64_t waiter_id, absl::StatusOr<TensorGrant> result) {
+  auto it = waits_.find(waiter_id);
+  if (it == waits_.end()) return true;
+  const Wait wait = std::move(it->second);
+  waits_.erase(it);
   v1::LocalReply reply;
-  reply.set_request_id(request_id);
+  reply.set_request_id(wait.request_id);
   std::vector<UniqueFd> fds;
   if (result.ok()) {
     ReplyGrant(*result, &reply, &fds);
   } else {
     SetStatus(result.status(), &reply);
   }
+  Account(v1::LocalRequest::kGet, NameField(wait.name), reply, wait.start);
   return Send(reply, std::move(fds));
 }
 

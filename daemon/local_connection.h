@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/unique_fd.h"
+#include "daemon/call_metrics.h"
 #include "daemon/peer_registry.h"
 #include "daemon/tensor_store.h"
 #include "tensorbroker/v1/local.pb.h"
@@ -40,14 +41,15 @@ class LocalConnectionHost {
                                        uint32_t uid) = 0;
   // Starts a wait for connection `id`: GetOrWait with a callback that queues the answer.
   virtual std::optional<absl::StatusOr<TensorGrant>> StartWait(
-      uint64_t id, uint64_t request_id, const std::string& session_id, const std::string& name,
+      uint64_t id, const std::string& session_id, const std::string& name,
       absl::Time deadline, uint64_t* waiter_id) = 0;
 };
 
 class LocalConnection {
  public:
+  // `metrics` (may be null) counts every call as the gRPC service's interceptor does.
   LocalConnection(uint64_t id, UniqueFd socket, PeerCredentials peer, TensorStore* store,
-                  LocalConnectionHost* host);
+                  LocalConnectionHost* host, CallMetrics* metrics);
   // Cancels waits and closes a session this connection opened.
   ~LocalConnection();
   LocalConnection(const LocalConnection&) = delete;
@@ -59,11 +61,15 @@ class LocalConnection {
 
   // Handles one request datagram. False when the connection must be dropped.
   bool HandleRequest(const std::string& bytes);
-  // A wait that ended (published, session closed, shutdown) or ran out (DEADLINE_EXCEEDED).
-  bool AnswerWait(uint64_t request_id, absl::StatusOr<TensorGrant> result);
-  // Waits whose deadline passed; the server asks the store to cancel them first.
-  const std::map<uint64_t, uint64_t>& waits() const { return waits_; }  // waiter id -> request
-  void ForgetWait(uint64_t waiter_id) { waits_.erase(waiter_id); }
+  // Waiting Gets, by the store's waiter id.
+  struct Wait {
+    uint64_t request_id = 0;
+    absl::Time start;
+    std::string name;
+  };
+  const std::map<uint64_t, Wait>& waits() const { return waits_; }
+  // Answers the wait `waiter_id` (its deadline passed, or the store answered it).
+  bool FinishWait(uint64_t waiter_id, absl::StatusOr<TensorGrant> result);
   // The daemon removed `segment`: tell the client (sessions opened here) and forget it.
   bool SegmentRemoved(const std::string& segment);
 
@@ -88,17 +94,22 @@ class LocalConnection {
   void AttachDescriptor(SegmentDescriptor descriptor, v1::LocalReply* reply,
                         std::vector<UniqueFd>* fds);
   bool Send(const v1::LocalReply& reply, std::vector<UniqueFd> fds);
+  // Counts and logs one finished call.
+  void Account(v1::LocalRequest::CallCase call, const std::string& subject,
+               const v1::LocalReply& reply, absl::Time start);
+  std::string Client() const;
 
   const uint64_t id_;
   const UniqueFd socket_;
   const PeerCredentials peer_;
   TensorStore* const store_;
   LocalConnectionHost* const host_;
+  CallMetrics* const metrics_;
   std::string session_id_;
   bool owns_session_ = false;
   std::set<std::string> sent_read_only_;   // segments whose read-only descriptor was sent
   std::set<std::string> sent_read_write_;  // ... whose read-write descriptor was sent
-  std::map<uint64_t, uint64_t> waits_;     // waiter id -> request id
+  std::map<uint64_t, Wait> waits_;         // by waiter id
   std::deque<Outgoing> outgoing_;
 };
 
