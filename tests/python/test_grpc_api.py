@@ -3,15 +3,19 @@
 Starts tensorbrokerd ($TENSORBROKERD) on a private socket and checks, from another language:
 Ping; the standard grpc.health.v1 service; a client-streamed Put of a numpy array in 1 MiB chunks; List with a prefix; Stat fields;
 Read streaming the same bytes back; a Session stream whose id lets Get return a MemoryRegion
-that Python maps read-only from /dev/shm and compares with numpy (zero copy), then Release;
-a Python producer writing through a writable mapping; exact error codes; leases reclaimed when
-the session stream ends; and SIGTERM ending the daemon with status 0 and nothing left behind.
+whose segment Python receives as a read-only descriptor on the local channel (socket.recv_fds),
+maps and compares with numpy (zero copy), then Release; the README's raw-gRPC client, run as
+written; a Python producer writing through a writable descriptor; exact error codes; leases
+reclaimed when the session stream ends; and SIGTERM ending the daemon with status 0 and nothing
+left behind.
 """
 
+import errno
 import mmap
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -23,7 +27,12 @@ import pytest
 
 from tensorbroker.v1 import broker_pb2 as pb
 from tensorbroker.v1 import broker_pb2_grpc as pbg
+from tensorbroker.v1 import local_pb2 as lpb
 from tb_health import health_pb2, health_pb2_grpc
+
+from raw_grpc_example import RawClient
+
+README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
 
 FLOAT32 = pb.DataType(code=2, bits=32, lanes=1)
 MIB = 1 << 20
@@ -123,9 +132,43 @@ def rpc_code(call, *args, **kwargs):
     return error.value.code(), error.value.details()
 
 
-def segment_path(region):
-    # A POSIX shm name, with or without its leading '/', lives at /dev/shm/<name>.
-    return "/dev/shm/" + region.segment.lstrip("/")
+class LocalChannel:
+    """The local channel beside the gRPC socket: one LocalRequest per datagram, descriptors
+    beside the replies (SCM_RIGHTS)."""
+
+    def __init__(self, daemon, session_id):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock.settimeout(RPC_TIMEOUT)
+        self.sock.connect(daemon.socket + ".fd")
+        self.next_id = 1
+        reply, _ = self.call(lpb.LocalRequest(
+            attach=lpb.LocalRequest.Attach(session_id=session_id)))
+        assert reply.code == 0, reply.message
+
+    def call(self, request):
+        request.request_id = self.next_id
+        self.next_id += 1
+        self.sock.sendmsg([request.SerializeToString()])
+        data, fds, _, _ = socket.recv_fds(self.sock, 1 << 18, 16)
+        reply = lpb.LocalReply.FromString(data)
+        assert reply.request_id == request.request_id
+        assert len(fds) == len(reply.descriptors)
+        return reply, fds
+
+    def fetch(self, lease_id):
+        """(descriptor message, fd) of the segment `lease_id` is in."""
+        reply, fds = self.call(lpb.LocalRequest(
+            fetch_segment=lpb.LocalRequest.FetchSegment(lease_id=lease_id)))
+        assert reply.code == 0, reply.message
+        assert len(fds) == 1
+        return reply.descriptors[0], fds[0]
+
+    def close(self):
+        self.sock.close()
+
+
+def shm_files():
+    return {n for n in os.listdir("/dev/shm") if n.startswith("tb-")}
 
 
 ARRAY = np.arange(3 * MIB // 4, dtype=np.float32).reshape(768, 1024) * np.float32(0.5)
@@ -188,6 +231,7 @@ def test_read_streams_the_same_bytes(stub):
 
 def test_get_with_session_then_map_the_segment_from_python(daemon, stub):
     session = Session(stub)
+    local = LocalChannel(daemon, session.id)
     try:
         grant = stub.Get(pb.GetRequest(session_id=session.id, name="py/array"),
                          timeout=RPC_TIMEOUT)
@@ -198,15 +242,20 @@ def test_get_with_session_then_map_the_segment_from_python(daemon, stub):
         assert region.offset % 256 == 0
         assert not region.writable, "a sealed tensor's region must be read-only"
         assert (region.device.device_type, region.device.device_id) == (1, 0)
-        assert region.segment.lstrip("/").startswith("tb-")
-        path = segment_path(region)
-        assert os.path.exists(path), path
-        assert os.stat(path).st_size == region.segment_size
+        assert region.segment.startswith("tb-")
+        assert not os.path.exists("/dev/shm/" + region.segment), "segments have no name"
         assert region.offset + region.nbytes <= region.segment_size
         assert stub.Stat(pb.StatRequest(name="py/array"), timeout=RPC_TIMEOUT).leases == 1
 
-        fd = os.open(path, os.O_RDONLY)
+        descriptor, fd = local.fetch(grant.lease_id)
         try:
+            assert descriptor.segment == region.segment
+            assert descriptor.size == region.segment_size == os.fstat(fd).st_size
+            assert not descriptor.writable
+            assert os.readlink(f"/proc/self/fd/{fd}") == f"/memfd:{region.segment} (deleted)"
+            with pytest.raises(PermissionError):  # the kernel's read-only, not a convention
+                mmap.mmap(fd, region.segment_size, mmap.MAP_SHARED,
+                          mmap.PROT_READ | mmap.PROT_WRITE)
             with mmap.mmap(fd, region.segment_size, mmap.MAP_SHARED, mmap.PROT_READ) as mm:
                 view = np.frombuffer(mm, dtype=np.float32, count=region.nbytes // 4,
                                      offset=region.offset).reshape(768, 1024)
@@ -223,12 +272,79 @@ def test_get_with_session_then_map_the_segment_from_python(daemon, stub):
                                                                   lease_id=grant.lease_id))
         assert code == grpc.StatusCode.NOT_FOUND, details
         assert "lease" in details
+        # Without the lease, no descriptor.
+        reply, fds = local.call(lpb.LocalRequest(
+            fetch_segment=lpb.LocalRequest.FetchSegment(lease_id=grant.lease_id)))
+        assert (reply.code, fds) == (grpc.StatusCode.NOT_FOUND.value[0], [])
+        assert "lease" in reply.message
     finally:
+        local.close()
         session.close()
 
 
-def test_python_producer_writes_through_a_writable_mapping(stub):
+def test_the_readmes_raw_grpc_client_runs_as_written(daemon, stub):
+    with open(README) as f:
+        readme = f.read()
+    with open(os.path.join(os.path.dirname(__file__), "raw_grpc_example.py")) as f:
+        example = f.read()
+    assert example in readme, "README's raw gRPC example differs from raw_grpc_example.py"
+    client = RawClient(daemon.socket)
+    try:
+        array, lease_id = client.get("py/array")
+        np.testing.assert_array_equal(array, ARRAY)
+        assert not array.flags.writeable
+        assert stub.Stat(pb.StatRequest(name="py/array"), timeout=RPC_TIMEOUT).leases == 1
+        del array
+        client.release(lease_id)
+        assert stub.Stat(pb.StatRequest(name="py/array"), timeout=RPC_TIMEOUT).leases == 0
+    finally:
+        client.close()
+
+
+def test_another_uids_session_is_refused_on_the_local_channel(daemon, stub):
+    if os.getuid() != 0:
+        pytest.skip("switching to uid 65534 needs root")
+    session = Session(stub, "pytest-victim")
+    try:
+        os.chmod(daemon.dir, 0o755)
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # uid 65534, keeping the socket's group so that it may connect
+            os.close(read_end)
+            code = 99
+            try:
+                os.setresgid(0, 0, 0)
+                os.setgroups([])
+                os.setresuid(65534, 65534, 65534)
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                sock.connect(daemon.socket + ".fd")
+                request = lpb.LocalRequest(request_id=1, attach=lpb.LocalRequest.Attach(
+                    session_id=session.id))
+                sock.sendmsg([request.SerializeToString()])
+                data, fds, _, _ = socket.recv_fds(sock, 1 << 16, 1)
+                reply = lpb.LocalReply.FromString(data)
+                os.write(write_end, f"{reply.code} {len(fds)} {reply.message}".encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write_end)
+        _, status = os.waitpid(pid, 0)
+        said = os.read(read_end, 4096).decode()
+        os.close(read_end)
+        assert status == 0, said
+        code, nfds, message = said.split(" ", 2)
+        assert int(code) == grpc.StatusCode.PERMISSION_DENIED.value[0], said
+        assert nfds == "0"
+        assert "session_id" in message and "another user" in message
+    finally:
+        os.chmod(daemon.dir, 0o700)
+        session.close()
+    assert stub.Ping(pb.Empty(), timeout=RPC_TIMEOUT) == pb.Empty()
+
+
+def test_python_producer_writes_through_a_writable_mapping(daemon, stub):
     session = Session(stub, "pytest-producer")
+    local = LocalChannel(daemon, session.id)
     try:
         grant = stub.Create(pb.CreateRequest(session_id=session.id, name="py/produced",
                                              dtype=pb.DataType(code=1, bits=16, lanes=1),
@@ -238,11 +354,15 @@ def test_python_producer_writes_through_a_writable_mapping(stub):
         assert region.nbytes == 400
         assert region.offset % 256 == 0
         expected = (np.arange(200, dtype=np.uint16) * 7).reshape(10, 20)
-        fd = os.open(segment_path(region), os.O_RDWR)
+        descriptor, fd = local.fetch(grant.lease_id)
         try:
+            assert descriptor.writable, "the creator of a pending tensor may write it"
             with mmap.mmap(fd, region.segment_size, mmap.MAP_SHARED,
                            mmap.PROT_READ | mmap.PROT_WRITE) as mm:
                 mm[region.offset:region.offset + region.nbytes] = expected.tobytes()
+            with pytest.raises(OSError) as error:  # sealed size: nobody can truncate it
+                os.ftruncate(fd, 0)
+            assert error.value.errno == errno.EPERM
         finally:
             os.close(fd)
         # Pending: Stat reports it unsealed, Get does not see it yet.
@@ -257,6 +377,7 @@ def test_python_producer_writes_through_a_writable_mapping(stub):
         stub.Release(pb.ReleaseRequest(session_id=session.id, lease_id=grant.lease_id),
                      timeout=RPC_TIMEOUT)
     finally:
+        local.close()
         session.close()
 
 
@@ -322,14 +443,22 @@ def test_session_end_releases_its_leases(stub):
 
 
 def test_sigterm_exits_zero_and_leaves_nothing(daemon, stub):
-    grant_segments = set()
+    before = shm_files()
     session = Session(stub, "pytest-last")
+    local = LocalChannel(daemon, session.id)
     grant = stub.Get(pb.GetRequest(session_id=session.id, name="py/array"), timeout=RPC_TIMEOUT)
-    grant_segments.add(segment_path(grant.region))
+    _, fd = local.fetch(grant.lease_id)
+    local.close()
     session.close()
-    assert all(os.path.exists(p) for p in grant_segments)
     status = daemon.stop(signal.SIGTERM)
     assert status == 0, f"tensorbrokerd exited with {status}"
-    for p in grant_segments:
-        assert not os.path.exists(p), f"{p} left behind"
+    assert shm_files() == before, "nothing of the daemon is ever named in /dev/shm"
     assert not os.path.exists(daemon.socket)
+    assert not os.path.exists(daemon.socket + ".fd")
+    # A descriptor outlives the daemon: its pages are the client's until it closes it.
+    with mmap.mmap(fd, grant.region.segment_size, mmap.MAP_SHARED, mmap.PROT_READ) as mm:
+        view = np.frombuffer(mm, dtype=np.float32, count=grant.region.nbytes // 4,
+                             offset=grant.region.offset)
+        assert view.tobytes() == ARRAY.tobytes()
+        del view
+    os.close(fd)

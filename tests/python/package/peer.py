@@ -142,6 +142,7 @@ def main():
                 answer = {"sum": float(held[key].sum())}
             elif op == "release":
                 del held[key]
+                client.ping()  # the release is queued; a call makes sure the daemon has it
                 answer = {}
             elif op == "hold_many":
                 # Leases of every kind: Tensor objects, numpy and torch views, a raw capsule.
@@ -150,7 +151,8 @@ def main():
                     held[f"many{i}"] = (t, np.asarray(t),
                                         torch.from_dlpack(t) if torch is not None else None,
                                         t.__dlpack__())
-                answer = {"leases": 4 * cmd["count"] if torch is not None else 3 * cmd["count"]}
+                client.ping()  # Gets of a version already held give their own lease back
+                answer = {"leases": 1}  # one broker lease per process and version
             elif op == "cycles":
                 # get / view / release, `n` times; RssAnon after a warm-up and at the end.
                 def cycle():

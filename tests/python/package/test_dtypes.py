@@ -101,7 +101,7 @@ def test_bool_round_trips_and_reaches_both_frameworks_without_a_copy(client, con
     assert as_numpy["sha256"] == as_torch["sha256"] == sha(mask.tobytes())
     where_n = consumer.ask("locate", key="n")
     where_t = consumer.ask("locate", key="t")
-    assert where_n["file"].startswith("/dev/shm/tb-")
+    assert where_n["file"].startswith("/memfd:tb-")
     assert (where_n["file"], where_n["offset"]) == (where_t["file"], where_t["offset"])
     consumer.ask("release", key="n")
     consumer.ask("release", key="t")
