@@ -5,12 +5,16 @@
   required fields present, plus what the API server would refuse and the models do not encode
   (enum values, names, quantities, references between fields). The checker is shown to reject
   broken manifests, one fault at a time, with the exact message.
-- The project's invariants: the broker and the workload name the same node file as the socket,
-  both mount the node's /dev/shm, the workload carries the broker's group, the Dockerfile makes
-  that user and group, every daemon flag exists, the probes are `tensorbroker ... health`.
+- The project's invariants: the broker and the workload share the node's socket directory, so
+  both reach the same two sockets (broker.sock, gRPC, and broker.sock.fd, the local channel that
+  hands out the segments' memfd descriptors); that directory is the only node path any pod
+  mounts: no /dev/shm, no hostIPC (the segments have no name to share); the workload carries
+  the broker's group, the Dockerfile makes that user and group, every daemon flag exists, the
+  probes are `tensorbroker ... health`.
 - The DaemonSet's own command line, probes and metrics port, and the example pod's Python, run
   against the real daemon and CLI (TENSORBROKERD, TENSORBROKER_CLI), the node's hostPath
-  directories mapped into a temporary directory and /dev/shm used as it is.
+  directory mapped into a temporary directory; the daemon's segments are seen as memfds among
+  its descriptors and never in /dev/shm.
 """
 
 import functools
@@ -18,6 +22,7 @@ import os
 import re
 import signal
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -424,8 +429,8 @@ C0 = "spec.template.spec.containers[0]"
      [f"{C0}.resources.limits.memory: '4.5 GiB' is not a quantity"]),
     (lambda d, s, c: c["resources"]["requests"].__setitem__("cpu", "4"),
      [f"{C0}.resources.requests.cpu: more than its limit"]),
-    (lambda d, s, c: c["volumeMounts"][1].__setitem__("name", "devshm"),
-     [f"{C0}.volumeMounts[1].name: no volume 'devshm'"]),
+    (lambda d, s, c: c["volumeMounts"][0].__setitem__("name", "socketdir"),
+     [f"{C0}.volumeMounts[0].name: no volume 'socketdir'"]),
     (lambda d, s, c: c["ports"][0].__setitem__("name", "prometheus-metrics"),
      [f"{C0}.ports[0].name: 'prometheus-metrics' is not an IANA_SVC_NAME"]),
     (lambda d, s, c: c["securityContext"]["capabilities"].__setitem__("drop", ["AL"]),
@@ -456,30 +461,81 @@ def test_the_schema_check_reports_every_fault_of_a_broken_manifest():
 
 # --- The project's invariants ---------------------------------------------------------------------
 
-def test_broker_and_workload_name_the_same_node_socket():
+SOCKET_DIR = "/run/tensorbroker"  # on the node
+
+
+def test_broker_and_workload_share_the_socket_directory():
     ds, pod = daemonset(), workload()
-    broker = container(ds, "tensorbrokerd")
+    broker, example = container(ds, "tensorbrokerd"), container(pod, "example")
     socket_path = flag_value(argv(broker), "--socket")
-    env = {e["name"]: e["value"] for e in container(pod, "example")["env"]}
-    assert host_path(ds, broker, socket_path) == "/run/tensorbroker/broker.sock"
-    assert host_path(pod, container(pod, "example"), env["TENSORBROKER_SOCKET"]) == \
-        "/run/tensorbroker/broker.sock"
-    # The broker creates the socket and its lock file: its mount is writable, its directory made.
-    socket_volume = [v for v in pod_spec(ds)["volumes"] if v["hostPath"]["path"] ==
-                     os.path.dirname("/run/tensorbroker/broker.sock")]
-    assert socket_volume == [{"name": "socket-dir", "hostPath": {
-        "path": "/run/tensorbroker", "type": "DirectoryOrCreate"}}]
-    assert {"name": "socket-dir", "mountPath": "/run/tensorbroker"} in broker["volumeMounts"]
+    env = {e["name"]: e["value"] for e in example["env"]}
+    # Both sockets, the gRPC one and the local channel beside it ("<socket>.fd", the only way
+    # the broker's memory reaches a pod), are the same node files for the two pods.
+    for suffix in ("", ".fd"):
+        assert host_path(ds, broker, socket_path + suffix) == \
+            f"{SOCKET_DIR}/broker.sock{suffix}"
+        assert host_path(pod, example, env["TENSORBROKER_SOCKET"] + suffix) == \
+            f"{SOCKET_DIR}/broker.sock{suffix}"
+    # The broker creates the sockets and its lock file: its mount is writable, its directory
+    # made. The workload's is read-only (connecting checks the socket's mode, not the mount's).
+    assert pod_spec(ds)["volumes"] == [{"name": "socket-dir", "hostPath": {
+        "path": SOCKET_DIR, "type": "DirectoryOrCreate"}}]
+    assert broker["volumeMounts"] == [{"name": "socket-dir", "mountPath": SOCKET_DIR}]
+    assert pod_spec(pod)["volumes"] == [{"name": "tensorbroker-socket", "hostPath": {
+        "path": SOCKET_DIR, "type": "Directory"}}]
+    assert example["volumeMounts"] == [{"name": "tensorbroker-socket", "mountPath": SOCKET_DIR,
+                                        "readOnly": True}]
 
 
-def test_both_mount_the_nodes_dev_shm_read_write():
-    for obj, name in ((daemonset(), "tensorbrokerd"), (workload(), "example")):
-        c = container(obj, name)
-        assert host_path(obj, c, "/dev/shm") == "/dev/shm"
-        mounts = [m for m in c["volumeMounts"] if m["mountPath"] == "/dev/shm"]
-        assert len(mounts) == 1 and not mounts[0].get("readOnly", False)
-        volume = [v for v in pod_spec(obj)["volumes"] if v["name"] == mounts[0]["name"]]
-        assert volume[0]["hostPath"] == {"path": "/dev/shm", "type": "Directory"}
+def keys(value):
+    """Every mapping key anywhere in a YAML document, with its value."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield key, item
+            yield from keys(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from keys(item)
+
+
+def node_sharing_faults(obj):
+    """What a pod shares with its node besides the socket directory: hostIPC, hostPath volumes
+    elsewhere, a mount of anything at, above or below /dev/shm. An empty list: nothing."""
+    spec = pod_spec(obj)
+    faults = [f"{key}: {value}" for key, value in keys(obj) if key == "hostIPC"]
+    for volume in spec.get("volumes", []):
+        host = volume.get("hostPath")
+        if host is not None and host["path"].rstrip("/") != SOCKET_DIR:
+            faults.append(f"volume {volume['name']}: hostPath {host['path']}")
+    for group in ("initContainers", "containers"):
+        for c in spec.get(group, []):
+            for mount in c.get("volumeMounts", []):
+                path = mount["mountPath"].rstrip("/")
+                if path in ("/dev", "/dev/shm") or path.startswith("/dev/shm/"):
+                    faults.append(f"container {c['name']}: mounts {mount['name']} at {path}")
+    return faults
+
+
+def test_no_pod_shares_dev_shm_or_ipc_with_the_node():
+    # The segments are memfds handed over as descriptors: no pod needs the node's /dev/shm or
+    # its IPC namespace, and the socket directory is the only node path any container mounts
+    # (the init container's included).
+    for obj in (daemonset(), workload()):
+        assert node_sharing_faults(obj) == []
+    # The check sees each thing the /dev/shm-sharing manifests had.
+    ds = daemonset()
+    spec = pod_spec(ds)
+    spec["hostIPC"] = True
+    spec["volumes"].append({"name": "dev-shm", "hostPath": {"path": "/dev/shm",
+                                                            "type": "Directory"}})
+    spec["containers"][0]["volumeMounts"].append({"name": "dev-shm", "mountPath": "/dev/shm"})
+    spec["initContainers"][0]["volumeMounts"].append({"name": "scratch",
+                                                      "mountPath": "/dev/shm/"})
+    spec["volumes"].append({"name": "scratch", "emptyDir": {"medium": "Memory"}})
+    assert node_sharing_faults(ds) == [
+        "hostIPC: True", "volume dev-shm: hostPath /dev/shm",
+        "container socket-dir: mounts scratch at /dev/shm",
+        "container tensorbrokerd: mounts dev-shm at /dev/shm"]
 
 
 def test_the_workload_carries_the_brokers_group():
@@ -580,8 +636,10 @@ def test_the_daemon_reads_the_daemonsets_settings_and_the_memory_limit_covers_th
         assert line in lines, done.stdout
     assert [line for line in lines if line.startswith("cuda-capacity = ")] == \
         ["cuda-capacity = 0  # 0 B per GPU"], done.stdout
-    # The segments' pages are charged to the broker's memory cgroup: the limit must hold them
-    # and leave room for the daemon itself, and the request equals it (no overcommit).
+    # The segments are memfds whose every page the broker reserves (fallocate) when it creates
+    # them, and shmem is charged to the memory cgroup that first touches a page: the broker's.
+    # The limit must hold them and leave room for the daemon itself, and the request equals it
+    # (no overcommit).
     resources = broker["resources"]
     assert quantity(resources["limits"]["memory"]) == 4 * 2**30 + 512 * 2**20
     assert resources["requests"]["memory"] == resources["limits"]["memory"]
@@ -596,15 +654,28 @@ def free_port():
 
 
 def segment_prefix(socket_path):
-    """The daemon's /dev/shm name prefix for a socket: "tb-" + FNV-1a 32 of the path + "-"."""
+    """The name prefix of the daemon's segments for a socket: "tb-" + FNV-1a 32 of the path +
+    "-". The names label its memfds; none is a file anywhere."""
     h = 2166136261
     for byte in os.path.normpath(os.path.abspath(socket_path)).encode():
         h = ((h ^ byte) * 16777619) & 0xFFFFFFFF
     return f"tb-{h:08x}-"
 
 
-def segments(prefix):
+def in_dev_shm(prefix):
     return sorted(n for n in os.listdir("/dev/shm") if n.startswith(prefix))
+
+
+def memfds(pid):
+    """What the descriptors of process `pid` that are tensorbroker memfds link to:
+    "/memfd:tb-<...> (deleted)"."""
+    links = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            links.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except FileNotFoundError:  # closed meanwhile
+            pass
+    return sorted(link for link in links if link.startswith("/memfd:tb-"))
 
 
 def python_env(extra):
@@ -659,6 +730,7 @@ def test_the_daemonset_and_the_example_pod_run_as_written(node):
         command = [CLI] + [sock if a == socket_in_pod else a for a in command[1:]]
         return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
 
+    prefix = segment_prefix(sock)
     with open(log_path, "w") as out:
         daemon = subprocess.Popen(args, stderr=out)
     try:
@@ -667,6 +739,10 @@ def test_the_daemonset_and_the_example_pod_run_as_written(node):
             assert daemon.poll() is None, f"tensorbrokerd exited:\n{log()}"
             assert time.monotonic() < deadline, log()
             time.sleep(0.05)
+        # Both sockets in the one directory the pods mount, with the same mode.
+        for path in (sock, sock + ".fd"):
+            assert stat.S_ISSOCK(os.stat(path).st_mode), path
+            assert stat.S_IMODE(os.stat(path).st_mode) == 0o660, path
         # Readiness and liveness: the probes as written, within their timeouts.
         for name in ("readinessProbe", "livenessProbe"):
             done = probe(name, timeout=broker[name]["timeoutSeconds"])
@@ -689,18 +765,37 @@ def test_the_daemonset_and_the_example_pod_run_as_written(node):
         assert list(env) == ["TENSORBROKER_SOCKET"]
         example_sock = on_node(pod, example, env["TENSORBROKER_SOCKET"])
         assert example_sock == sock
-        done = subprocess.run([*example["command"], *example["args"]], capture_output=True,
-                              text=True, timeout=HANG_GUARD,
-                              env=python_env({"TENSORBROKER_SOCKET": example_sock}))
-        assert done.returncode == 0, done.stderr
-        assert done.stdout == f"put/get through {sock}: ok, sum=66\n"
-        prefix = segment_prefix(sock)
-        assert segments(prefix) != [], "the example's segment should be in /dev/shm"
+        assert on_node(pod, example, env["TENSORBROKER_SOCKET"] + ".fd") == sock + ".fd"
+        # Run while /dev/shm is watched: the daemon's segments never appear there.
+        example_run = subprocess.Popen([*example["command"], *example["args"]],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                       env=python_env({"TENSORBROKER_SOCKET": example_sock}))
+        seen_in_dev_shm = set()
+        deadline = time.monotonic() + HANG_GUARD
+        while True:
+            seen_in_dev_shm.update(in_dev_shm(prefix))
+            try:
+                stdout, stderr = example_run.communicate(timeout=0.01)
+                break
+            except subprocess.TimeoutExpired:
+                if time.monotonic() > deadline:
+                    example_run.kill()
+                    example_run.communicate()
+                    raise
+        assert example_run.returncode == 0, stderr
+        assert stdout == f"put/get through {sock}: ok, sum=66\n"
+        assert seen_in_dev_shm == set()
+        # The example's segment (kept idle for reuse) is a memfd the daemon holds, which is
+        # what the example received over broker.sock.fd; nothing of it is in /dev/shm.
+        held = memfds(daemon.pid)
+        assert held != [], "the daemon should hold the example's segment as a memfd"
+        assert all(link.startswith("/memfd:" + prefix) for link in held), held
+        assert in_dev_shm(prefix) == []
         # Pod deletion: SIGTERM, then the grace period.
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=pod_spec(ds)["terminationGracePeriodSeconds"]) == 0, log()
-        assert not os.path.exists(sock)
-        assert segments(prefix) == []
+        assert not os.path.exists(sock) and not os.path.exists(sock + ".fd")
+        assert in_dev_shm(prefix) == []
         # Now the probe fails (exit 1; the kubelet would also count running past its timeout as
         # a failure): the pod would be marked unready.
         done = probe("readinessProbe", timeout=HANG_GUARD)
