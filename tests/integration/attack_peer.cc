@@ -157,7 +157,10 @@ int main(int argc, char** argv) {
   if (!created.ok()) Die(absl::StrCat("create: ", created.status().ToString()));
   tensorbroker::TensorPtr own(*created);
   const int rw = DescriptorOf(own->dl_tensor.data);
-  Say(absl::StrCat("same_file ", DescriptorOf(own->dl_tensor.data) == ro ? 1 : 0));
+  auto own_file = FindMapping(own->dl_tensor.data);
+  auto victim_file = FindMapping(sealed->dl_tensor.data);
+  if (!own_file.ok() || !victim_file.ok()) Die("mappings");
+  Say(absl::StrCat("same_file ", own_file->inode == victim_file->inode ? 1 : 0));
   const off_t own_size = ::lseek(rw, 0, SEEK_END);
   Report("ftruncate_rw", ::ftruncate(rw, 0));
   Report("fallocate_grow_rw", ::fallocate(rw, 0, 0, own_size + page));
