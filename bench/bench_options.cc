@@ -107,6 +107,12 @@ bool ParseArgs(int argc, char** argv, Options* opt) {
       opt->json = true;
     } else if (arg == "--child-read") {
       ok = next(&opt->child_read);
+    } else if (arg == "--child-cycles") {
+      ok = next(&opt->child_cycles);
+    } else if (arg == "--python") {
+      ok = next(&opt->python);
+    } else if (arg == "--no-python") {
+      opt->python_bench.clear();
     } else {
       std::fprintf(stderr, "unknown flag '%s' (see --help)\n", argv[i]);
       ok = false;

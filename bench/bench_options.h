@@ -12,6 +12,13 @@
 #define TENSORBROKERD_PATH "tensorbrokerd"
 #endif
 
+#ifndef TENSORBROKER_PYTHON_BENCH
+#define TENSORBROKER_PYTHON_BENCH ""
+#endif
+#ifndef TENSORBROKER_PYTHON_PATH
+#define TENSORBROKER_PYTHON_PATH ""
+#endif
+
 namespace tensorbroker::bench {
 
 struct Options {
@@ -29,6 +36,11 @@ struct Options {
   int pin_daemon_cpu = -2;            // -2: same as --pin-cpu; -1: not pinned
   bool json = false;
   std::string child_read;             // hidden: consumer child mode
+  std::string child_cycles;           // hidden: cycling consumer child mode
+  // The Python figures: this interpreter runs python_bench.py with PYTHONPATH (empty: skipped).
+  std::string python = "/usr/bin/python3";
+  std::string python_bench = TENSORBROKER_PYTHON_BENCH;
+  std::string python_path = TENSORBROKER_PYTHON_PATH;
 };
 
 // Prints the --help text to stdout.

@@ -4,8 +4,14 @@
 // on this machine, for information. Everything runs against ONE daemon: started here on a
 // temporary socket (`--capacity 6G`) unless --socket names a running one. See bench/README.md.
 //
-//   1. empty gRPC round trip (Client::Ping): the baseline
-//   2. Get and release (the tensor's deleter) of a sealed 4 KiB and a sealed 1 GiB tensor
+//   0. the floor: a raw Unix-socket round trip between two processes (C++)
+//   1. empty gRPC round trip (Client::Ping): the old baseline
+//   2. Get and release (the tensor's deleter) of a sealed 4 KiB and a sealed 1 GiB tensor,
+//      over the local channel
+//   2b. Python (bench/python_bench.py against the same daemon): its own raw round trip,
+//      shared_memory attach by name, get + two DLPack views + release, one extra view, release()
+//   2c. 1, 2 and 4 consumer processes cycling Get/release at once: aggregate cycles per second
+//      and the daemon's CPU time per cycle
 //   3. moving 1 GiB: (a) Put through the gRPC bytes path (raw stub, client-streamed chunks),
 //      (a2) Read the same bytes back out over gRPC, versus (b) zero-copy:
 //      Create + memcpy into the shared pages + Seal + Get + release (client library)
@@ -33,6 +39,7 @@
 #include "bench/bench_options.h"
 #include "bench/buffers.h"
 #include "bench/first_read.h"
+#include "bench/local_path.h"
 #include "bench/measurements.h"
 #include "bench/output.h"
 #include "bench/own_daemon.h"
@@ -54,6 +61,7 @@ int Run(int argc, char** argv) {
   Options opt;
   if (!ParseArgs(argc, argv, &opt)) return 2;
   if (!opt.child_read.empty()) return ChildRead(opt);
+  if (!opt.child_cycles.empty()) return ChildCycles(opt);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
   // Pin before any thread exists, so every gRPC thread (and the consumer children) inherit it.
@@ -139,6 +147,9 @@ int Run(int argc, char** argv) {
     const std::string small_name = "bench/get/small";
     const std::string large_name = "bench/get/large";
 
+    rep.Section("0. the floor");
+    if (absl::Status s = BenchRawRoundTrip(opt, rep); !s.ok()) rep.Fail("raw round trip", s);
+
     rep.Section("1. baseline");
     if (absl::Status s = BenchPing(client, opt, rep); !s.ok()) rep.Fail("Ping", s);
 
@@ -155,6 +166,18 @@ int Run(int argc, char** argv) {
       rep.Fail("Get/release " + FormatSize(n), s);
     } else {
       large_published = true;
+    }
+
+    if (!opt.python_bench.empty()) {
+      rep.Section("2b. Python, against the same daemon");
+      if (absl::Status s = BenchPython(opt, socket, rep); !s.ok()) rep.Fail("Python", s);
+    }
+    rep.Section("2c. consumer processes cycling Get/release (" + FormatSize(opt.size_small) +
+                ") at once");
+    if (absl::Status s = BenchConsumers(opt, SelfPath(argv[0]), socket, small_name,
+                                        opt.socket.empty() ? own.pid() : 0, rep);
+        !s.ok()) {
+      rep.Fail("consumers", s);
     }
 
     rep.Section("3. moving " + FormatSize(n) + " into (and out of) the broker");
@@ -224,6 +247,7 @@ int Run(int argc, char** argv) {
   }
 
   PrintTable(rep);
+  PrintFigures(rep);
   const std::vector<Ratio> ratios = ComputeRatios(rep, opt.size_small, opt.size_large);
   PrintRatios(ratios);
   if (!stats_after.empty()) std::printf("\nbroker after the run: %s\n", stats_after.c_str());

@@ -49,12 +49,26 @@ std::optional<double> RatioOf(const Report& rep, const std::string& num, const s
 std::vector<Ratio> ComputeRatios(const Report& rep, uint64_t size_small, uint64_t size_large) {
   const std::string ssz = FormatSize(size_small), lsz = FormatSize(size_large);
   std::vector<Ratio> ratios;
-  {
-    Ratio r{"get_small_over_ping", "Get(" + ssz + ") / Ping", "Get <= 1.3x empty round trip",
-            RatioOf(rep, "small_get", "ping"), std::nullopt};
-    if (r.value) r.met = *r.value <= 1.3;
+  // Targets: at most `limit` times the floor.
+  auto at_most = [&](const std::string& key, const std::string& label, const std::string& num,
+                     const std::string& den, double limit, const std::string& target) {
+    Ratio r{key, label, target, RatioOf(rep, num, den), std::nullopt};
+    if (r.value) r.met = *r.value <= limit;
     ratios.push_back(r);
-  }
+  };
+  at_most("get_small_over_raw_rtt", "C++ Get(" + ssz + ") / C++ raw round trip", "small_get",
+          "raw_unix_rtt", 1.5, "C++ Get <= 1.5x raw round trip");
+  at_most("py_cycle_over_py_rtt", "Python cycle / Python raw round trip", "py_cycle",
+          "py_raw_rtt", 2.0, "cycle <= 2x raw round trip");
+  at_most("py_extra_view_over_py_rtt", "Python extra view / Python raw round trip",
+          "py_extra_view", "py_raw_rtt", 0.25, "extra view <= 0.25x");
+  at_most("py_release_over_py_rtt", "Python release() / Python raw round trip", "py_release",
+          "py_raw_rtt", 0.25, "release() <= 0.25x");
+  ratios.push_back(Ratio{"py_cycle_over_shm_attach",
+                         "Python cycle / shared_memory attach by name", "",
+                         RatioOf(rep, "py_cycle", "py_shm_attach"), std::nullopt});
+  ratios.push_back(Ratio{"get_small_over_ping", "C++ Get(" + ssz + ") / gRPC Ping", "",
+                         RatioOf(rep, "small_get", "ping"), std::nullopt});
   {
     Ratio r{"get_large_over_get_small", "Get(" + lsz + ") / Get(" + ssz + ")",
             lsz + " Get <= 1.2x " + ssz + " Get", RatioOf(rep, "large_get", "small_get"),
@@ -98,6 +112,15 @@ void PrintTable(const Report& rep) {
                   FormatNs(r.s.median).c_str(), FormatNs(r.s.p10).c_str(),
                   FormatNs(r.s.p90).c_str(), r.s.n, Rate(r.bytes, r.s.median).c_str());
     }
+  }
+}
+
+void PrintFigures(const Report& rep) {
+  if (rep.figures.empty()) return;
+  std::printf("\nfigures\n");
+  std::printf("%s\n", std::string(kWidth + 54, '-').c_str());
+  for (const Figure& f : rep.figures) {
+    std::printf("  %-*s %12.1f %s\n", kWidth - 2, f.label.c_str(), f.value, f.unit.c_str());
   }
 }
 
@@ -147,6 +170,14 @@ std::string ToJson(const Options& opt, const std::string& pin_mode, const Report
       j += "}";
       first = false;
     }
+  }
+  j += "},\"figures\":{";
+  first = true;
+  for (const Figure& f : rep.figures) {
+    std::snprintf(buf, sizeof buf, "%.3f", f.value);
+    j += std::string(first ? "" : ",") + "\"" + f.key + "\":{\"value\":" + buf +
+         ",\"unit\":\"" + JsonEscape(f.unit) + "\"}";
+    first = false;
   }
   j += "},\"ratios\":{";
   first = true;

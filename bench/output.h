@@ -29,6 +29,8 @@ std::vector<Ratio> ComputeRatios(const Report& rep, uint64_t size_small, uint64_
 void PrintTable(const Report& rep);
 
 // Prints the "ratios (of medians)" block to stdout.
+// The figures block (rates, CPU per operation); nothing when there are none.
+void PrintFigures(const Report& rep);
 void PrintRatios(const std::vector<Ratio>& ratios);
 
 // The one-line JSON object printed with --json.

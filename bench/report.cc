@@ -77,6 +77,15 @@ void Report::Add(const std::string& key, const std::string& label,
   sections.back().second.push_back(Row{key, label, Summarize(ns), bytes});
 }
 
+void Report::AddSummary(const std::string& key, const std::string& label, const Summary& s) {
+  sections.back().second.push_back(Row{key, label, s, 0});
+}
+
+void Report::AddFigure(const std::string& key, const std::string& label, double value,
+                       const std::string& unit) {
+  figures.push_back(Figure{key, label, value, unit});
+}
+
 const Row* Report::Find(const std::string& key) const {
   for (const auto& sec : sections) {
     for (const Row& r : sec.second) {

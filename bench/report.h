@@ -38,8 +38,16 @@ struct Row {
   uint64_t bytes = 0;  // moved per iteration, for a rate column (0: none)
 };
 
+// A figure that is not a latency (a rate, a CPU time per operation).
+struct Figure {
+  std::string key, label;
+  double value = 0;
+  std::string unit;
+};
+
 struct Report {
   std::vector<std::pair<std::string, std::vector<Row>>> sections;
+  std::vector<Figure> figures;
   std::vector<std::string> failures;
 
   // Starts a new section; Add appends to the last one.
@@ -47,6 +55,10 @@ struct Report {
   // Adds a row summarising `ns` (nothing when `ns` is empty).
   void Add(const std::string& key, const std::string& label, const std::vector<int64_t>& ns,
            uint64_t bytes = 0);
+  // Adds a row summarised elsewhere (a child process's figures).
+  void AddSummary(const std::string& key, const std::string& label, const Summary& s);
+  void AddFigure(const std::string& key, const std::string& label, double value,
+                 const std::string& unit);
   const Row* Find(const std::string& key) const;
   // Records an error (and prints it to stderr at once).
   void Fail(const std::string& what, const absl::Status& status);

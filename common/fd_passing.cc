@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
@@ -38,8 +39,11 @@ absl::Status SendMessage(int socket, absl::string_view bytes, const std::vector<
 
 absl::StatusOr<ReceivedMessage> ReceiveMessage(int socket, size_t max_bytes, size_t max_fds) {
   ReceivedMessage received;
-  received.bytes.resize(max_bytes);
-  iovec iov{received.bytes.data(), received.bytes.size()};
+  // One buffer per thread, reused: a fresh max_bytes string per message would be allocated and
+  // zero-filled each time, which costs more than the message.
+  thread_local std::vector<char> buffer;
+  if (buffer.size() < max_bytes) buffer.resize(max_bytes);
+  iovec iov{buffer.data(), max_bytes};
   msghdr message{};
   message.msg_iov = &iov;
   message.msg_iovlen = 1;
@@ -77,7 +81,7 @@ absl::StatusOr<ReceivedMessage> ReceiveMessage(int socket, size_t max_bytes, siz
     // SOCK_SEQPACKET: a zero-length read is the peer's close (empty datagrams are never sent).
     received.closed = true;
   }
-  received.bytes.resize(static_cast<size_t>(got));
+  received.bytes.assign(buffer.data(), static_cast<size_t>(got));
   return received;
 }
 

@@ -251,17 +251,18 @@ void LocalChannelServer::Serve(LocalConnection* connection, uint32_t events) {
     if (!connection->Flush()) return Drop(id);
   }
   if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) {
-    // A few requests per wake-up, so one busy client cannot starve the others.
-    for (int i = 0; i < 16; ++i) {
-      auto received = ReceiveMessage(connection->fd(), kMaxLocalRequestBytes, 0);
-      if (!received.ok() && absl::IsUnavailable(received.status())) break;  // drained
-      if (!received.ok() && absl::IsInvalidArgument(received.status())) {
-        // Too long, or descriptors the daemon never takes: refused, the connection serves on.
-        if (!connection->Refuse(received.status())) return Drop(id);
-        continue;
-      }
-      if (!received.ok() || received->closed) return Drop(id);
+    // One request per wake-up: epoll is level-triggered, so more come with the next wait (no
+    // busy client starves the others, and no read is spent to learn the socket is empty).
+    auto received = ReceiveMessage(connection->fd(), kMaxLocalRequestBytes, 0);
+    if (!received.ok() && absl::IsInvalidArgument(received.status())) {
+      // Too long, or descriptors the daemon never takes: refused, the connection serves on.
+      if (!connection->Refuse(received.status())) return Drop(id);
+    } else if (received.ok() && !received->closed) {
       if (!connection->HandleRequest(received->bytes)) return Drop(id);
+    } else if (!received.ok() && absl::IsUnavailable(received.status())) {
+      // Nothing to read after all (EAGAIN).
+    } else {
+      return Drop(id);
     }
   }
   WatchWrites(connection);

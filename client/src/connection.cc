@@ -113,7 +113,9 @@ void Connection::ReadEvents() {
 }
 
 Connection::~Connection() {
-  local_.reset();  // sends the releases still queued while the session is open
+  // The releases still queued reach the daemon while the session is open; the channel itself
+  // goes after the event reader, which uses it.
+  if (local_ != nullptr) (void)local_->Sync();
   if (session_ != nullptr) {
     session_context_.TryCancel();
     if (event_reader_.joinable()) event_reader_.join();

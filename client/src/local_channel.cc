@@ -79,13 +79,13 @@ absl::Status LocalChannel::SendLocked(const v1::LocalRequest& request) {
 }
 
 void LocalChannel::QueueRelease(uint64_t lease_id) {
-  bool first;
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(send_mu_);
-    first = releases_.empty();
     releases_.push_back(lease_id);
+    wake = !flusher_ticking_;
   }
-  if (first) queued_cv_.notify_one();
+  if (wake) queued_cv_.notify_one();
 }
 
 absl::Status LocalChannel::Sync() {
@@ -103,13 +103,19 @@ void LocalChannel::QueueDropped(const std::string& segment) {
 
 void LocalChannel::FlushLoop() {
   std::unique_lock<std::mutex> lock(send_mu_);
-  while (true) {
-    queued_cv_.wait(lock, [this] { return stopping_ || !releases_.empty(); });
-    if (stopping_) return;
+  auto last_release = std::chrono::steady_clock::now();
+  while (!stopping_) {
+    if (releases_.empty() &&
+        std::chrono::steady_clock::now() - last_release > kFlusherLinger) {
+      flusher_ticking_ = false;  // idle: the next release wakes us
+      queued_cv_.wait(lock, [this] { return stopping_ || !releases_.empty(); });
+      if (stopping_) return;
+    }
+    flusher_ticking_ = true;
+    if (!releases_.empty()) last_release = std::chrono::steady_clock::now();
     // Give the caller's next request the chance to carry them; batch what comes meanwhile.
     queued_cv_.wait_for(lock, kReleaseDelay, [this] { return stopping_; });
-    if (stopping_) return;
-    if (releases_.empty()) continue;
+    if (stopping_ || releases_.empty()) continue;
     v1::LocalRequest request;  // request_id 0: no reply
     DrainQueuesLocked(&request);
     (void)SendLocked(request);

@@ -8,7 +8,9 @@
 // hand-off. A Get that waits for its name holds only its caller.
 // Releases are queued (QueueRelease never waits) and leave with the next request, or after at
 // most kReleaseDelay on a flusher thread, batched; they always precede later requests on the
-// wire, so a Get after a release finds it done.
+// wire, so a Get after a release finds it done. While releases keep coming the flusher stays
+// awake (ticking every kReleaseDelay, for at most kFlusherLinger after the last one), so a
+// release costs a push onto a vector, not a thread wake-up.
 // Thread-safe. The destructor sends what is still queued.
 #ifndef TENSORBROKER_CLIENT_SRC_LOCAL_CHANNEL_H_
 #define TENSORBROKER_CLIENT_SRC_LOCAL_CHANNEL_H_
@@ -30,6 +32,7 @@
 namespace tensorbroker::client_internal {
 
 inline constexpr std::chrono::microseconds kReleaseDelay{500};
+inline constexpr std::chrono::milliseconds kFlusherLinger{100};
 
 // A reply and the descriptors that came beside it (one per reply.descriptors(), in order).
 struct LocalAnswer {
@@ -73,6 +76,7 @@ class LocalChannel {
   std::vector<uint64_t> releases_;        // guarded by send_mu_
   std::vector<std::string> dropped_;      // guarded by send_mu_
   bool stopping_ = false;                 // guarded by send_mu_
+  bool flusher_ticking_ = false;          // guarded by send_mu_: it will look again soon
   std::condition_variable queued_cv_;     // with send_mu_: something was queued, or stopping
 
   std::mutex read_mu_;
