@@ -63,17 +63,12 @@ absl::StatusOr<std::unique_ptr<LocalChannelServer>> LocalChannelServer::Start(
   }
   auto acceptor = AcceptThread::Start(
       *std::move(listener), SOCK_NONBLOCK, "local channel", [raw](UniqueFd connection) {
-        ucred credentials{};
-        socklen_t size = sizeof(credentials);
-        if (::getsockopt(connection.get(), SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0) {
-          Log(LogLevel::kWarning, "local channel: SO_PEERCRED: ", std::strerror(errno),
-              "; connection refused");
-          return;
-        }
+        std::optional<PeerCredentials> peer = PeerCredentialsOf(connection.get(), "local channel");
+        if (!peer.has_value()) return;
         Handoff handoff;
         handoff.kind = Handoff::Kind::kConnection;
         handoff.socket = std::move(connection);
-        handoff.peer = {credentials.pid, credentials.uid, credentials.gid};
+        handoff.peer = *peer;
         raw->Hand(std::move(handoff));
       });
   if (!acceptor.ok()) return acceptor.status();  // the destructor stops the loop

@@ -1,10 +1,27 @@
 #include "daemon/peer_registry.h"
 
-#include "absl/strings/strip.h"
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "daemon/log.h"
 
 namespace tensorbroker::daemon {
+
+std::optional<PeerCredentials> PeerCredentialsOf(int fd, absl::string_view what) {
+  ucred credentials{};
+  socklen_t size = sizeof(credentials);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0) {
+    Log(LogLevel::kWarning, what, ": SO_PEERCRED: ", std::strerror(errno),
+        "; connection refused");
+    return std::nullopt;
+  }
+  return PeerCredentials{credentials.pid, credentials.uid, credentials.gid};
+}
 
 void PeerRegistry::Register(int fd, const PeerCredentials& peer) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -26,6 +26,10 @@ struct PeerCredentials {
   gid_t gid = 0;
 };
 
+// The kernel's credentials of the peer of connected Unix socket `fd` (SO_PEERCRED); nullopt,
+// with a warning naming `what` logged, when the kernel cannot say (the connection is refused).
+std::optional<PeerCredentials> PeerCredentialsOf(int fd, absl::string_view what);
+
 class PeerRegistry {
  public:
   void Register(int fd, const PeerCredentials& peer);

@@ -25,14 +25,9 @@ UnixSocketAcceptor::~UnixSocketAcceptor() { Stop(); }
 absl::Status UnixSocketAcceptor::Start(grpc::Server* server, PeerRegistry* peers) {
   auto thread = AcceptThread::Start(
       std::move(listener_), SOCK_NONBLOCK, "socket", [server, peers](UniqueFd connection) {
-        ucred credentials{};
-        socklen_t size = sizeof(credentials);
-        if (::getsockopt(connection.get(), SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0) {
-          Log(LogLevel::kWarning, "socket: SO_PEERCRED: ", std::strerror(errno),
-              "; connection refused");
-          return;
-        }
-        peers->Register(connection.get(), {credentials.pid, credentials.uid, credentials.gid});
+        std::optional<PeerCredentials> peer = PeerCredentialsOf(connection.get(), "socket");
+        if (!peer.has_value()) return;
+        peers->Register(connection.get(), *peer);
         grpc::AddInsecureChannelFromFd(server, connection.release());  // gRPC owns it now
       });
   if (!thread.ok()) return thread.status();

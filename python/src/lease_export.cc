@@ -27,7 +27,8 @@ struct LeaseExport {
 };
 
 void DeleteExport(LeaseExport* export_) {
-  // Ending the lease is a round trip to the daemon: let other Python threads run meanwhile.
+  // Usually local (the release is queued); the last tensor of a closed client ends its session,
+  // a round trip: let other Python threads run meanwhile.
   RunWithoutGil([export_] { delete export_; });
 }
 

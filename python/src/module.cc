@@ -115,14 +115,14 @@ so CUDA_VISIBLE_DEVICES may differ between producer and consumer).)doc")
   py::class_<PyTensor>(m, "Tensor", R"doc(A broker tensor this process holds a lease on.
 
 Zero-copy views: np.asarray(t), np.from_dlpack(t), torch.from_dlpack(t), t.numpy(), t.torch().
-Each view holds a lease of its own, so it stays valid after t.release() or after `t` is
+Each view holds its own reference to the lease (one broker lease per process and version), so it stays valid after t.release() or after `t` is
 garbage-collected; the broker frees the memory when the last lease anywhere ends.
 Read-only unless the tensor is mutable or came from create() and is not sealed yet.
 Usable as a context manager: release() on exit (and abort() if created and never sealed).)doc")
       .def("__dlpack__", &PyTensor::DLPack, py::kw_only(), py::arg("stream") = py::none(),
            py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(),
            py::arg("copy") = py::none(),
-           R"doc(A DLPack capsule holding its own lease, released by its deleter.
+           R"doc(A DLPack capsule holding its own reference to the lease, released by its deleter.
 
 "dltensor_versioned" (DLPack 1.x, with the read-only flag) when max_version allows it, else the
 legacy "dltensor" that NumPy 1.24 and PyTorch 1.13 read.
@@ -135,14 +135,14 @@ stream: for CUDA tensors, the consumer's stream (DLPack: 1 legacy default, 2 per
            "of this process.")
       .def("__array__", &PyTensor::Array, py::arg("dtype") = py::none(),
            py::arg("copy") = py::none(),
-           "A NumPy view of the broker's pages (its own lease); read-only unless writable.")
+           "A NumPy view of the broker's pages (its own reference to the lease); read-only unless writable.")
       .def("numpy", [](PyTensor& self) { return self.Array(py::none(), py::none()); },
            "np.asarray(t): a zero-copy NumPy view, bool included.")
       .def("torch", &PyTensor::Torch,
            "torch.from_dlpack(t); bool tensors come back as torch.bool (through a uint8 view).")
       .def("view", &PyTensor::View, py::arg("dtype"),
            "The same bytes as another dtype of the same item size (e.g. bool as uint8), with a "
-           "lease of its own.")
+           "reference of its own to the lease.")
       .def("seal", &PyTensor::Seal, py::arg("stream") = py::none(),
            R"doc(Publish a tensor from create(). Unless it is mutable it is read-only from now on:
 do not write through views taken before.

@@ -1,5 +1,5 @@
 // tensorbroker.Client: a connection and session to tensorbrokerd, made by tensorbroker.connect().
-// Tensors it returns keep working after close(): each holds its own lease and the connection.
+// Tensors it returns keep working after close(): each holds a reference to its lease and the connection.
 //
 // Threading: safe to call from many Python threads; every broker round trip and every wait
 // runs with the GIL released. get() waits in slices so Ctrl-C (KeyboardInterrupt) interrupts it.

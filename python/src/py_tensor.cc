@@ -19,7 +19,7 @@ namespace {
 
 PyTensor::Handle ShareHandle(TensorPtr lease) {
   return PyTensor::Handle(lease.release(), [](DLManagedTensorVersioned* t) {
-    RunWithoutGil([t] { t->deleter(t); });  // the Release round trip
+    RunWithoutGil([t] { t->deleter(t); });  // may end a closed client's session
   });
 }
 
@@ -59,12 +59,8 @@ PyTensor::Handle PyTensor::LiveHandle() const {
 
 TensorPtr PyTensor::RetainLease() const {
   Handle handle = LiveHandle();
-  absl::StatusOr<DLManagedTensorVersioned*> retained;
-  {
-    GilReleased released;
-    retained = client_->Retain(*handle);
-  }
-  return TensorPtr(ValueOrThrow(std::move(retained)));
+  // Local (a reference to this client's lease): no round trip, so the GIL stays.
+  return TensorPtr(ValueOrThrow(client_->Retain(*handle)));
 }
 
 DLDevice PyTensor::ExportDevice() const {

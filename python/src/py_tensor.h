@@ -1,7 +1,7 @@
 // tensorbroker.Tensor: one lease on a broker tensor, from Client.get() (read-only unless the
 // tensor is mutable) or Client.create() (writable until seal()). NumPy and PyTorch reach its
 // memory without a copy through __dlpack__ and __array__; every capsule and every array made
-// from it holds a lease of its own, so they stay valid after release() or garbage collection of
+// from it holds its own reference to the client's lease, so they stay valid after release() or garbage collection of
 // this object.
 //
 // CUDA tensors export as kDLCUDA on this process's ordinal of the GPU. Pinned (page-locked) CPU
@@ -47,7 +47,7 @@ class PyTensor {
                           pybind11::object dl_device, pybind11::object copy);
   pybind11::tuple DLPackDevice() const;
   pybind11::object Array(pybind11::object dtype, pybind11::object copy);
-  // Same bytes seen as another dtype of the same item size, with a lease of its own.
+  // Same bytes seen as another dtype of the same item size, with its own reference to the lease.
   std::unique_ptr<PyTensor> View(pybind11::handle dtype);
   pybind11::object Torch();
 
@@ -60,7 +60,7 @@ class PyTensor {
  private:
   // The live handle, or FAILED_PRECONDITION naming the tensor when released.
   Handle LiveHandle() const;
-  // A new lease on the same tensor (GIL released during the round trip).
+  // Another reference to this client's lease on the same tensor (local, no round trip).
   TensorPtr RetainLease() const;
   // The device exports show: the lease's, with pinned memory shown as kDLCPU.
   DLDevice ExportDevice() const;

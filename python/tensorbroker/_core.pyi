@@ -145,7 +145,7 @@ class Tensor:
         dl_device: Optional[Tuple[int, int]] = None,
         copy: Optional[bool] = None,
     ) -> Any:
-        """A capsule with its own lease: "dltensor_versioned" if max_version >= (1, 0), else "dltensor"."""
+        """A capsule with its own reference to the lease: "dltensor_versioned" if max_version >= (1, 0), else "dltensor"."""
     def __dlpack_device__(self) -> Tuple[int, int]: ...
     def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> Any: ...
     def numpy(self) -> Any:
@@ -153,7 +153,7 @@ class Tensor:
     def torch(self) -> Any:
         """A zero-copy torch.Tensor; bool tensors come back as torch.bool."""
     def view(self, dtype: DTypeLike) -> Tensor:
-        """The same bytes as another dtype of the same item size, with a lease of its own."""
+        """The same bytes as another dtype of the same item size, with its own reference to the lease."""
     def seal(self, stream: Optional[StreamLike] = None) -> None:
         """Publish; for CUDA, first wait for `stream` (None: all work on the GPU)."""
     def abort(self) -> None: ...

@@ -12,7 +12,7 @@
 //                                             "r IDX" prints "value V"; exits at stdin EOF
 //   write-sealed NAME                         Get and write through the pointer (must fault)
 //   hold NAME... [--count K] [--legacy]       Get every NAME K times (GetLegacy with --legacy),
-//                                             print "held"; on stdin "release" run the deleters,
+//                                             Ping, print "held"; on stdin "release" run the deleters,
 //                                             Ping (the releases arrive) and print "released"
 //   create-hold NAME NBYTES                   Create (uint8 [NBYTES]) without sealing, print
 //                                             "created"; on stdin "seal" seal it; exit at EOF
@@ -263,6 +263,8 @@ int RoleHold(const Args& a) {
       }
     }
   }
+  // Gets of a version already held give their own lease back (queued): make sure it arrived.
+  if (absl::Status s = client->Ping(); !s.ok()) Fail(s);
   Say("held");
   std::string cmd;
   auto release = [&] {
