@@ -19,9 +19,13 @@
 // reports kDLCUDAHost and copies to the GPU asynchronously.
 //
 // Ownership: every tensor returned (Create, Get, GetLegacy, Retain) is owned by the caller, who
-// must call its deleter exactly once. The deleter releases exactly the lease that tensor holds;
-// it may run on any thread, also after the Client is destroyed: a tensor stays valid until its
+// must call its deleter exactly once. A Client holds one broker lease per tensor version and
+// every tensor it returns for that version shares it; the deleter of the last one releases it
+// (queued and sent batched, never waited for; the Client's next call sees it done). Deleters
+// may run on any thread, also after the Client is destroyed: a tensor stays valid until its
 // deleter runs. `tensorbroker::TensorPtr` does that for you.
+// Transport: Get, Create, Seal, Abort and releases use the local channel (`<socket>.fd`, memory
+// arrives there as descriptors); the other calls use gRPC.
 //
 // Threading: a Client is safe to use from many threads at once.
 // Errors: fallible calls return absl::Status / absl::StatusOr with the gRPC codes the daemon
@@ -152,9 +156,10 @@ class Client {
   absl::StatusOr<DLManagedTensor*> GetLegacy(
       const std::string& name, std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
-  // Another handle on the tensor `tensor` refers to, with a lease of its own: the same memory
-  // and version even if the name was since replaced or deleted, writable if `tensor` is.
-  // For handing one tensor to several consumers that each call their own deleter.
+  // Another handle on the tensor `tensor` refers to, sharing this client's lease (local: no
+  // round trip): the same memory and version even if the name was since replaced or deleted,
+  // writable if `tensor` is. For handing one tensor to several consumers that each call their
+  // own deleter; the lease ends with the last of them.
   // `tensor` must come from this Client (Create, Get or Retain) and still be alive;
   // INVALID_ARGUMENT otherwise.
   absl::StatusOr<DLManagedTensorVersioned*> Retain(const DLManagedTensorVersioned& tensor);
