@@ -442,6 +442,95 @@ def test_session_end_releases_its_leases(stub):
     assert code == grpc.StatusCode.FAILED_PRECONDITION
 
 
+def raw_local(daemon):
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    sock.settimeout(RPC_TIMEOUT)
+    sock.connect(daemon.socket + ".fd")
+    return sock
+
+
+def exchange(sock, data, fds=()):
+    if fds:
+        socket.send_fds(sock, [data], list(fds))
+    else:
+        sock.sendmsg([data])
+    reply_bytes, got_fds, _, _ = socket.recv_fds(sock, 1 << 18, 16)
+    return lpb.LocalReply.FromString(reply_bytes), got_fds
+
+
+def test_a_session_opened_on_the_local_channel_waits_and_ends_with_it(daemon, stub):
+    put(stub, "py/local/a", np.arange(10, dtype=np.float32))
+    sock = raw_local(daemon)
+    opened, _ = exchange(sock, lpb.LocalRequest(request_id=1, open=lpb.LocalRequest.Open(
+        hello=pb.SessionRequest.Hello(pid=os.getpid()))).SerializeToString())
+    assert opened.code == 0 and opened.opened.session_id
+    # A published name: the grant and, beside it, the segment's read-only descriptor.
+    reply, fds = exchange(sock, lpb.LocalRequest(request_id=2, get=pb.GetRequest(
+        name="py/local/a")).SerializeToString())
+    assert (reply.request_id, reply.code) == (2, 0), reply.message
+    assert len(fds) == len(reply.descriptors) == 1 and not reply.descriptors[0].writable
+    first_lease = reply.grant.lease_id
+    with mmap.mmap(fds[0], reply.grant.region.segment_size, mmap.MAP_SHARED,
+                   mmap.PROT_READ) as mm:
+        view = np.frombuffer(mm, np.float32, count=10, offset=reply.grant.region.offset)
+        assert view.tolist() == list(range(10))
+        del view
+    os.close(fds[0])
+    # A second Get of the same segment: no descriptor again.
+    reply, fds = exchange(sock, lpb.LocalRequest(request_id=3, get=pb.GetRequest(
+        name="py/local/a")).SerializeToString())
+    assert reply.code == 0 and fds == [] and len(reply.descriptors) == 0
+    assert stub.Stat(pb.StatRequest(name="py/local/a"), timeout=RPC_TIMEOUT).leases == 2
+    # A wait that runs out, without holding anything else up.
+    start = time.monotonic()
+    reply, _ = exchange(sock, lpb.LocalRequest(request_id=4, get=pb.GetRequest(
+        name="py/local/never", wait_ms=200)).SerializeToString())
+    assert (reply.request_id, reply.code) == (4, grpc.StatusCode.DEADLINE_EXCEEDED.value[0])
+    assert time.monotonic() - start >= 0.2
+    assert "wait_ms" in reply.message
+    # Batched releases need no reply; a barrier says they are done.
+    releases = lpb.LocalRequest(request_id=5, release_lease_ids=[first_lease])
+    reply, _ = exchange(sock, releases.SerializeToString())
+    assert (reply.request_id, reply.code) == (5, 0)
+    assert stub.Stat(pb.StatRequest(name="py/local/a"), timeout=RPC_TIMEOUT).leases == 1
+    sock.close()  # the session ends with its connection: its leases go
+    deadline = time.monotonic() + 1.0
+    while stub.Stat(pb.StatRequest(name="py/local/a"), timeout=RPC_TIMEOUT).leases != 0:
+        assert time.monotonic() < deadline, "the local session's leases outlived it"
+        time.sleep(0.01)
+
+
+def test_malformed_local_requests_are_refused_naming_the_problem(daemon, stub):
+    sock = raw_local(daemon)
+    invalid = grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    reply, fds = exchange(sock, b"\xff\xff\xff garbage")
+    assert (reply.code, fds) == (invalid, []) and "LocalRequest" in reply.message
+    r, w = os.pipe()
+    reply, fds = exchange(sock, lpb.LocalRequest(request_id=1).SerializeToString(), [r])
+    os.close(r)
+    os.close(w)
+    assert reply.code == invalid and "descriptors" in reply.message
+    reply, _ = exchange(sock, b"\x08\x01" + b"\x00" * (70 << 10))
+    assert reply.code == invalid and "longer than" in reply.message
+    reply, _ = exchange(sock, lpb.LocalRequest(request_id=2, get=pb.GetRequest(
+        name="py/array")).SerializeToString())
+    assert reply.code == grpc.StatusCode.FAILED_PRECONDITION.value[0]
+    assert "session" in reply.message
+    reply, _ = exchange(sock, lpb.LocalRequest(request_id=3, attach=lpb.LocalRequest.Attach(
+        session_id="nope")).SerializeToString())
+    assert reply.code == grpc.StatusCode.FAILED_PRECONDITION.value[0]
+    assert "session_id" in reply.message
+    exchange(sock, lpb.LocalRequest(request_id=4, open=lpb.LocalRequest.Open()).SerializeToString())
+    reply, fds = exchange(sock, lpb.LocalRequest(request_id=5, create=pb.CreateRequest(
+        name="../bad", dtype=FLOAT32, shape=[1])).SerializeToString())
+    assert (reply.code, fds) == (invalid, []) and "name" in reply.message
+    reply, _ = exchange(sock, lpb.LocalRequest(request_id=6, fetch_segment=(
+        lpb.LocalRequest.FetchSegment(lease_id=12345))).SerializeToString())
+    assert reply.code == grpc.StatusCode.NOT_FOUND.value[0] and "lease" in reply.message
+    sock.close()
+    assert stub.Ping(pb.Empty(), timeout=RPC_TIMEOUT) == pb.Empty()
+
+
 def test_sigterm_exits_zero_and_leaves_nothing(daemon, stub):
     before = shm_files()
     session = Session(stub, "pytest-last")
