@@ -145,28 +145,4 @@ absl::Status Connection::FetchDescriptor(uint64_t lease_id) {
   return AdoptDescriptors(&*answer);
 }
 
-std::shared_ptr<void> Connection::FindShared(const std::string& key) {
-  std::lock_guard<std::mutex> lock(shared_mu_);
-  auto it = shared_.find(key);
-  return it == shared_.end() ? nullptr : it->second.lock();
-}
-
-std::shared_ptr<void> Connection::ShareOrRemember(const std::string& key,
-                                                  const std::shared_ptr<void>& hold) {
-  std::lock_guard<std::mutex> lock(shared_mu_);
-  std::weak_ptr<void>& slot = shared_[key];
-  if (std::shared_ptr<void> existing = slot.lock()) return existing;
-  slot = hold;
-  return hold;
-}
-
-void Connection::ForgetShared(const std::string& key, const void* hold) {
-  std::lock_guard<std::mutex> lock(shared_mu_);
-  auto it = shared_.find(key);
-  // Only our own entry: a newer holder may have taken the key since.
-  if (it != shared_.end() && (it->second.expired() || it->second.lock().get() == hold)) {
-    shared_.erase(it);
-  }
-}
-
 }  // namespace tensorbroker::client_internal

@@ -1,8 +1,7 @@
 // One client's link to the daemon: the gRPC channel and stub, the Session stream that owns this
 // client's leases (open for the Connection's life), a background thread reading the daemon's
 // session events, and the local channel attached to that session (the hot calls, descriptors).
-// It also knows which broker lease this client holds on each tensor version, so that every
-// local reference to one version shares one lease (LeaseHold, exported_tensor.h).
+// Every local reference to one tensor version shares one lease (LeaseHold, exported_tensor.h).
 //
 // Ownership: shared. The Client holds one reference and every tensor it hands out holds another,
 // so a tensor's deleter can still release its lease after the Client is gone; the session ends
@@ -55,12 +54,6 @@ class Connection {
   // lease.
   void ReleaseLease(uint64_t lease_id) noexcept;
 
-  // The lease this client shares for `key` (a tensor version and how it is mapped), if any
-  // holder is still alive. ShareOrRemember records `hold` for `key` unless another live one
-  // got there first, and returns the one that is shared. Thread-safe.
-  std::shared_ptr<void> FindShared(const std::string& key);
-  std::shared_ptr<void> ShareOrRemember(const std::string& key, const std::shared_ptr<void>& hold);
-  void ForgetShared(const std::string& key, const void* hold);
 
   // A context with the default deadline for unary calls.
   static void SetDeadline(grpc::ClientContext* context, std::chrono::milliseconds extra = {});
@@ -77,8 +70,6 @@ class Connection {
   std::string session_id_;
   std::unique_ptr<LocalChannel> local_;
   std::thread event_reader_;
-  std::mutex shared_mu_;
-  std::map<std::string, std::weak_ptr<void>> shared_;  // guarded by shared_mu_
   std::mutex segments_mu_;
   std::set<std::string> segments_;  // mapped through this connection, still alive
 };

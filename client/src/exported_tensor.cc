@@ -1,5 +1,8 @@
 #include "client/src/exported_tensor.h"
 
+#include <map>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -10,11 +13,49 @@
 namespace tensorbroker::client_internal {
 namespace {
 
-// One broker lease of this client and the mapping it keeps valid.
+// One broker lease (of the Connection that was granted it) and the mapping it keeps valid.
+struct LeaseHold;
+
+// The leases this process shares, by tensor version and how it is mapped: every Client of the
+// process finds them, so a process holds one lease per version however many Clients it has.
+class ProcessLeases {
+ public:
+  std::shared_ptr<LeaseHold> Find(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = holds_.find(key);
+    return it == holds_.end() ? nullptr : it->second.lock();
+  }
+  // Records `hold` unless another live one got there first; returns the one that is shared.
+  std::shared_ptr<LeaseHold> ShareOrRemember(const std::string& key,
+                                             const std::shared_ptr<LeaseHold>& hold) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::weak_ptr<LeaseHold>& slot = holds_[key];
+    if (auto existing = slot.lock()) return existing;
+    slot = hold;
+    return hold;
+  }
+  // Drops the entry of an expired hold, unless a newer holder took the key.
+  void Forget(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = holds_.find(key);
+    if (it != holds_.end() && it->second.expired()) holds_.erase(it);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::weak_ptr<LeaseHold>> holds_;  // guarded by mu_
+};
+
+// Never destroyed: deleters may run during static destruction.
+ProcessLeases& Leases() {
+  static ProcessLeases* const leases = new ProcessLeases();
+  return *leases;
+}
+
 struct LeaseHold {
   std::shared_ptr<Connection> connection;
   uint64_t lease_id = 0;
-  std::string key;  // in the Connection's registry of shared leases; empty: not shared
+  std::string key;  // in ProcessLeases; empty: not shared
   std::shared_ptr<const void> mapping;
   uint8_t* data = nullptr;
   DLDevice device{kDLCPU, 0};  // of the mapping, as this process sees it
@@ -28,13 +69,14 @@ struct LeaseHold {
     // CUDA slab another process still has open is undefined behaviour.
     mapping.reset();
     if (connection == nullptr) return;
-    if (!key.empty()) connection->ForgetShared(key, this);
+    if (!key.empty()) Leases().Forget(key);
     connection->ReleaseLease(lease_id);
   }
 };
 
 // The manager_ctx of every exported tensor.
 struct ExportContext {
+  std::shared_ptr<Connection> client;  // of the Client that returned it (for Retain, Describe)
   std::shared_ptr<LeaseHold> hold;
   TensorInfo info;  // as the grant described the tensor
   std::vector<int64_t> shape;
@@ -52,18 +94,19 @@ void DeleteVersioned(DLManagedTensorVersioned* self) {
 
 void DeleteLegacy(DLManagedTensor* self) { delete static_cast<ExportContext*>(self->manager_ctx); }
 
-// Sealed versions are shared; a pending tensor's (writable) lease is its creator's alone.
+// Sealed versions are shared; a pending tensor's (writable) lease is its creator's alone. The
+// segment's name is unique to one daemon instance, the version within it.
 std::string ShareKey(const v1::TensorGrant& grant, bool pinned) {
   if (!grant.info().sealed() || grant.info().version() == 0) return "";
-  return absl::StrCat(grant.info().version(), pinned ? "/pinned" : "",
-                      grant.region().writable() ? "/rw" : "");
+  return absl::StrCat(grant.region().segment(), "#", grant.info().version(),
+                      pinned ? "/pinned" : "", grant.region().writable() ? "/rw" : "");
 }
 
 absl::StatusOr<std::shared_ptr<LeaseHold>> HoldFor(std::shared_ptr<Connection> connection,
                                                    const v1::TensorGrant& grant, bool pinned) {
   const std::string key = ShareKey(grant, pinned);
   if (!key.empty()) {
-    if (auto shared = std::static_pointer_cast<LeaseHold>(connection->FindShared(key))) {
+    if (auto shared = Leases().Find(key)) {
       connection->ReleaseLease(grant.lease_id());  // one lease per version is enough
       return shared;
     }
@@ -78,7 +121,7 @@ absl::StatusOr<std::shared_ptr<LeaseHold>> HoldFor(std::shared_ptr<Connection> c
   hold->device = region->device;
   if (key.empty()) return hold;
   hold->key = key;
-  auto shared = std::static_pointer_cast<LeaseHold>(connection->ShareOrRemember(key, hold));
+  auto shared = Leases().ShareOrRemember(key, hold);
   // Another thread's Get of the same version won the race: share its lease; ours goes back.
   if (shared != hold) hold->key.clear();
   return shared;
@@ -106,6 +149,7 @@ absl::StatusOr<std::unique_ptr<ExportContext>> MakeContext(std::shared_ptr<Conne
     connection->ReleaseLease(grant.lease_id());
     return absl::DataLossError("daemon sent strides and shape of different lengths");
   }
+  context->client = connection;
   auto hold = HoldFor(std::move(connection), grant, pinned);
   if (!hold.ok()) return hold.status();
   context->hold = *std::move(hold);
@@ -135,7 +179,7 @@ absl::StatusOr<const ExportContext*> ContextOf(const DLManagedTensorVersioned& t
     return absl::InvalidArgumentError("tensor was not made by a tensorbroker Client");
   }
   const auto* context = static_cast<const ExportContext*>(tensor.manager_ctx);
-  if (context->hold->connection.get() != connection) {
+  if (context->client.get() != connection) {
     return absl::InvalidArgumentError("tensor was made by another tensorbroker Client");
   }
   return context;
@@ -168,6 +212,7 @@ absl::StatusOr<DLManagedTensorVersioned*> ShareVersioned(const DLManagedTensorVe
   auto existing = ContextOf(tensor, connection);
   if (!existing.ok()) return existing.status();
   auto context = std::make_unique<ExportContext>();
+  context->client = (*existing)->client;
   context->hold = (*existing)->hold;
   context->info = (*existing)->info;
   context->shape = (*existing)->shape;

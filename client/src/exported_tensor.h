@@ -2,9 +2,10 @@
 //
 // Ownership: each exported tensor owns one heap context (its manager_ctx); its deleter frees
 // exactly that context. Contexts that refer to the same tensor version share one LeaseHold: the
-// broker lease this client holds on that version and the mapping it keeps valid. The last
-// context to go releases the lease (queued, never waited for). So Get of a version this client
-// already holds, Retain, and every extra DLPack view cost no round trip and no broker lease.
+// broker lease this process holds on that version (granted to whichever of its Clients got it
+// first) and the mapping it keeps valid. The last context to go releases the lease (queued,
+// never waited for). So Get of a version this process already holds (the Get's own lease then
+// goes back at once), Retain, and every extra DLPack view cost no broker lease.
 // Deleters may run on any thread, after the Client is gone.
 #ifndef TENSORBROKER_CLIENT_SRC_EXPORTED_TENSOR_H_
 #define TENSORBROKER_CLIENT_SRC_EXPORTED_TENSOR_H_

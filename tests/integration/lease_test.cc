@@ -79,6 +79,30 @@ TEST_F(LeaseTest, OneLeasePerProcessAndVersionFallingWhenTheProcesssLastDeleterR
   EXPECT_TRUE(WIFEXITED(s2) && WEXITSTATUS(s2) == 0) << DescribeWaitStatus(s2);
 }
 
+TEST_F(LeaseTest, TwoClientsOfOneProcessShareOneLeasePerVersion) {
+  ASSERT_OK(PutFloats(client(), "lease/two", {1, 2, 3}));
+  std::unique_ptr<Client> other = NewClient();
+  ASSERT_NE(other, nullptr);
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * a, client().Get("lease/two"));
+  TensorPtr first(a);
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * b, other->Get("lease/two"));
+  TensorPtr second(b);
+  ASSERT_OK(other->Ping());  // its Get's own lease went back: the process holds one
+  EXPECT_EQ(LeasesOf(client(), "lease/two"), 1);
+  EXPECT_EQ(first->dl_tensor.data, second->dl_tensor.data);
+  // Each Client still knows its own tensors: Retain through the other one is refused.
+  EXPECT_CODE(client().Retain(*second), absl::StatusCode::kInvalidArgument);
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * c, other->Retain(*second));
+  TensorPtr third(c);
+  first.reset();  // the lease was the first Client's: it lives on for the other's tensors
+  other.reset();
+  EXPECT_EQ(LeasesOf(client(), "lease/two"), 1);
+  EXPECT_EQ(FloatsOf(third->dl_tensor), (std::vector<float>{1, 2, 3}));
+  second.reset();
+  third.reset();
+  EXPECT_EQ(LeasesOf(client(), "lease/two"), 0);
+}
+
 // Put keeps no lease, so the TensorInfo it returns (like Stat's right after) says 0 leases, as
 // the raw gRPC Put does.
 TEST_F(LeaseTest, PutReturnsInfoWithZeroLeases) {
