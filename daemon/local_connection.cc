@@ -161,114 +161,122 @@ void LocalConnection::Dispatch(const v1::LocalRequest& request, v1::LocalReply* 
                                std::vector<UniqueFd>* fds) {
   absl::Status status;
   switch (request.call_case()) {
-    case v1::LocalRequest::kOpen: {
-      if (!session_id_.empty()) {
-        status = absl::FailedPreconditionError("open: this connection has a session already");
-        break;
+    case v1::LocalRequest::kOpen:
+      status = Open(request.open(), reply);
+      break;
+    case v1::LocalRequest::kAttach:
+      status = Attach(request.attach(), reply);
+      break;
+    case v1::LocalRequest::kGet:
+      status = Get(request.request_id(), request.get(), reply, fds);
+      break;
+    case v1::LocalRequest::kCreate:
+      status = Grant(Create(request.create()), reply, fds);
+      break;
+    case v1::LocalRequest::kSeal:
+      status = Seal(request.seal(), reply);
+      break;
+    case v1::LocalRequest::kAbort:
+      status = Abort(request.abort(), reply);
+      break;
+    case v1::LocalRequest::kRetain:
+      status = NeedSession();
+      if (status.ok()) {
+        status = Grant(store_->Retain(session_id_, request.retain().lease_id()), reply, fds);
       }
-      const auto& hello = request.open().hello();
-      session_id_ = host_->OpenOwnedSession(id_, hello.pid(), hello.client_name().substr(0, 128),
-                                            peer_.uid);
-      owns_session_ = true;
-      reply->mutable_opened()->set_session_id(session_id_);
-      Log(LogLevel::kDebug, "local client opened a session: pid=", peer_.pid,
-          " uid=", peer_.uid);
-      return;
-    }
-    case v1::LocalRequest::kAttach: {
-      if (!session_id_.empty()) {
-        status = absl::FailedPreconditionError("attach: this connection has a session already");
-        break;
-      }
-      status = store_->CheckSessionUser(request.attach().session_id(), peer_.uid);
-      if (!status.ok()) break;
-      session_id_ = request.attach().session_id();
-      reply->mutable_opened()->set_session_id(session_id_);
-      return;
-    }
-    case v1::LocalRequest::kGet: {
-      const v1::GetRequest& get = request.get();
-      if (!(status = NeedSession()).ok() || !(status = ValidateName(get.name())).ok()) break;
-      const absl::Time deadline = get.wait_ms() == 0
-                                      ? absl::InfinitePast()
-                                      : absl::Now() + absl::Milliseconds(get.wait_ms());
-      uint64_t waiter_id = 0;
-      auto now = host_->StartWait(id_, session_id_, get.name(), deadline,
-                                  &waiter_id);
-      if (!now.has_value()) {
-        waits_.emplace(waiter_id, Wait{request.request_id(), absl::Now(), get.name()});
-        return;  // answered by FinishWait
-      }
-      if (!now->ok()) {
-        status = now->status();
-        break;
-      }
-      ReplyGrant(**now, reply, fds);
-      return;
-    }
-    case v1::LocalRequest::kCreate: {
-      if (!(status = NeedSession()).ok()) break;
-      auto spec = MakeSpec(request.create());
-      if (!spec.ok()) {
-        status = spec.status();
-        break;
-      }
-      spec->owner_uid = peer_.uid;
-      auto grant = store_->Create(session_id_, *spec);
-      if (!grant.ok()) {
-        status = grant.status();
-        break;
-      }
-      ReplyGrant(*grant, reply, fds);
-      return;
-    }
-    case v1::LocalRequest::kSeal: {
-      if (!(status = NeedSession()).ok() || !(status = ValidateName(request.seal().name())).ok()) {
-        break;
-      }
-      auto info = store_->Seal(session_id_, request.seal().name());
-      if (!info.ok()) {
-        status = info.status();
-        break;
-      }
-      ToProto(*info, reply->mutable_info());
-      return;
-    }
-    case v1::LocalRequest::kAbort: {
-      if (!(status = NeedSession()).ok() ||
-          !(status = ValidateName(request.abort().name())).ok() ||
-          !(status = store_->Abort(session_id_, request.abort().name())).ok()) {
-        break;
-      }
-      reply->mutable_empty();
-      return;
-    }
-    case v1::LocalRequest::kRetain: {
-      if (!(status = NeedSession()).ok()) break;
-      auto grant = store_->Retain(session_id_, request.retain().lease_id());
-      if (!grant.ok()) {
-        status = grant.status();
-        break;
-      }
-      ReplyGrant(*grant, reply, fds);
-      return;
-    }
-    case v1::LocalRequest::kFetchSegment: {
-      if (!(status = NeedSession()).ok()) break;
-      auto descriptor = store_->DescriptorFor(session_id_, request.fetch_segment().lease_id());
-      if (!descriptor.ok()) {
-        status = descriptor.status();
-        break;
-      }
-      AttachDescriptor(*std::move(descriptor), reply, fds);
-      reply->mutable_empty();
-      return;
-    }
+      break;
+    case v1::LocalRequest::kFetchSegment:
+      status = FetchSegment(request.fetch_segment(), reply, fds);
+      break;
     case v1::LocalRequest::CALL_NOT_SET:
       status = absl::InvalidArgumentError("call: not set");
       break;
   }
-  SetStatus(status, reply);
+  if (!status.ok()) SetStatus(status, reply);
+}
+
+absl::Status LocalConnection::Open(const v1::LocalRequest::Open& open, v1::LocalReply* reply) {
+  if (!session_id_.empty()) {
+    return absl::FailedPreconditionError("open: this connection has a session already");
+  }
+  const auto& hello = open.hello();
+  session_id_ = host_->OpenOwnedSession(id_, hello.pid(), hello.client_name().substr(0, 128),
+                                        peer_.uid);
+  owns_session_ = true;
+  reply->mutable_opened()->set_session_id(session_id_);
+  Log(LogLevel::kDebug, "local client opened a session: pid=", peer_.pid, " uid=", peer_.uid);
+  return absl::OkStatus();
+}
+
+absl::Status LocalConnection::Attach(const v1::LocalRequest::Attach& attach,
+                                     v1::LocalReply* reply) {
+  if (!session_id_.empty()) {
+    return absl::FailedPreconditionError("attach: this connection has a session already");
+  }
+  if (absl::Status s = store_->CheckSessionUser(attach.session_id(), peer_.uid); !s.ok()) {
+    return s;
+  }
+  session_id_ = attach.session_id();
+  reply->mutable_opened()->set_session_id(session_id_);
+  return absl::OkStatus();
+}
+
+absl::Status LocalConnection::Get(uint64_t request_id, const v1::GetRequest& get,
+                                  v1::LocalReply* reply, std::vector<UniqueFd>* fds) {
+  if (absl::Status s = NeedSession(); !s.ok()) return s;
+  if (absl::Status s = ValidateName(get.name()); !s.ok()) return s;
+  const absl::Time deadline = get.wait_ms() == 0
+                                  ? absl::InfinitePast()
+                                  : absl::Now() + absl::Milliseconds(get.wait_ms());
+  uint64_t waiter_id = 0;
+  auto now = host_->StartWait(id_, session_id_, get.name(), deadline, &waiter_id);
+  if (!now.has_value()) {
+    waits_.emplace(waiter_id, Wait{request_id, absl::Now(), get.name()});
+    return absl::OkStatus();  // answered by FinishWait; the reply stays empty
+  }
+  return Grant(*std::move(now), reply, fds);
+}
+
+absl::StatusOr<TensorGrant> LocalConnection::Create(const v1::CreateRequest& create) {
+  if (absl::Status s = NeedSession(); !s.ok()) return s;
+  auto spec = MakeSpec(create);
+  if (!spec.ok()) return spec.status();
+  spec->owner_uid = peer_.uid;
+  return store_->Create(session_id_, *spec);
+}
+
+absl::Status LocalConnection::Seal(const v1::SealRequest& seal, v1::LocalReply* reply) {
+  if (absl::Status s = NeedSession(); !s.ok()) return s;
+  if (absl::Status s = ValidateName(seal.name()); !s.ok()) return s;
+  auto info = store_->Seal(session_id_, seal.name());
+  if (!info.ok()) return info.status();
+  ToProto(*info, reply->mutable_info());
+  return absl::OkStatus();
+}
+
+absl::Status LocalConnection::Abort(const v1::AbortRequest& abort, v1::LocalReply* reply) {
+  if (absl::Status s = NeedSession(); !s.ok()) return s;
+  if (absl::Status s = ValidateName(abort.name()); !s.ok()) return s;
+  if (absl::Status s = store_->Abort(session_id_, abort.name()); !s.ok()) return s;
+  reply->mutable_empty();
+  return absl::OkStatus();
+}
+
+absl::Status LocalConnection::FetchSegment(const v1::LocalRequest::FetchSegment& fetch,
+                                           v1::LocalReply* reply, std::vector<UniqueFd>* fds) {
+  if (absl::Status s = NeedSession(); !s.ok()) return s;
+  auto descriptor = store_->DescriptorFor(session_id_, fetch.lease_id());
+  if (!descriptor.ok()) return descriptor.status();
+  AttachDescriptor(*std::move(descriptor), reply, fds);
+  reply->mutable_empty();
+  return absl::OkStatus();
+}
+
+absl::Status LocalConnection::Grant(absl::StatusOr<TensorGrant> grant, v1::LocalReply* reply,
+                                    std::vector<UniqueFd>* fds) {
+  if (!grant.ok()) return grant.status();
+  ReplyGrant(*grant, reply, fds);
+  return absl::OkStatus();
 }
 
 void LocalConnection::ReplyGrant(const TensorGrant& grant, v1::LocalReply* reply,

@@ -89,6 +89,20 @@ class LocalConnection {
   void Dispatch(const v1::LocalRequest& request, v1::LocalReply* reply,
                 std::vector<UniqueFd>* fds);
   absl::Status NeedSession() const;
+  // One handler per call; a non-OK status becomes the reply's code and message.
+  absl::Status Open(const v1::LocalRequest::Open& open, v1::LocalReply* reply);
+  absl::Status Attach(const v1::LocalRequest::Attach& attach, v1::LocalReply* reply);
+  // OK with an empty reply when the Get waits (FinishWait answers it).
+  absl::Status Get(uint64_t request_id, const v1::GetRequest& get, v1::LocalReply* reply,
+                   std::vector<UniqueFd>* fds);
+  absl::StatusOr<TensorGrant> Create(const v1::CreateRequest& create);
+  absl::Status Seal(const v1::SealRequest& seal, v1::LocalReply* reply);
+  absl::Status Abort(const v1::AbortRequest& abort, v1::LocalReply* reply);
+  absl::Status FetchSegment(const v1::LocalRequest::FetchSegment& fetch, v1::LocalReply* reply,
+                            std::vector<UniqueFd>* fds);
+  // A grant into the reply (see ReplyGrant), or its error.
+  absl::Status Grant(absl::StatusOr<TensorGrant> grant, v1::LocalReply* reply,
+                     std::vector<UniqueFd>* fds);
   // Puts the grant in `reply`, with its segment's descriptor if not sent before.
   void ReplyGrant(const TensorGrant& grant, v1::LocalReply* reply, std::vector<UniqueFd>* fds);
   void AttachDescriptor(SegmentDescriptor descriptor, v1::LocalReply* reply,
