@@ -2,8 +2,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/dtype_names.h"
 
@@ -18,7 +20,7 @@ Commands:
   ls [PREFIX] [--json]                    list published tensors (names starting with PREFIX),
                                           sorted by name
   stat NAME [--json]                      show one tensor's metadata
-  put NAME FILE.npy [--replace] [--mutable] [--device DEV]
+  put NAME FILE.npy [--replace] [--mutable] [--device DEV] [--readers LIST]
                                           publish the array in a .npy file under NAME
   get NAME FILE.npy                       write the tensor NAME to a .npy file
   rm NAME                                 unpublish NAME (holders keep their copy)
@@ -60,10 +62,10 @@ creation time.
 
 Options:
   --json   print one JSON object with the keys name, dtype, shape, strides, nbytes, device,
-           sealed, mutable, version, leases and created_unix_ms
+           sealed, mutable, version, leases, created_unix_ms, owner_uid and readers
 )";
 
-constexpr absl::string_view kPutHelp = R"(Usage: tensorbroker [--socket PATH] put NAME FILE.npy [--replace] [--mutable] [--device DEV]
+constexpr absl::string_view kPutHelp = R"(Usage: tensorbroker [--socket PATH] put NAME FILE.npy [--replace] [--mutable] [--device DEV] [--readers LIST]
 
 Publishes the array stored in FILE.npy (NumPy format; '-' reads standard input) as NAME. The
 data is copied into the broker once and stored in C order.
@@ -83,6 +85,11 @@ Options:
   --device DEV
               where the broker keeps it: cpu (default) or cuda:N (this process's GPU N;
               FAILED_PRECONDITION without a usable GPU)
+  --readers LIST
+              who may read it besides you and the daemon's administrators, comma-separated:
+              uid:N, gid:N, user:NAME, group:NAME, or * (anyone who may connect), e.g.
+              --readers uid:1000,group:ml. Default: the daemon's default for NAME. To anyone
+              else the tensor does not exist (NOT_FOUND).
 )";
 
 constexpr absl::string_view kGetHelp = R"(Usage: tensorbroker [--socket PATH] get NAME FILE.npy
@@ -154,7 +161,7 @@ CommandSpec SpecOf(Command command) {
     case Command::kStat:
       return {1, 1, "stat NAME [--json]", true, false};
     case Command::kPut:
-      return {2, 2, "put NAME FILE.npy [--replace] [--mutable] [--device DEV]", false, true};
+      return {2, 2, "put NAME FILE.npy [--replace] [--mutable] [--device DEV] [--readers LIST]", false, true};
     case Command::kGet:
       return {2, 2, "get NAME FILE.npy", false, false};
     case Command::kRm:
@@ -314,6 +321,22 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& argv) {
     }
     if (arg == "--mutable" && spec.put_flags) {
       inv.is_mutable = true;
+      continue;
+    }
+    if ((arg == "--readers" || absl::StartsWith(arg, "--readers=")) && spec.put_flags) {
+      std::string value;
+      if (arg == "--readers") {
+        if (i + 1 >= argv.size()) {
+          return UsageError("--readers needs a list (uid:N, gid:N, user:NAME, group:NAME, *)");
+        }
+        value = argv[++i];
+      } else {
+        value = arg.substr(absl::string_view("--readers=").size());
+      }
+      for (absl::string_view entry : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
+        inv.readers.emplace_back(absl::StripAsciiWhitespace(entry));
+      }
+      if (inv.readers.empty()) return UsageError("--readers is empty");
       continue;
     }
     if ((arg == "--device" || absl::StartsWith(arg, "--device=")) && spec.put_flags) {

@@ -26,6 +26,7 @@ struct Invocation {
   bool replace = false;                // put
   bool is_mutable = false;             // put
   std::string device;                  // put --device: "cpu", "cuda:N"; empty: cpu
+  std::vector<std::string> readers;    // put --readers, split at commas; empty: the default
   double timeout_seconds = 1.0;        // health --timeout
 };
 

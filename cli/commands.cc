@@ -119,6 +119,7 @@ class CommandRunner {
     PutOptions options;
     options.is_mutable = inv_.is_mutable;
     options.replace = inv_.replace;
+    options.readers = inv_.readers;
     if (!inv_.device.empty()) options.device = *ParseDeviceName(inv_.device);  // parsed by args
     absl::StatusOr<TensorInfo> info = client_->Put(name, array->tensor(), options);
     if (!info.ok()) return Fail(err_, what, info.status());

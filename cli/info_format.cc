@@ -54,6 +54,10 @@ void WriteTensorInfoJson(const TensorInfo& info, JsonWriter& json) {
   json.Key("version").UInt(info.version);
   json.Key("leases").UInt(info.leases);
   json.Key("created_unix_ms").Int(info.created_unix_ms);
+  json.Key("owner_uid").UInt(info.owner_uid);
+  json.Key("readers").BeginArray();
+  for (const std::string& reader : info.readers) json.String(reader);
+  json.EndArray();
   json.EndObject();
 }
 
@@ -93,6 +97,18 @@ std::string StatsJson(const BrokerStats& stats) {
     json.EndObject();
   }
   json.EndArray();
+  json.Key("users").BeginArray();
+  for (const UserUsage& user : stats.users) {
+    json.BeginObject();
+    json.Key("uid").UInt(user.uid);
+    json.Key("user").String(user.user);
+    json.Key("bytes").UInt(user.bytes);
+    json.Key("tensors").UInt(user.tensors);
+    json.Key("quota_bytes").UInt(user.quota_bytes);
+    json.Key("quota_tensors").UInt(user.quota_tensors);
+    json.EndObject();
+  }
+  json.EndArray();
   json.EndObject();
   return json.str();
 }
@@ -110,6 +126,8 @@ std::string TensorInfoText(const TensorInfo& info) {
       {"version", absl::StrCat(info.version)},
       {"leases", absl::StrCat(info.leases)},
       {"created", TimeText(info.created_unix_ms)},
+      {"owner", absl::StrCat("uid ", info.owner_uid)},
+      {"readers", absl::StrJoin(info.readers, ",")},
   });
 }
 
@@ -159,6 +177,20 @@ std::string StatsText(const BrokerStats& stats) {
                                   FormatByteSize(pool.capacity_bytes), ", ",
                                   FormatByteSize(pool.reserved_bytes), " in ", pool.segments,
                                   " slab(s)")});
+  }
+  // What each user holds: "user alice (uid 1000)": "3 MiB in 2 tensor(s); quota 1 GiB, 100".
+  for (const UserUsage& user : stats.users) {
+    const std::string who = user.user.empty() ? absl::StrCat("user uid ", user.uid)
+                                              : absl::StrCat("user ", user.user, " (uid ",
+                                                             user.uid, ")");
+    lines.push_back(
+        {who, absl::StrCat(FormatByteSize(user.bytes), " in ", user.tensors, " tensor(s); quota ",
+                           user.quota_bytes == 0 ? std::string("unlimited")
+                                                 : FormatByteSize(user.quota_bytes),
+                           ", ",
+                           user.quota_tensors == 0 ? std::string("unlimited")
+                                                   : absl::StrCat(user.quota_tensors),
+                           " tensor(s)")});
   }
   return KeyValueLines(lines);
 }

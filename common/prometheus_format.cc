@@ -81,6 +81,29 @@ std::string PrometheusText(const BrokerStats& stats) {
     Header(&out, gauge.name, "gauge", gauge.help);
     absl::StrAppend(&out, gauge.name, " ", gauge.value, "\n");
   }
+  // What each user holds, and their quota (0: unlimited).
+  struct UserGauge {
+    const char* name;
+    const char* help;
+    uint64_t UserUsage::*field;
+  };
+  const UserGauge user_gauges[] = {
+      {"tensorbroker_user_bytes", "Bytes of the tensors each user holds (every version in memory).",
+       &UserUsage::bytes},
+      {"tensorbroker_user_tensors", "Tensors each user holds (every version in memory).",
+       &UserUsage::tensors},
+      {"tensorbroker_user_quota_bytes", "Each user's quota of bytes (0: unlimited).",
+       &UserUsage::quota_bytes},
+      {"tensorbroker_user_quota_tensors", "Each user's quota of tensors (0: unlimited).",
+       &UserUsage::quota_tensors},
+  };
+  for (const UserGauge& gauge : user_gauges) {
+    Header(&out, gauge.name, "gauge", gauge.help);
+    for (const UserUsage& user : stats.users) {
+      absl::StrAppend(&out, gauge.name, "{uid=\"", user.uid, "\",user=\"", Escaped(user.user),
+                      "\"} ", user.*gauge.field, "\n");
+    }
+  }
   Header(&out, "tensorbroker_calls_total", "counter",
          "gRPC calls answered, by method and status code.");
   for (const MethodStats& method : stats.methods) {

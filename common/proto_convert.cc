@@ -56,6 +56,8 @@ TensorInfo FromProto(const v1::TensorInfo& info) {
   out.version = info.version();
   out.leases = info.leases();
   out.created_unix_ms = info.created_unix_ms();
+  out.owner_uid = info.owner_uid();
+  out.readers.assign(info.readers().begin(), info.readers().end());
   return out;
 }
 
@@ -71,6 +73,8 @@ void ToProto(const TensorInfo& info, v1::TensorInfo* out) {
   out->set_version(info.version);
   out->set_leases(info.leases);
   out->set_created_unix_ms(info.created_unix_ms);
+  out->set_owner_uid(info.owner_uid);
+  for (const std::string& reader : info.readers) out->add_readers(reader);
 }
 
 BrokerStats FromProto(const v1::BrokerStats& stats) {
@@ -102,6 +106,10 @@ BrokerStats FromProto(const v1::BrokerStats& stats) {
     m.latency_sum_seconds = method.latency_sum_seconds();
     m.latency_count = method.latency_count();
     out.methods.push_back(std::move(m));
+  }
+  for (const v1::UserUsage& user : stats.users()) {
+    out.users.push_back({user.uid(), user.user(), user.bytes(), user.tensors(),
+                         user.quota_bytes(), user.quota_tensors()});
   }
   return out;
 }
@@ -136,6 +144,15 @@ void ToProto(const BrokerStats& stats, v1::BrokerStats* out) {
     method->mutable_bucket_counts()->Assign(m.bucket_counts.begin(), m.bucket_counts.end());
     method->set_latency_sum_seconds(m.latency_sum_seconds);
     method->set_latency_count(m.latency_count);
+  }
+  for (const UserUsage& usage : stats.users) {
+    v1::UserUsage* user = out->add_users();
+    user->set_uid(usage.uid);
+    user->set_user(usage.user);
+    user->set_bytes(usage.bytes);
+    user->set_tensors(usage.tensors);
+    user->set_quota_bytes(usage.quota_bytes);
+    user->set_quota_tensors(usage.quota_tensors);
   }
 }
 

@@ -62,70 +62,77 @@ void CopyToCompact(const DLTensor& src, uint8_t* dst) {
   });
 }
 
-bool StreamCompact(const DLTensor& src, size_t max_chunk,
-                   const std::function<bool(const uint8_t* data, size_t size)>& sink) {
-  const uint64_t item = ItemSize(src.dtype);
+CompactChunker::CompactChunker(const DLTensor& src, size_t max_chunk)
+    : item_(ItemSize(src.dtype)),
+      max_chunk_(std::max<size_t>(max_chunk, ItemSize(src.dtype))),
+      base_(static_cast<const uint8_t*>(src.data) + src.byte_offset),
+      shape_(src.shape, src.shape + src.ndim) {
   const int ndim = src.ndim;
-  std::vector<int64_t> shape(src.shape, src.shape + ndim);
-  std::vector<int64_t> strides = src.strides == nullptr
-                                     ? CompactStrides(shape)
-                                     : std::vector<int64_t>(src.strides, src.strides + ndim);
+  const std::vector<int64_t> compact_strides = CompactStrides(shape_);
+  strides_ = src.strides == nullptr ? compact_strides
+                                    : std::vector<int64_t>(src.strides, src.strides + ndim);
   uint64_t elements = 1;
-  for (int64_t d : shape) elements *= static_cast<uint64_t>(d);
-  const uint8_t* base = static_cast<const uint8_t*>(src.data) + src.byte_offset;
-  if (elements == 0) return true;
-  max_chunk = std::max<size_t>(max_chunk, item);
-  bool compact = true;
+  for (int64_t d : shape_) elements *= static_cast<uint64_t>(d);
   for (int d = 0; d < ndim; ++d) {
-    if (shape[d] != 1 && strides[d] != CompactStrides(shape)[d]) compact = false;
+    if (shape_[d] != 1 && strides_[d] != compact_strides[d]) compact_ = false;
   }
-  if (compact) {
-    const uint64_t total = elements * item;
-    const uint64_t step = max_chunk / item * item;
-    for (uint64_t sent = 0; sent < total; sent += step) {
-      if (!sink(base + sent, static_cast<size_t>(std::min(step, total - sent)))) return false;
-    }
-    return true;
+  if (compact_ || elements == 0) {
+    compact_ = true;
+    total_ = elements * item_;
+    return;
   }
-  // Blocks: sub-tensors over the innermost dimensions [inner, ndim) that fit in one chunk;
-  // an odometer walks the outer dimensions and blocks are packed into chunks.
-  int inner = ndim;
+  inner_ = ndim;
   uint64_t block_elements = 1;
-  while (inner > 0 && block_elements * static_cast<uint64_t>(shape[inner - 1]) * item <= max_chunk) {
-    block_elements *= static_cast<uint64_t>(shape[inner - 1]);
-    --inner;
+  while (inner_ > 0 &&
+         block_elements * static_cast<uint64_t>(shape_[inner_ - 1]) * item_ <= max_chunk_) {
+    block_elements *= static_cast<uint64_t>(shape_[inner_ - 1]);
+    --inner_;
   }
-  const size_t block_bytes = static_cast<size_t>(block_elements * item);
-  DLTensor block = src;
-  block.data = const_cast<uint8_t*>(base);
-  block.byte_offset = 0;
-  block.ndim = ndim - inner;
-  block.shape = shape.data() + inner;
-  block.strides = strides.data() + inner;
-  std::vector<uint8_t> chunk;
-  chunk.reserve(std::max(block_bytes, max_chunk / block_bytes * block_bytes));
-  std::vector<int64_t> index(static_cast<size_t>(inner), 0);
-  int64_t offset = 0;  // in elements, of the current block
-  const uint64_t blocks = elements / block_elements;
-  for (uint64_t b = 0; b < blocks; ++b) {
-    if (chunk.size() + block_bytes > max_chunk && !chunk.empty()) {
-      if (!sink(chunk.data(), chunk.size())) return false;
-      chunk.clear();
-    }
-    const size_t at = chunk.size();
-    chunk.resize(at + block_bytes);
-    block.data = const_cast<uint8_t*>(base + offset * static_cast<int64_t>(item));
-    CopyToCompact(block, chunk.data() + at);
-    for (int d = inner - 1; d >= 0; --d) {
-      if (++index[static_cast<size_t>(d)] < shape[d]) {
-        offset += strides[d];
+  block_bytes_ = static_cast<size_t>(block_elements * item_);
+  total_ = elements / block_elements;
+  block_ = src;
+  block_.byte_offset = 0;
+  block_.ndim = ndim - inner_;
+  block_.shape = shape_.data() + inner_;
+  block_.strides = strides_.data() + inner_;
+  index_.assign(static_cast<size_t>(inner_), 0);
+  chunk_.reserve(std::max(block_bytes_, max_chunk_ / block_bytes_ * block_bytes_));
+}
+
+absl::Span<const uint8_t> CompactChunker::Next() {
+  if (compact_) {
+    const uint64_t step = max_chunk_ / item_ * item_;
+    const uint64_t size = std::min(step, total_ - done_);
+    absl::Span<const uint8_t> chunk(base_ + done_, static_cast<size_t>(size));
+    done_ += size;
+    return chunk;
+  }
+  chunk_.clear();
+  while (done_ < total_ && (chunk_.empty() || chunk_.size() + block_bytes_ <= max_chunk_)) {
+    const size_t at = chunk_.size();
+    chunk_.resize(at + block_bytes_);
+    block_.data = const_cast<uint8_t*>(base_ + offset_ * static_cast<int64_t>(item_));
+    CopyToCompact(block_, chunk_.data() + at);
+    ++done_;
+    for (int d = inner_ - 1; d >= 0; --d) {
+      if (++index_[static_cast<size_t>(d)] < shape_[d]) {
+        offset_ += strides_[d];
         break;
       }
-      offset -= strides[d] * (shape[d] - 1);
-      index[static_cast<size_t>(d)] = 0;
+      offset_ -= strides_[d] * (shape_[d] - 1);
+      index_[static_cast<size_t>(d)] = 0;
     }
   }
-  return chunk.empty() || sink(chunk.data(), chunk.size());
+  return absl::Span<const uint8_t>(chunk_.data(), chunk_.size());
+}
+
+bool StreamCompact(const DLTensor& src, size_t max_chunk,
+                   const std::function<bool(const uint8_t* data, size_t size)>& sink) {
+  CompactChunker chunker(src, max_chunk);
+  for (absl::Span<const uint8_t> chunk = chunker.Next(); !chunk.empty(); chunk = chunker.Next()) {
+    if (!sink(chunk.data(), chunk.size())) return false;
+  }
+  return true;
 }
 
 }  // namespace tensorbroker

@@ -9,6 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <vector>
+
+#include "absl/types/span.h"
 
 namespace tensorbroker {
 
@@ -24,6 +27,36 @@ void ForEachRowBatch(const DLTensor& src, const RowBatchVisitor& visit);
 // `src` must be valid (dtype whole bytes, non-negative shape); `dst` must hold
 // elements * itemsize bytes. NULL strides mean compact.
 void CopyToCompact(const DLTensor& src, uint8_t* dst);
+
+// The bytes of `src` (valid, as for CopyToCompact; it must outlive this) in compact C order,
+// pulled a chunk at a time: each at most `max_chunk` bytes (or one element, if larger). A
+// compact `src` is handed out without copying. Not thread-safe.
+class CompactChunker {
+ public:
+  CompactChunker(const DLTensor& src, size_t max_chunk);
+  CompactChunker(const CompactChunker&) = delete;  // block_ points into shape_ and strides_
+  CompactChunker& operator=(const CompactChunker&) = delete;
+  // The next chunk (valid until the next call), or an empty span when every byte was given.
+  absl::Span<const uint8_t> Next();
+
+ private:
+  uint64_t item_ = 0;
+  size_t max_chunk_ = 0;
+  const uint8_t* base_ = nullptr;
+  std::vector<int64_t> shape_;
+  std::vector<int64_t> strides_;
+  bool compact_ = true;
+  uint64_t total_ = 0;        // compact: bytes; else blocks
+  uint64_t done_ = 0;         // compact: bytes handed out; else blocks copied
+  // Not compact: sub-tensors over the innermost dimensions [inner_, ndim) that fit in one
+  // chunk; an odometer over the outer dimensions walks them and packs them into chunks.
+  int inner_ = 0;
+  size_t block_bytes_ = 0;
+  DLTensor block_{};
+  std::vector<int64_t> index_;
+  int64_t offset_ = 0;        // in elements, of the next block
+  std::vector<uint8_t> chunk_;
+};
 
 // Hands the bytes of `src` in compact C order to `sink`, in pieces of at most `max_chunk`
 // bytes (or one element, if larger). A compact `src` is passed through without copying.

@@ -3,46 +3,52 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "common/dtype_names.h"
-#include "common/cuda_runtime.h"
 #include "common/grpc_status.h"
 #include "common/proto_convert.h"
-#include "common/strided_copy.h"
 #include "common/tensor_layout.h"
 #include "daemon/call_log.h"
 #include "daemon/log.h"
-#include "daemon/request_device.h"
+#include "daemon/put_reactor.h"
+#include "daemon/read_reactor.h"
 #include "daemon/request_spec.h"
+#include "daemon/waiting_get.h"
 
 namespace tensorbroker::daemon {
 namespace {
 
-}  // namespace
-
-BrokerService::BrokerService(TensorStore* store, SessionRegistry* sessions,
-                             const CallMetrics* metrics, const PeerRegistry* peers)
-    : store_(store), metrics_(metrics), sessions_(sessions), peers_(peers) {}
-
-std::string BrokerService::Client(const grpc::ServerContextBase* context) const {
-  return peers_ == nullptr ? std::string("pid=? uid=?") : peers_->Describe(context->peer());
+// A unary call answered at once.
+grpc::ServerUnaryReactor* Answered(grpc::CallbackServerContext* context,
+                                   const grpc::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(status);
+  return reactor;
 }
 
-std::optional<uint32_t> BrokerService::CallerUid(const grpc::ServerContextBase* context) const {
-  if (peers_ == nullptr) return std::nullopt;
-  std::optional<PeerCredentials> peer = peers_->Lookup(context->peer());
-  if (!peer.has_value()) return std::nullopt;
-  return static_cast<uint32_t>(peer->uid);
+}  // namespace
+
+BrokerService::BrokerService(const ServiceParts& parts) : parts_(parts) {}
+
+std::string BrokerService::Client(const grpc::ServerContextBase* context) const {
+  return parts_.peers->Describe(context->peer());
+}
+
+absl::StatusOr<Principal> BrokerService::Caller(const grpc::ServerContextBase* context) const {
+  std::optional<PeerCredentials> peer = parts_.peers->Lookup(context->peer());
+  if (!peer.has_value()) {
+    return absl::PermissionDeniedError(
+        "the daemon does not know who is calling (no kernel credentials for the connection)");
+  }
+  return parts_.policy->PrincipalOf(*peer);
 }
 
 absl::Status BrokerService::CheckSessionCaller(const grpc::ServerContextBase* context,
                                                const std::string& session_id) const {
-  std::optional<uint32_t> uid = CallerUid(context);
-  return uid.has_value() ? store_->CheckSessionUser(session_id, *uid) : absl::OkStatus();
+  auto caller = Caller(context);
+  if (!caller.ok()) return caller.status();
+  return parts_.store->CheckSessionUser(session_id, caller->uid);
 }
 
 grpc::Status BrokerService::Answer(const grpc::ServerContextBase* context,
@@ -59,34 +65,55 @@ void BrokerService::LogSuccess(LogLevel level, const grpc::ServerContextBase* co
 
 grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>* BrokerService::Session(
     grpc::CallbackServerContext* context) {
-  return new SessionReactor(store_, sessions_, Client(context), CallerUid(context));
+  return new SessionReactor(parts_.store, parts_.sessions, Client(context), Caller(context));
 }
 
-grpc::Status BrokerService::Create(grpc::ServerContext* context, const v1::CreateRequest* request,
-                                   v1::TensorGrant* response) {
-  auto what = [&] { return NameField(request->name()); };
-  auto spec = MakeSpec(*request);
+grpc::ServerUnaryReactor* BrokerService::Create(grpc::CallbackServerContext* context,
+                                                const v1::CreateRequest* request,
+                                                v1::TensorGrant* response) {
+  return Answered(context, DoCreate(context, *request, response));
+}
+
+grpc::Status BrokerService::DoCreate(grpc::CallbackServerContext* context,
+                                     const v1::CreateRequest& request,
+                                     v1::TensorGrant* response) {
+  auto what = [&] { return NameField(request.name()); };
+  auto spec = MakeSpec(request);
   if (!spec.ok()) return Answer(context, "Create", what, spec.status());
-  if (absl::Status s = CheckSessionCaller(context, request->session_id()); !s.ok()) {
+  auto caller = Caller(context);
+  if (!caller.ok()) return Answer(context, "Create", what, caller.status());
+  if (absl::Status s = parts_.store->CheckSessionUser(request.session_id(), caller->uid);
+      !s.ok()) {
     return Answer(context, "Create", what, s);
   }
-  auto grant = store_->Create(request->session_id(), *spec);
+  const std::vector<std::string> readers(request.readers().begin(), request.readers().end());
+  if (absl::Status s = parts_.policy->Admit(*caller, readers, "readers", &*spec); !s.ok()) {
+    return Answer(context, "Create", what, s);
+  }
+  auto grant = parts_.store->Create(request.session_id(), *spec);
   if (!grant.ok()) return Answer(context, "Create", what, grant.status());
-  LogSuccess(LogLevel::kDebug, context, "Create", what, [&] { return DescribeTensor(grant->info); });
+  LogSuccess(LogLevel::kDebug, context, "Create", what,
+             [&] { return DescribeTensor(grant->info); });
   ToProto(*grant, response);
   return grpc::Status::OK;
 }
 
-grpc::Status BrokerService::Seal(grpc::ServerContext* context, const v1::SealRequest* request,
-                                 v1::TensorInfo* response) {
-  auto what = [&] { return NameField(request->name()); };
-  if (absl::Status s = ValidateName(request->name()); !s.ok()) {
+grpc::ServerUnaryReactor* BrokerService::Seal(grpc::CallbackServerContext* context,
+                                              const v1::SealRequest* request,
+                                              v1::TensorInfo* response) {
+  return Answered(context, DoSeal(context, *request, response));
+}
+
+grpc::Status BrokerService::DoSeal(grpc::CallbackServerContext* context,
+                                   const v1::SealRequest& request, v1::TensorInfo* response) {
+  auto what = [&] { return NameField(request.name()); };
+  if (absl::Status s = ValidateName(request.name()); !s.ok()) {
     return Answer(context, "Seal", what, s);
   }
-  if (absl::Status s = CheckSessionCaller(context, request->session_id()); !s.ok()) {
+  if (absl::Status s = CheckSessionCaller(context, request.session_id()); !s.ok()) {
     return Answer(context, "Seal", what, s);
   }
-  auto view = store_->Seal(request->session_id(), request->name());
+  auto view = parts_.store->Seal(request.session_id(), request.name());
   if (!view.ok()) return Answer(context, "Seal", what, view.status());
   LogSuccess(LogLevel::kDebug, context, "Seal", what,
              [&] { return absl::StrCat("published ", DescribeTensor(*view)); });
@@ -94,164 +121,99 @@ grpc::Status BrokerService::Seal(grpc::ServerContext* context, const v1::SealReq
   return grpc::Status::OK;
 }
 
-grpc::Status BrokerService::Abort(grpc::ServerContext* context, const v1::AbortRequest* request,
-                                  v1::Empty*) {
-  auto what = [&] { return NameField(request->name()); };
-  if (absl::Status s = ValidateName(request->name()); !s.ok()) {
+grpc::ServerUnaryReactor* BrokerService::Abort(grpc::CallbackServerContext* context,
+                                               const v1::AbortRequest* request, v1::Empty*) {
+  return Answered(context, DoAbort(context, *request));
+}
+
+grpc::Status BrokerService::DoAbort(grpc::CallbackServerContext* context,
+                                    const v1::AbortRequest& request) {
+  auto what = [&] { return NameField(request.name()); };
+  if (absl::Status s = ValidateName(request.name()); !s.ok()) {
     return Answer(context, "Abort", what, s);
   }
-  if (absl::Status s = CheckSessionCaller(context, request->session_id()); !s.ok()) {
+  if (absl::Status s = CheckSessionCaller(context, request.session_id()); !s.ok()) {
     return Answer(context, "Abort", what, s);
   }
-  absl::Status aborted = store_->Abort(request->session_id(), request->name());
+  absl::Status aborted = parts_.store->Abort(request.session_id(), request.name());
   if (aborted.ok()) LogSuccess(LogLevel::kDebug, context, "Abort", what, [] { return "aborted"; });
   return Answer(context, "Abort", what, aborted);
 }
 
-grpc::Status BrokerService::Put(grpc::ServerContext* context,
-                                grpc::ServerReader<v1::PutRequest>* reader,
-                                v1::TensorInfo* response) {
-  v1::PutRequest message;
-  if (!reader->Read(&message) || !message.has_header()) {
-    return Answer(context, "Put", [] { return std::string(); }, absl::InvalidArgumentError(
-                                          "header: the first Put message must carry the header"));
-  }
-  const v1::PutRequest::Header& header = message.header();
-  auto what = [&] { return NameField(header.name()); };
-  auto spec = MakeSpec(header.name(), header.dtype(), header.shape(), {}, 0, header.mutable_(),
-                       header.replace(), header.has_device(), header.device());
-  if (!spec.ok()) return Answer(context, "Put", what, spec.status());
-  spec->owner_uid = CallerUid(context).value_or(static_cast<uint32_t>(::getuid()));
-  auto ticket = store_->BeginPut(*spec);
-  if (!ticket.ok()) return Answer(context, "Put", what, ticket.status());
-  uint64_t received = 0;
-  absl::Status failure;
-  while (reader->Read(&message)) {
-    if (!message.has_data() && message.has_header()) {
-      failure = absl::InvalidArgumentError("header: sent twice; later messages carry data only");
-      break;
-    }
-    const std::string& chunk = message.data();
-    if (chunk.size() > ticket->nbytes - received) {
-      failure = absl::InvalidArgumentError(absl::StrCat(
-          "data: more than the ", ticket->nbytes, " bytes that shape and dtype describe"));
-      break;
-    }
-    if (ticket->device.device_type == kDLCUDA) {
-      failure = CudaCopy(ticket->data + received, chunk.data(), chunk.size(),
-                         ticket->device.device_id);
-      if (!failure.ok()) break;
-    } else {
-      std::memcpy(ticket->data + received, chunk.data(), chunk.size());
-    }
-    received += chunk.size();
-  }
-  if (failure.ok() && received != ticket->nbytes) {
-    failure = absl::InvalidArgumentError(absl::StrCat("data: received ", received,
-                                                      " bytes, expected ", ticket->nbytes));
-  }
-  if (!failure.ok()) {
-    store_->CancelPut(ticket->object_id);
-    return Answer(context, "Put", what, failure);
-  }
-  auto view = store_->CommitPut(ticket->object_id);
-  if (!view.ok()) return Answer(context, "Put", what, view.status());
-  LogSuccess(LogLevel::kDebug, context, "Put", what,
-             [&] { return absl::StrCat("published ", DescribeTensor(*view)); });
-  ToProto(*view, response);
-  return grpc::Status::OK;
+grpc::ServerReadReactor<v1::PutRequest>* BrokerService::Put(grpc::CallbackServerContext* context,
+                                                            v1::TensorInfo* response) {
+  return new PutReactor(context, parts_.store, parts_.policy, Caller(context), Client(context),
+                        response);
 }
 
-grpc::Status BrokerService::Read(grpc::ServerContext* context, const v1::ReadRequest* request,
-                                 grpc::ServerWriter<v1::ReadResponse>* writer) {
-  auto what = [&] { return NameField(request->name()); };
-  if (absl::Status s = ValidateName(request->name()); !s.ok()) {
-    return Answer(context, "Read", what, s);
-  }
-  auto ticket = store_->BeginRead(request->name());
-  if (!ticket.ok()) return Answer(context, "Read", what, ticket.status());
-  const TensorInfo& info = ticket->info;
-  v1::ReadResponse response;
-  ToProto(info, response.mutable_info());
-  // Device memory is staged through the host first.
-  std::vector<uint8_t> staged;
-  const uint8_t* bytes = ticket->data;
-  if (info.device.device_type == kDLCUDA) {
-    staged.resize(info.nbytes);
-    if (absl::Status s = CudaCopy(staged.data(), ticket->data, info.nbytes, info.device.device_id);
-        !s.ok()) {
-      store_->EndRead(ticket->lease_id);
-      return Answer(context, "Read", what, s);
-    }
-    bytes = staged.data();
-  }
-  // Compact C order whatever the stored layout.
-  DLTensor view{};
-  view.data = const_cast<uint8_t*>(bytes);
-  view.device = {kDLCPU, 0};
-  view.ndim = static_cast<int32_t>(info.shape.size());
-  view.dtype = info.dtype;
-  view.shape = const_cast<int64_t*>(info.shape.data());
-  view.strides = const_cast<int64_t*>(info.strides.data());
-  bool sent_any = false;
-  const bool ok = StreamCompact(view, kMaxChunkBytes, [&](const uint8_t* data, size_t size) {
-    response.set_data(data, size);
-    sent_any = true;
-    const bool written = writer->Write(response);
-    response.clear_info();
-    return written && !context->IsCancelled();
-  });
-  // An empty tensor still gets its info.
-  const bool finished = ok && (sent_any || writer->Write(response));
-  store_->EndRead(ticket->lease_id);
-  if (!finished) {
-    return Answer(context, "Read", what, absl::CancelledError("client stopped reading"));
-  }
-  LogSuccess(LogLevel::kDebug, context, "Read", what, [&] { return DescribeTensor(info); });
-  return grpc::Status::OK;
+grpc::ServerWriteReactor<v1::ReadResponse>* BrokerService::Read(
+    grpc::CallbackServerContext* context, const v1::ReadRequest* request) {
+  return new ReadReactor(parts_.store, Caller(context), Client(context), request->name(),
+                         kMaxReadChunkBytes);
 }
 
-grpc::Status BrokerService::Get(grpc::ServerContext* context, const v1::GetRequest* request,
-                                v1::TensorGrant* response) {
-  auto what = [&] { return NameField(request->name()); };
-  if (absl::Status s = ValidateName(request->name()); !s.ok()) {
-    return Answer(context, "Get", what, s);
+grpc::ServerUnaryReactor* BrokerService::Get(grpc::CallbackServerContext* context,
+                                             const v1::GetRequest* request,
+                                             v1::TensorGrant* response) {
+  const std::string name = request->name();
+  auto what = [name] { return NameField(name); };
+  if (absl::Status s = ValidateName(name); !s.ok()) {
+    return Answered(context, Answer(context, "Get", what, s));
   }
   if (absl::Status s = CheckSessionCaller(context, request->session_id()); !s.ok()) {
-    return Answer(context, "Get", what, s);
+    return Answered(context, Answer(context, "Get", what, s));
   }
   absl::Time deadline = absl::InfinitePast();
   if (request->wait_ms() > 0) {
     deadline = std::min(absl::Now() + absl::Milliseconds(request->wait_ms()),
                         absl::FromChrono(context->deadline()));
   }
-  auto grant = store_->Get(request->session_id(), request->name(), deadline);
-  if (!grant.ok()) return Answer(context, "Get", what, grant.status());
-  LogSuccess(LogLevel::kDebug, context, "Get", what, [&] {
-    return absl::StrCat("lease ", grant->lease_id, " on ", DescribeTensor(grant->info));
-  });
-  ToProto(*grant, response);
-  return grpc::Status::OK;
+  // Runs once, on whichever thread answers; `context` and `response` live until the call ends.
+  auto answer = [this, context, response, what](absl::StatusOr<TensorGrant> grant) {
+    if (!grant.ok()) return Answer(context, "Get", what, grant.status());
+    LogSuccess(LogLevel::kDebug, context, "Get", what, [&] {
+      return absl::StrCat("lease ", grant->lease_id, " on ", DescribeTensor(grant->info));
+    });
+    ToProto(*grant, response);
+    return grpc::Status::OK;
+  };
+  auto* reactor = new WaitingGet(parts_.store, parts_.timer, std::move(answer));
+  reactor->Start(request->session_id(), name, deadline);
+  return reactor;
 }
 
-grpc::Status BrokerService::Release(grpc::ServerContext* context,
-                                    const v1::ReleaseRequest* request, v1::Empty*) {
-  auto what = [&] { return absl::StrCat("lease=", request->lease_id()); };
-  if (absl::Status s = CheckSessionCaller(context, request->session_id()); !s.ok()) {
+grpc::ServerUnaryReactor* BrokerService::Release(grpc::CallbackServerContext* context,
+                                                 const v1::ReleaseRequest* request, v1::Empty*) {
+  return Answered(context, DoRelease(context, *request));
+}
+
+grpc::Status BrokerService::DoRelease(grpc::CallbackServerContext* context,
+                                      const v1::ReleaseRequest& request) {
+  auto what = [&] { return absl::StrCat("lease=", request.lease_id()); };
+  if (absl::Status s = CheckSessionCaller(context, request.session_id()); !s.ok()) {
     return Answer(context, "Release", what, s);
   }
-  absl::Status released = store_->Release(request->session_id(), request->lease_id());
-  if (released.ok()) LogSuccess(LogLevel::kDebug, context, "Release", what, [] { return "released"; });
+  absl::Status released = parts_.store->Release(request.session_id(), request.lease_id());
+  if (released.ok()) {
+    LogSuccess(LogLevel::kDebug, context, "Release", what, [] { return "released"; });
+  }
   return Answer(context, "Release", what, released);
 }
 
-grpc::Status BrokerService::Retain(grpc::ServerContext* context, const v1::RetainRequest* request,
-                                   v1::TensorGrant* response) {
-  auto what = [&] { return absl::StrCat("lease=", request->lease_id()); };
-  if (absl::Status s = CheckSessionCaller(context, request->session_id()); !s.ok()) {
+grpc::ServerUnaryReactor* BrokerService::Retain(grpc::CallbackServerContext* context,
+                                                const v1::RetainRequest* request,
+                                                v1::TensorGrant* response) {
+  return Answered(context, DoRetain(context, *request, response));
+}
+
+grpc::Status BrokerService::DoRetain(grpc::CallbackServerContext* context,
+                                     const v1::RetainRequest& request,
+                                     v1::TensorGrant* response) {
+  auto what = [&] { return absl::StrCat("lease=", request.lease_id()); };
+  if (absl::Status s = CheckSessionCaller(context, request.session_id()); !s.ok()) {
     return Answer(context, "Retain", what, s);
   }
-  auto grant = store_->Retain(request->session_id(), request->lease_id());
+  auto grant = parts_.store->Retain(request.session_id(), request.lease_id());
   if (!grant.ok()) return Answer(context, "Retain", what, grant.status());
   LogSuccess(LogLevel::kDebug, context, "Retain", what, [&] {
     return absl::StrCat("lease ", grant->lease_id, " on ", NameField(grant->info.name));
@@ -260,55 +222,98 @@ grpc::Status BrokerService::Retain(grpc::ServerContext* context, const v1::Retai
   return grpc::Status::OK;
 }
 
-grpc::Status BrokerService::Delete(grpc::ServerContext* context, const v1::DeleteRequest* request,
-                                   v1::Empty*) {
-  auto what = [&] { return NameField(request->name()); };
-  if (absl::Status s = ValidateName(request->name()); !s.ok()) {
+grpc::ServerUnaryReactor* BrokerService::Delete(grpc::CallbackServerContext* context,
+                                                const v1::DeleteRequest* request, v1::Empty*) {
+  return Answered(context, DoDelete(context, *request));
+}
+
+grpc::Status BrokerService::DoDelete(grpc::CallbackServerContext* context,
+                                     const v1::DeleteRequest& request) {
+  auto what = [&] { return NameField(request.name()); };
+  if (absl::Status s = ValidateName(request.name()); !s.ok()) {
     return Answer(context, "Delete", what, s);
   }
-  absl::Status deleted = store_->Delete(request->name());
-  if (deleted.ok()) LogSuccess(LogLevel::kDebug, context, "Delete", what, [] { return "unpublished"; });
+  auto caller = Caller(context);
+  if (!caller.ok()) return Answer(context, "Delete", what, caller.status());
+  absl::Status deleted = parts_.store->Delete(*caller, request.name());
+  if (deleted.ok()) {
+    LogSuccess(LogLevel::kDebug, context, "Delete", what, [] { return "unpublished"; });
+  }
   return Answer(context, "Delete", what, deleted);
 }
 
-grpc::Status BrokerService::List(grpc::ServerContext* context, const v1::ListRequest* request,
-                                 v1::ListResponse* response) {
-  auto what = [&] { return absl::StrCat("prefix=\"", LogSafe(request->prefix()), "\""); };
-  if (absl::Status s = ValidatePrefix(request->prefix()); !s.ok()) {
+grpc::ServerUnaryReactor* BrokerService::List(grpc::CallbackServerContext* context,
+                                              const v1::ListRequest* request,
+                                              v1::ListResponse* response) {
+  return Answered(context, DoList(context, *request, response));
+}
+
+grpc::Status BrokerService::DoList(grpc::CallbackServerContext* context,
+                                   const v1::ListRequest& request, v1::ListResponse* response) {
+  auto what = [&] { return absl::StrCat("prefix=\"", LogSafe(request.prefix()), "\""); };
+  if (absl::Status s = ValidatePrefix(request.prefix()); !s.ok()) {
     return Answer(context, "List", what, s);
   }
-  for (const TensorInfo& view : store_->List(request->prefix())) {
-    ToProto(view, response->add_tensors());
+  if (!request.page_token().empty()) {
+    if (absl::Status s = ValidateName(request.page_token(), "page_token"); !s.ok()) {
+      return Answer(context, "List", what, s);
+    }
   }
+  auto caller = Caller(context);
+  if (!caller.ok()) return Answer(context, "List", what, caller.status());
+  const size_t page_size =
+      request.page_size() == 0 ? kDefaultListPage
+                               : std::min<size_t>(request.page_size(), kMaxListPage);
+  ListPage page = parts_.store->List(*caller, request.prefix(), page_size, request.page_token());
+  for (const TensorInfo& view : page.tensors) ToProto(view, response->add_tensors());
+  response->set_next_page_token(page.next_page_token);
   return grpc::Status::OK;
 }
 
-grpc::Status BrokerService::Stat(grpc::ServerContext* context, const v1::StatRequest* request,
-                                 v1::TensorInfo* response) {
-  auto what = [&] { return NameField(request->name()); };
-  if (absl::Status s = ValidateName(request->name()); !s.ok()) {
+grpc::ServerUnaryReactor* BrokerService::Stat(grpc::CallbackServerContext* context,
+                                              const v1::StatRequest* request,
+                                              v1::TensorInfo* response) {
+  return Answered(context, DoStat(context, *request, response));
+}
+
+grpc::Status BrokerService::DoStat(grpc::CallbackServerContext* context,
+                                   const v1::StatRequest& request, v1::TensorInfo* response) {
+  auto what = [&] { return NameField(request.name()); };
+  if (absl::Status s = ValidateName(request.name()); !s.ok()) {
     return Answer(context, "Stat", what, s);
   }
-  auto view = store_->Stat(request->name());
+  auto caller = Caller(context);
+  if (!caller.ok()) return Answer(context, "Stat", what, caller.status());
+  auto view = parts_.store->Stat(*caller, request.name());
   if (!view.ok()) return Answer(context, "Stat", what, view.status());
   ToProto(*view, response);
   return grpc::Status::OK;
 }
 
-grpc::Status BrokerService::Stats(grpc::ServerContext*, const v1::StatsRequest*,
-                                  v1::BrokerStats* response) {
-  ToProto(CurrentStats(), response);
+grpc::ServerUnaryReactor* BrokerService::Stats(grpc::CallbackServerContext* context,
+                                               const v1::StatsRequest*,
+                                               v1::BrokerStats* response) {
+  return Answered(context, DoStats(context, response));
+}
+
+grpc::Status BrokerService::DoStats(grpc::CallbackServerContext* context,
+                                    v1::BrokerStats* response) {
+  auto caller = Caller(context);
+  if (!caller.ok()) return Answer(context, "Stats", [] { return ""; }, caller.status());
+  ToProto(CurrentStats(*caller), response);
   return grpc::Status::OK;
 }
 
-BrokerStats BrokerService::CurrentStats() const {
-  BrokerStats stats = store_->Stats();
-  if (metrics_ != nullptr) stats.methods = metrics_->Snapshot();
+BrokerStats BrokerService::CurrentStats(const Principal& caller) const {
+  BrokerStats stats = parts_.store->Stats(caller);
+  for (UserUsage& user : stats.users) user.user = UserNameOf(user.uid);
+  if (parts_.metrics != nullptr) stats.methods = parts_.metrics->Snapshot();
   return stats;
 }
 
-grpc::Status BrokerService::Ping(grpc::ServerContext*, const v1::Empty*, v1::Empty*) {
-  return grpc::Status::OK;
+grpc::ServerUnaryReactor* BrokerService::Ping(grpc::CallbackServerContext* context,
+                                              const v1::Empty*, v1::Empty*) {
+  return Answered(context, grpc::Status::OK);
 }
 
 }  // namespace tensorbroker::daemon

@@ -1,13 +1,15 @@
 // tensorbroker.v1.Broker over gRPC: turns wire messages into validated TensorStore calls and
 // store results back into wire messages. Every field from the client is validated here
-// (name, dtype, shape, strides, sizes) before the store sees it; the store checks state.
+// (name, dtype, shape, strides, sizes, readers) before the store sees it; the store checks
+// state. Every call's principal comes from the kernel (PeerRegistry) through the AccessPolicy.
 //
 // Each call is logged as one line naming the method, the tensor (or lease), the client's pid
 // and uid (from the kernel, see PeerRegistry) and, for failures, the status code: failures by
 // severity, successful calls at debug (a producer may publish thousands of tensors a second).
 //
-// Session uses gRPC's callback API (a long-lived stream per client, no thread held);
-// every other method is a synchronous handler on gRPC's thread pool.
+// Every method uses gRPC's callback API: no call holds a thread while it waits. A Get that
+// waits is an entry in the store and one in the DeadlineTimer (WaitingGet); Put and Read
+// streams are reactors (PutReactor, ReadReactor) that move a chunk per reaction.
 // Thread-safe: holds no state of its own beyond pointers to thread-safe objects.
 #ifndef TENSORBROKER_DAEMON_BROKER_SERVICE_H_
 #define TENSORBROKER_DAEMON_BROKER_SERVICE_H_
@@ -17,8 +19,10 @@
 #include <optional>
 
 #include "absl/functional/function_ref.h"
+#include "daemon/access_policy.h"
 #include "daemon/call_log.h"
 #include "daemon/call_metrics.h"
+#include "daemon/deadline_timer.h"
 #include "daemon/log.h"
 #include "daemon/peer_registry.h"
 #include "daemon/session_reactor.h"
@@ -27,43 +31,67 @@
 
 namespace tensorbroker::daemon {
 
-// Largest Put/Read data chunk. Clients may send smaller ones.
-inline constexpr size_t kMaxChunkBytes = 4 << 20;
+// Largest Put data chunk accepted (clients may send smaller ones).
+inline constexpr size_t kMaxPutChunkBytes = 4 << 20;
+// Largest Read data chunk sent: within every gRPC client's default 4 MiB receive limit.
+inline constexpr size_t kMaxReadChunkBytes = 1 << 20;
+// List pages: the default and the most tensors per answer.
+inline constexpr size_t kDefaultListPage = 500;
+inline constexpr size_t kMaxListPage = 1000;
 
-class BrokerService final : public v1::Broker::WithCallbackMethod_Session<v1::Broker::Service> {
+// What every call handler needs: the parts of the daemon it calls into. All must outlive the
+// service's calls.
+struct ServiceParts {
+  TensorStore* store = nullptr;
+  SessionRegistry* sessions = nullptr;
+  const CallMetrics* metrics = nullptr;  // may be null: Stats then reports no methods
+  const PeerRegistry* peers = nullptr;
+  const AccessPolicy* policy = nullptr;
+  DeadlineTimer* timer = nullptr;
+};
+
+class BrokerService final : public v1::Broker::CallbackService {
  public:
-  // `metrics` (may be null) is what Stats reports about calls; `peers` (may be null: clients
-  // are then "pid=? uid=?") names the client of each call in log lines. Both must outlive the
-  // service.
-  BrokerService(TensorStore* store, SessionRegistry* sessions,
-                const CallMetrics* metrics = nullptr, const PeerRegistry* peers = nullptr);
+  explicit BrokerService(const ServiceParts& parts);
 
   grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>* Session(
       grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* Create(grpc::CallbackServerContext*, const v1::CreateRequest*,
+                                   v1::TensorGrant*) override;
+  grpc::ServerUnaryReactor* Seal(grpc::CallbackServerContext*, const v1::SealRequest*,
+                                 v1::TensorInfo*) override;
+  grpc::ServerUnaryReactor* Abort(grpc::CallbackServerContext*, const v1::AbortRequest*,
+                                  v1::Empty*) override;
+  grpc::ServerReadReactor<v1::PutRequest>* Put(grpc::CallbackServerContext*,
+                                               v1::TensorInfo*) override;
+  grpc::ServerWriteReactor<v1::ReadResponse>* Read(grpc::CallbackServerContext*,
+                                                   const v1::ReadRequest*) override;
+  grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext*, const v1::GetRequest*,
+                                v1::TensorGrant*) override;
+  grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext*, const v1::ReleaseRequest*,
+                                    v1::Empty*) override;
+  grpc::ServerUnaryReactor* Retain(grpc::CallbackServerContext*, const v1::RetainRequest*,
+                                   v1::TensorGrant*) override;
+  grpc::ServerUnaryReactor* Delete(grpc::CallbackServerContext*, const v1::DeleteRequest*,
+                                   v1::Empty*) override;
+  grpc::ServerUnaryReactor* List(grpc::CallbackServerContext*, const v1::ListRequest*,
+                                 v1::ListResponse*) override;
+  grpc::ServerUnaryReactor* Stat(grpc::CallbackServerContext*, const v1::StatRequest*,
+                                 v1::TensorInfo*) override;
+  grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext*, const v1::StatsRequest*,
+                                  v1::BrokerStats*) override;
+  grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext*, const v1::Empty*,
+                                 v1::Empty*) override;
 
-  grpc::Status Create(grpc::ServerContext*, const v1::CreateRequest*, v1::TensorGrant*) override;
-  grpc::Status Seal(grpc::ServerContext*, const v1::SealRequest*, v1::TensorInfo*) override;
-  grpc::Status Abort(grpc::ServerContext*, const v1::AbortRequest*, v1::Empty*) override;
-  grpc::Status Put(grpc::ServerContext*, grpc::ServerReader<v1::PutRequest>*,
-                   v1::TensorInfo*) override;
-  grpc::Status Read(grpc::ServerContext*, const v1::ReadRequest*,
-                    grpc::ServerWriter<v1::ReadResponse>*) override;
-  grpc::Status Get(grpc::ServerContext*, const v1::GetRequest*, v1::TensorGrant*) override;
-  grpc::Status Release(grpc::ServerContext*, const v1::ReleaseRequest*, v1::Empty*) override;
-  grpc::Status Retain(grpc::ServerContext*, const v1::RetainRequest*, v1::TensorGrant*) override;
-  grpc::Status Delete(grpc::ServerContext*, const v1::DeleteRequest*, v1::Empty*) override;
-  grpc::Status List(grpc::ServerContext*, const v1::ListRequest*, v1::ListResponse*) override;
-  grpc::Status Stat(grpc::ServerContext*, const v1::StatRequest*, v1::TensorInfo*) override;
-  grpc::Status Stats(grpc::ServerContext*, const v1::StatsRequest*, v1::BrokerStats*) override;
-  // What Stats answers: the store's counters and the per-method call metrics. Thread-safe.
-  BrokerStats CurrentStats() const;
-  grpc::Status Ping(grpc::ServerContext*, const v1::Empty*, v1::Empty*) override;
+  // What Stats answers `caller`: the store's counters and the per-method call metrics.
+  // Thread-safe.
+  BrokerStats CurrentStats(const Principal& caller) const;
 
  private:
   // "pid=123 uid=1000": the kernel's credentials of the call's connection.
   std::string Client(const grpc::ServerContextBase* context) const;
-  // The uid of the call's connection; nullopt when no PeerRegistry knows it.
-  std::optional<uint32_t> CallerUid(const grpc::ServerContextBase* context) const;
+  // The call's principal; PERMISSION_DENIED when the kernel's credentials are unknown.
+  absl::StatusOr<Principal> Caller(const grpc::ServerContextBase* context) const;
   // A session may be used only by connections of the uid that opened it.
   absl::Status CheckSessionCaller(const grpc::ServerContextBase* context,
                                   const std::string& session_id) const;
@@ -73,10 +101,19 @@ class BrokerService final : public v1::Broker::WithCallbackMethod_Session<v1::Br
   void LogSuccess(LogLevel level, const grpc::ServerContextBase* context,
                   absl::string_view method, LogText what, LogText outcome) const;
 
-  TensorStore* const store_;
-  const CallMetrics* const metrics_;
-  SessionRegistry* const sessions_;
-  const PeerRegistry* const peers_;
+  grpc::Status DoCreate(grpc::CallbackServerContext*, const v1::CreateRequest&,
+                        v1::TensorGrant*);
+  grpc::Status DoSeal(grpc::CallbackServerContext*, const v1::SealRequest&, v1::TensorInfo*);
+  grpc::Status DoAbort(grpc::CallbackServerContext*, const v1::AbortRequest&);
+  grpc::Status DoRelease(grpc::CallbackServerContext*, const v1::ReleaseRequest&);
+  grpc::Status DoRetain(grpc::CallbackServerContext*, const v1::RetainRequest&,
+                        v1::TensorGrant*);
+  grpc::Status DoDelete(grpc::CallbackServerContext*, const v1::DeleteRequest&);
+  grpc::Status DoList(grpc::CallbackServerContext*, const v1::ListRequest&, v1::ListResponse*);
+  grpc::Status DoStat(grpc::CallbackServerContext*, const v1::StatRequest&, v1::TensorInfo*);
+  grpc::Status DoStats(grpc::CallbackServerContext*, v1::BrokerStats*);
+
+  const ServiceParts parts_;
 };
 
 }  // namespace tensorbroker::daemon

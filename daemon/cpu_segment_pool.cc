@@ -23,7 +23,7 @@ uint64_t CpuSegmentPool::CapacityLeft() const {
 }
 
 absl::StatusOr<CpuSegmentPool::Segment*> CpuSegmentPool::NewSegment(
-    uint64_t size, BlockKind kind, uint32_t owner_uid, bool dedicated,
+    uint64_t size, BlockKind kind, const std::string& owner, bool dedicated,
     std::vector<std::string>* removed_segments) {
   if (size > CapacityLeft()) {
     RemoveIdle([](const Segment&) { return true; }, removed_segments);
@@ -38,7 +38,7 @@ absl::StatusOr<CpuSegmentPool::Segment*> CpuSegmentPool::NewSegment(
   auto memory = MemfdSegment::Create(name, size);
   if (!memory.ok()) return memory.status();
   auto segment = std::make_unique<Segment>(Segment{
-      std::move(*memory), OffsetAllocator(size, kDataAlignment), kind, owner_uid, dedicated});
+      std::move(*memory), OffsetAllocator(size, kDataAlignment), kind, owner, dedicated});
   Segment* raw = segment.get();
   segments_.emplace(name, std::move(segment));
   reserved_bytes_ += size;
@@ -59,22 +59,22 @@ Block CpuSegmentPool::MakeBlock(const Segment& segment, uint64_t offset) const {
 }
 
 absl::StatusOr<Block> CpuSegmentPool::Allocate(uint64_t nbytes, BlockKind kind,
-                                               uint32_t owner_uid,
+                                               const std::string& owner,
                                                std::vector<std::string>* removed_segments) {
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   const uint64_t rounded = RoundUp(std::max<uint64_t>(nbytes, 1), kDataAlignment);
   Segment* segment = nullptr;
   if (kind == BlockKind::kMutable || rounded > options_.dedicated_threshold) {
-    if (kind == BlockKind::kImmutable) segment = FindIdleDedicated(rounded, owner_uid);
+    if (kind == BlockKind::kImmutable) segment = FindIdleDedicated(rounded, owner);
     if (segment == nullptr) {
-      auto created = NewSegment(RoundUp(rounded, page), kind, owner_uid, /*dedicated=*/true,
+      auto created = NewSegment(RoundUp(rounded, page), kind, owner, /*dedicated=*/true,
                                 removed_segments);
       if (!created.ok()) return created.status();
       segment = *created;
     }
   } else {
     for (auto& [name, candidate] : segments_) {
-      if (candidate->dedicated || candidate->kind != kind || candidate->owner_uid != owner_uid) {
+      if (candidate->dedicated || candidate->kind != kind || candidate->owner != owner) {
         continue;
       }
       if (auto offset = candidate->allocator.Allocate(rounded)) {
@@ -86,7 +86,7 @@ absl::StatusOr<Block> CpuSegmentPool::Allocate(uint64_t nbytes, BlockKind kind,
     // reserves room that the other kind or a large tensor needs; smaller when little is left.
     const uint64_t pooled = std::min(PooledSegmentBytes(), CapacityLeft() / page * page);
     const uint64_t size = std::max(RoundUp(rounded, page), pooled);
-    auto created = NewSegment(size, kind, owner_uid, /*dedicated=*/false, removed_segments);
+    auto created = NewSegment(size, kind, owner, /*dedicated=*/false, removed_segments);
     if (!created.ok()) return created.status();
     segment = *created;
   }
@@ -110,16 +110,16 @@ void CpuSegmentPool::Free(const Block& block, std::vector<std::string>* removed_
                     (segment.dedicated || segment.memory.size() == PooledSegmentBytes());
   RemoveIdle(
       [&](const Segment& s) {
-        return s.kind == segment.kind && s.owner_uid == segment.owner_uid &&
+        return s.kind == segment.kind && s.owner == segment.owner &&
                s.dedicated == segment.dedicated && (!keep || &s != &segment);
       },
       removed_segments);
 }
 
-CpuSegmentPool::Segment* CpuSegmentPool::FindIdleDedicated(uint64_t bytes, uint32_t owner_uid) {
+CpuSegmentPool::Segment* CpuSegmentPool::FindIdleDedicated(uint64_t bytes, const std::string& owner) {
   for (auto& [name, s] : segments_) {
     // Reuse only when the tensor fills at least half of it: idle memory is not free memory.
-    if (s->dedicated && s->kind == BlockKind::kImmutable && s->owner_uid == owner_uid &&
+    if (s->dedicated && s->kind == BlockKind::kImmutable && s->owner == owner &&
         s->allocator.empty() && s->memory.size() >= bytes && s->memory.size() / 2 <= bytes) {
       return s.get();
     }

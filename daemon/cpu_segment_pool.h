@@ -2,13 +2,14 @@
 // (one descriptor and mapping per segment serves many Gets); a tensor larger than the dedicated
 // threshold gets a segment of its own. Every block is 256-byte aligned.
 //
-// Principals: a segment belongs to one owner uid for its whole life. Immutable tensors share
-// segments only with tensors of the same owner, since the owner's creators receive a writable
-// descriptor of the segment. Every mutable tensor gets a segment of its own that is removed
+// Principals: a segment belongs to one sharing key (its owner uid and the tensor's readers) for
+// its whole life. Immutable tensors share segments only with tensors of the same key, since the
+// owner's creators receive a writable descriptor of the segment and every reader a read-only
+// descriptor of all of it. Every mutable tensor gets a segment of its own that is removed
 // with it (never reused): its holders, of any uid, receive a writable descriptor and keep it.
 //
 // Capacity counts segment bytes, reserved when created. When an immutable segment goes idle
-// (empty), one idle pooled and one idle dedicated segment per owner are kept for reuse: reusing
+// (empty), one idle pooled and one idle dedicated segment per key are kept for reuse: reusing
 // them spares the reservation and, above all, lets clients keep their cached mappings, whose
 // pages are already faulted in. Idle segments are dropped first whenever capacity runs short.
 // Segment names are "<prefix><seq>", unique for the life of the daemon.
@@ -38,7 +39,7 @@ class CpuSegmentPool final : public MemoryPool {
   explicit CpuSegmentPool(CpuSegmentPoolOptions options);
 
   DLDevice device() const override { return {kDLCPU, 0}; }
-  absl::StatusOr<Block> Allocate(uint64_t nbytes, BlockKind kind, uint32_t owner_uid,
+  absl::StatusOr<Block> Allocate(uint64_t nbytes, BlockKind kind, const std::string& owner,
                                  std::vector<std::string>* removed_segments) override;
   void Free(const Block& block, std::vector<std::string>* removed_segments) override;
   PoolStats Stats() const override;
@@ -48,20 +49,20 @@ class CpuSegmentPool final : public MemoryPool {
     MemfdSegment memory;
     OffsetAllocator allocator;
     BlockKind kind;
-    uint32_t owner_uid;
+    std::string owner;  // the sharing key: owner uid and readers
     bool dedicated;
   };
 
   // Creates a segment, first dropping idle pooled segments if capacity is short.
-  absl::StatusOr<Segment*> NewSegment(uint64_t size, BlockKind kind, uint32_t owner_uid,
+  absl::StatusOr<Segment*> NewSegment(uint64_t size, BlockKind kind, const std::string& owner,
                                       bool dedicated, std::vector<std::string>* removed_segments);
   uint64_t CapacityLeft() const;
   // The usual size of a pooled segment: the option, capped at an eighth of the capacity.
   uint64_t PooledSegmentBytes() const;
   Block MakeBlock(const Segment& segment, uint64_t offset) const;
-  // An idle dedicated immutable segment of `owner_uid` that `bytes` would fill at least half
+  // An idle dedicated immutable segment of `owner` that `bytes` would fill at least half
   // of, or null.
-  Segment* FindIdleDedicated(uint64_t bytes, uint32_t owner_uid);
+  Segment* FindIdleDedicated(uint64_t bytes, const std::string& owner);
   // Removes every idle (empty) segment for which `should_remove` is true.
   void RemoveIdle(const std::function<bool(const Segment&)>& should_remove,
                   std::vector<std::string>* removed_segments);

@@ -39,7 +39,7 @@ Block CudaSlabPool::MakeBlock(const std::string& name, const Slab& slab, uint64_
   return block;
 }
 
-absl::StatusOr<Block> CudaSlabPool::Allocate(uint64_t nbytes, BlockKind, uint32_t,
+absl::StatusOr<Block> CudaSlabPool::Allocate(uint64_t nbytes, BlockKind, const std::string&,
                                              std::vector<std::string>*) {
   const uint64_t rounded = RoundUp(std::max<uint64_t>(nbytes, 1), kDataAlignment);
   const bool dedicated = rounded > options_.dedicated_threshold;

@@ -33,7 +33,7 @@ class CudaSlabPool final : public MemoryPool {
   explicit CudaSlabPool(CudaSlabPoolOptions options);
 
   DLDevice device() const override { return {kDLCUDA, options_.ordinal}; }
-  absl::StatusOr<Block> Allocate(uint64_t nbytes, BlockKind kind, uint32_t owner_uid,
+  absl::StatusOr<Block> Allocate(uint64_t nbytes, BlockKind kind, const std::string& sharing_key,
                                  std::vector<std::string>* removed_segments) override;
   void Free(const Block& block, std::vector<std::string>* removed_segments) override;
   PoolStats Stats() const override;

@@ -5,9 +5,13 @@
 #include "absl/strings/string_view.h"
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "common/byte_size.h"
 #include "common/socket_path.h"
+#include "common/tensor_layout.h"
 #include "daemon/listen_address.h"
 
 namespace tensorbroker::daemon {
@@ -15,8 +19,10 @@ namespace tensorbroker::daemon {
 std::string DaemonUsage() {
   return absl::StrCat(
       "Usage: tensorbrokerd [--socket PATH] [--capacity SIZE] [--cuda-capacity SIZE]\n"
-      "                    [--log-level LEVEL] [--metrics-listen ADDR] [--config PATH]\n"
-      "                    [--print-config]\n"
+      "                    [--log-level LEVEL] [--metrics-listen ADDR] [--admin-group GROUP]\n"
+      "                    [--default-readers LIST] [--quota-bytes SIZE] [--quota-tensors N]\n"
+      "                    [--pending-timeout DURATION] [--handshake-timeout DURATION]\n"
+      "                    [--max-connections N] [--config PATH] [--print-config]\n"
       "\n"
       "tensorbrokerd owns shared memory and publishes tensors by name over a gRPC API\n"
       "(tensorbroker.v1.Broker) on a Unix socket. Clients get DLPack tensors that point at\n"
@@ -44,10 +50,36 @@ std::string DaemonUsage() {
       "                     Also serve the Prometheus metrics over HTTP at\n"
       "                     http://ADDR/metrics; ADDR is HOST:PORT, [IPV6]:PORT or :PORT\n"
       "                     (every interface), e.g. 127.0.0.1:9464. Default: off.\n"
+      "  --admin-group GROUP\n"
+      "                     Members of GROUP (and root) may replace, delete and read every\n"
+      "                     tensor and see every user's usage. Default: none (root only).\n"
+      "  --default-readers LIST\n"
+      "                     Who may read a tensor whose Put or Create names no readers (its\n"
+      "                     owner and administrators always may): comma-separated uid:N,\n"
+      "                     gid:N, user:NAME, group:NAME, or * for anyone who may connect.\n"
+      "                     Default: *. The config file may set readers[PREFIX] and\n"
+      "                     publishers[PREFIX] for the names under PREFIX.\n"
+      "  --quota-bytes SIZE Most bytes each user may hold (every version in memory that\n"
+      "                     they created). 0 (default): unlimited. The config file may set\n"
+      "                     quota-bytes[USER] for one user (a name or uid:N).\n"
+      "  --quota-tensors N  Most tensors each user may hold; 0 (default): unlimited.\n"
+      "                     quota-tensors[USER] in the config file, for one user.\n"
+      "  --pending-timeout DURATION\n"
+      "                     Abort a Create not sealed, or a Put not finished, this long\n"
+      "                     after it began, freeing its name: 60s (default), 5m, 500ms...\n"
+      "  --handshake-timeout DURATION\n"
+      "                     Close a connection that has made no call (gRPC socket) or\n"
+      "                     opened no session (local channel) this long after it\n"
+      "                     connected. Default: 10s.\n"
+      "  --max-connections N\n"
+      "                     Most client connections at once, both sockets together; more\n"
+      "                     are refused. Default: 4096. Connections of the daemon's own\n"
+      "                     uid (its health check) have 16 more in reserve.\n"
       "  --config PATH      Read settings from PATH first (default: ", kDefaultConfigPath, "\n"
-      "                     when it exists): `key = value` lines with the keys socket,\n"
-      "                     capacity, cuda-capacity, log-level and metrics-listen; `#`\n"
-      "                     comments. Flags override the file. SIGHUP re-reads it:\n"
+      "                     when it exists): `key = value` lines with the flags' names as\n"
+      "                     keys, plus readers[PREFIX], publishers[PREFIX],\n"
+      "                     quota-bytes[USER] and quota-tensors[USER]; `#` comments.\n"
+      "                     Flags override the file. SIGHUP re-reads it:\n"
       "                     log-level changes at once, the others at the next start.\n"
       "  --print-config     Print the effective settings in the file's format and exit.\n"
       "  --help             Show this text.\n"
@@ -65,8 +97,16 @@ uint64_t DefaultCapacityBytes() {
 namespace {
 
 // The flags that take a value, by config key; each is also a config file key.
-constexpr absl::string_view kKeys[] = {"socket", "capacity", "cuda-capacity", "log-level",
-                                        "metrics-listen"};
+constexpr absl::string_view kKeys[] = {
+    "socket",          "capacity",        "cuda-capacity",     "log-level",
+    "metrics-listen",  "admin-group",     "default-readers",   "quota-bytes",
+    "quota-tensors",   "pending-timeout", "handshake-timeout", "max-connections"};
+// Config file keys with an argument: readers[PREFIX], publishers[PREFIX], quota-bytes[USER],
+// quota-tensors[USER].
+constexpr char kKeyList[] =
+    "socket, capacity, cuda-capacity, log-level, metrics-listen, admin-group, default-readers, "
+    "quota-bytes, quota-tensors, pending-timeout, handshake-timeout, max-connections, "
+    "readers[PREFIX], publishers[PREFIX], quota-bytes[USER], quota-tensors[USER]";
 
 bool IsKey(absl::string_view key) {
   for (absl::string_view known : kKeys) {
@@ -81,8 +121,86 @@ std::string FieldOf(const Setting& setting) {
   return absl::StrCat(setting.origin, ": ", setting.key);
 }
 
+// "60s", "1m30s", "500ms", or plain seconds; more than 0.
+absl::StatusOr<absl::Duration> ParsePositiveDuration(const std::string& text,
+                                                     const std::string& field) {
+  absl::Duration duration;
+  int64_t seconds = 0;
+  if (absl::SimpleAtoi(text, &seconds)) {
+    duration = absl::Seconds(seconds);
+  } else if (!absl::ParseDuration(text, &duration)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": '", text.substr(0, 64), "' is not a duration (e.g. 60s, 1m30s, 500ms)"));
+  }
+  if (duration <= absl::ZeroDuration() || duration == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " must be more than 0 and finite"));
+  }
+  return duration;
+}
+
+absl::StatusOr<uint64_t> ParseCount(const std::string& text, const std::string& field,
+                                    uint64_t most) {
+  uint64_t count = 0;
+  if (!absl::SimpleAtoi(text, &count) || count > most) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": '", text.substr(0, 64), "' is not a whole number from 0 to ", most));
+  }
+  return count;
+}
+
+// The uid a quota-bytes[USER] key names: a user name or uid:N.
+absl::StatusOr<uint32_t> ParseUserArgument(const std::string& user, const std::string& field) {
+  auto set = PrincipalSet::Parse(
+      {absl::StartsWith(user, "uid:") ? user : absl::StrCat("user:", user)}, field);
+  if (!set.ok()) return set.status();
+  const std::vector<std::string> entries = set->Entries();
+  uint32_t uid = 0;
+  if (entries.size() != 1 || !absl::SimpleAtoi(absl::StripPrefix(entries[0], "uid:"), &uid)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": name one user (a user name or uid:N)"));
+  }
+  return uid;
+}
+
+// Settings of the form key[argument] (config file only).
+absl::Status ApplyKeyed(const Setting& setting, absl::string_view key,
+                        const std::string& argument, DaemonOptions* options) {
+  const std::string field = FieldOf(setting);
+  AccessConfig& access = options->access;
+  if (key == "readers" || key == "publishers") {
+    if (argument.empty()) return absl::InvalidArgumentError(field + ": the prefix is empty");
+    if (absl::Status s = ValidatePrefix(argument, field); !s.ok()) return s;
+    auto set = PrincipalSet::ParseList(setting.value, field);
+    if (!set.ok()) return set.status();
+    PrefixRule& rule = access.prefix_rules[argument];
+    (key == "readers" ? rule.readers : rule.publishers) = *std::move(set);
+  } else if (key == "quota-bytes") {
+    auto uid = ParseUserArgument(argument, field);
+    if (!uid.ok()) return uid.status();
+    auto bytes = ParseByteSize(setting.value, field);
+    if (!bytes.ok()) return bytes.status();
+    access.quota_bytes_by_uid[*uid] = *bytes;
+  } else if (key == "quota-tensors") {
+    auto uid = ParseUserArgument(argument, field);
+    if (!uid.ok()) return uid.status();
+    auto count = ParseCount(setting.value, field, UINT64_MAX);
+    if (!count.ok()) return count.status();
+    access.quota_tensors_by_uid[*uid] = *count;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(setting.origin, ": unknown key '",
+                                                   setting.key.substr(0, 64), "' (keys: ",
+                                                   kKeyList, ")"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Apply(const Setting& setting, DaemonOptions* options) {
   const std::string field = FieldOf(setting);
+  if (size_t open = setting.key.find('[');
+      open != std::string::npos && absl::EndsWith(setting.key, "]")) {
+    return ApplyKeyed(setting, absl::string_view(setting.key).substr(0, open),
+                      setting.key.substr(open + 1, setting.key.size() - open - 2), options);
+  }
   if (setting.key == "socket") {
     if (setting.value.empty()) return absl::InvalidArgumentError(field + " is empty");
     options->socket_path = setting.value;
@@ -104,10 +222,42 @@ absl::Status Apply(const Setting& setting, DaemonOptions* options) {
       if (absl::Status s = ParseListenAddress(setting.value, field).status(); !s.ok()) return s;
     }
     options->metrics_listen = setting.value;
+  } else if (setting.key == "admin-group") {
+    options->admin_group = setting.value;
+    options->access.admin_gid.reset();
+    if (!setting.value.empty()) {  // empty: none, e.g. to override the file
+      auto set = PrincipalSet::Parse({absl::StrCat("group:", setting.value)}, field);
+      if (!set.ok()) return set.status();
+      uint32_t gid = 0;
+      (void)absl::SimpleAtoi(absl::StripPrefix(set->Entries()[0], "gid:"), &gid);
+      options->access.admin_gid = gid;
+    }
+  } else if (setting.key == "default-readers") {
+    auto set = PrincipalSet::ParseList(setting.value, field);
+    if (!set.ok()) return set.status();
+    options->access.default_readers = *std::move(set);
+  } else if (setting.key == "quota-bytes") {
+    auto bytes = ParseByteSize(setting.value, field);
+    if (!bytes.ok()) return bytes.status();
+    options->access.default_quota.bytes = *bytes;
+  } else if (setting.key == "quota-tensors") {
+    auto count = ParseCount(setting.value, field, UINT64_MAX);
+    if (!count.ok()) return count.status();
+    options->access.default_quota.tensors = *count;
+  } else if (setting.key == "pending-timeout" || setting.key == "handshake-timeout") {
+    auto duration = ParsePositiveDuration(setting.value, field);
+    if (!duration.ok()) return duration.status();
+    (setting.key == "pending-timeout" ? options->pending_timeout : options->handshake_timeout) =
+        *duration;
+  } else if (setting.key == "max-connections") {
+    auto count = ParseCount(setting.value, field, 1000000);
+    if (!count.ok()) return count.status();
+    if (*count == 0) return absl::InvalidArgumentError(field + " must be more than 0");
+    options->max_connections = static_cast<uint32_t>(*count);
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        setting.origin, ": unknown key '", setting.key.substr(0, 64),
-        "' (keys: socket, capacity, cuda-capacity, log-level, metrics-listen)"));
+    return absl::InvalidArgumentError(absl::StrCat(setting.origin, ": unknown key '",
+                                                   setting.key.substr(0, 64), "' (keys: ",
+                                                   kKeyList, ")"));
   }
   return absl::OkStatus();
 }
@@ -183,7 +333,8 @@ absl::StatusOr<DaemonOptions> LoadDaemonOptions(const CommandLine& command_line,
 }
 
 std::string FormatConfig(const DaemonOptions& options) {
-  return absl::StrCat(
+  const AccessConfig& access = options.access;
+  std::string text = absl::StrCat(
       "# tensorbrokerd's effective configuration (config file: ",
       options.config_path.empty() ? "none" : options.config_path, ")\n",
       "socket = ", options.socket_path, "\n",
@@ -195,7 +346,35 @@ std::string FormatConfig(const DaemonOptions& options) {
       "log-level = ", LogLevelName(options.log_level), "\n",
       options.metrics_listen.empty() ? "# metrics-listen: not set: no HTTP /metrics\n"
                                      : absl::StrCat("metrics-listen = ", options.metrics_listen,
-                                                    "\n"));
+                                                    "\n"),
+      options.admin_group.empty() ? "# admin-group: not set: root only\n"
+                                  : absl::StrCat("admin-group = ", options.admin_group, "\n"),
+      "default-readers = ", absl::StrJoin(access.default_readers.Entries(), ","), "\n",
+      "quota-bytes = ", access.default_quota.bytes, "  # ",
+      access.default_quota.bytes == 0 ? std::string("unlimited")
+                                      : FormatByteSize(access.default_quota.bytes),
+      "\n", "quota-tensors = ", access.default_quota.tensors,
+      access.default_quota.tensors == 0 ? "  # unlimited" : "", "\n",
+      "pending-timeout = ", absl::FormatDuration(options.pending_timeout), "\n",
+      "handshake-timeout = ", absl::FormatDuration(options.handshake_timeout), "\n",
+      "max-connections = ", options.max_connections, "\n");
+  for (const auto& [prefix, rule] : access.prefix_rules) {
+    if (rule.readers.has_value()) {
+      absl::StrAppend(&text, "readers[", prefix, "] = ",
+                      absl::StrJoin(rule.readers->Entries(), ","), "\n");
+    }
+    if (rule.publishers.has_value()) {
+      absl::StrAppend(&text, "publishers[", prefix, "] = ",
+                      absl::StrJoin(rule.publishers->Entries(), ","), "\n");
+    }
+  }
+  for (const auto& [uid, bytes] : access.quota_bytes_by_uid) {
+    absl::StrAppend(&text, "quota-bytes[uid:", uid, "] = ", bytes, "\n");
+  }
+  for (const auto& [uid, tensors] : access.quota_tensors_by_uid) {
+    absl::StrAppend(&text, "quota-tensors[uid:", uid, "] = ", tensors, "\n");
+  }
+  return text;
 }
 
 }  // namespace tensorbroker::daemon

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "daemon/access_policy.h"
 #include "daemon/config_file.h"
 #include "daemon/log.h"
 
@@ -24,6 +26,16 @@ struct DaemonOptions {
   LogLevel log_level = LogLevel::kInfo;
   std::string metrics_listen;   // HOST:PORT serving /metrics over HTTP; empty: none
   std::string config_path;      // the file the settings came from; empty: none
+  // Tenancy: administrators, readers, publishers and quotas.
+  AccessConfig access;
+  std::string admin_group;      // its name, as given (access.admin_gid is its gid)
+  // A Create not sealed, or a Put not finished, this long after it began is aborted.
+  absl::Duration pending_timeout = absl::Seconds(60);
+  // A connection that has made no call (gRPC) or opened no session (local channel) this long
+  // after it connected is closed.
+  absl::Duration handshake_timeout = absl::Seconds(10);
+  // Most client connections at once, on both sockets together.
+  uint32_t max_connections = 4096;
 };
 
 // What argv says: settings (keys as in the config file), which file to read, and the modes.

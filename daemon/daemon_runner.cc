@@ -4,7 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <filesystem>
 #include <memory>
 #include <random>
@@ -20,7 +23,9 @@
 #include "common/cuda_devices.h"
 #include "common/prometheus_format.h"
 #include "common/socket_path.h"
+#include "daemon/access_policy.h"
 #include "daemon/broker_service.h"
+#include "daemon/deadline_timer.h"
 #include "daemon/cpu_segment_pool.h"
 #ifdef TENSORBROKER_HAVE_CUDA
 #include "daemon/cuda_slab_pool.h"
@@ -131,6 +136,56 @@ std::vector<std::unique_ptr<MemoryPool>> MakePools(const DaemonOptions& options,
   return pools;
 }
 
+// Calls TensorStore::ExpirePending periodically on the timer, until Stop (or destruction),
+// which waits for a run in progress.
+class PendingExpiry {
+ public:
+  PendingExpiry(TensorStore* store, DeadlineTimer* timer, absl::Duration timeout)
+      : store_(store),
+        timer_(timer),
+        period_(std::clamp(timeout / 10, absl::Milliseconds(10), absl::Seconds(1))) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ScheduleLocked();
+  }
+  ~PendingExpiry() { Stop(); }
+  PendingExpiry(const PendingExpiry&) = delete;
+  PendingExpiry& operator=(const PendingExpiry&) = delete;
+
+  // Idempotent.
+  void Stop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    timer_->Cancel(next_);
+    idle_.wait(lock, [this] { return !running_; });
+  }
+
+ private:
+  void ScheduleLocked() {
+    next_ = timer_->Schedule(absl::Now() + period_, [this] {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopped_) return;
+        running_ = true;
+      }
+      store_->ExpirePending(absl::Now());
+      std::lock_guard<std::mutex> lock(mu_);
+      running_ = false;
+      idle_.notify_all();
+      if (!stopped_) ScheduleLocked();
+    });
+  }
+
+  TensorStore* const store_;
+  DeadlineTimer* const timer_;
+  const absl::Duration period_;
+  std::mutex mu_;
+  std::condition_variable idle_;
+  uint64_t next_ = 0;
+  bool running_ = false;
+  bool stopped_ = false;
+};
+
 }  // namespace
 
 std::string SegmentPrefixFor(const std::string& socket_path) {
@@ -159,18 +214,35 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
 
   // A fresh instance id in every name: a client that outlives this daemon must never mistake a
   // successor's segment (or slab) for one it has cached.
+  const AccessPolicy policy(options.access);
+  StoreOptions store_options;
+  store_options.pending_timeout = options.pending_timeout;
+  store_options.quota_for = [&policy](uint32_t uid) { return policy.QuotaFor(uid); };
   auto store = std::make_unique<TensorStore>(
-      MakePools(options, absl::StrCat(prefix, InstanceId(), "-")));
+      MakePools(options, absl::StrCat(prefix, InstanceId(), "-")), std::move(store_options));
   SessionRegistry sessions;
   CallMetrics metrics;
   PeerRegistry peers;
-  BrokerService service(store.get(), &sessions, &metrics, &peers);
+  // Times out waiting Gets, and expires pending tensors every tenth of the pending timeout.
+  auto timer = std::make_unique<DeadlineTimer>();
+  PendingExpiry expiry(store.get(), timer.get(), options.pending_timeout);
+  ServiceParts parts;
+  parts.store = store.get();
+  parts.sessions = &sessions;
+  parts.metrics = &metrics;
+  parts.peers = &peers;
+  parts.policy = &policy;
+  parts.timer = timer.get();
+  BrokerService service(parts);
+  // The operator's view (Prometheus) sees everything, like an administrator.
+  const Principal operator_view{static_cast<uint32_t>(::getuid()), {}, true};
 
   // Bound before the socket serves, so that a bad --metrics-listen stops the start cleanly.
   std::unique_ptr<MetricsHttpServer> metrics_http;
   if (!options.metrics_listen.empty()) {
     auto started = MetricsHttpServer::Start(
-        options.metrics_listen, [&service] { return PrometheusText(service.CurrentStats()); });
+        options.metrics_listen,
+        [&service, &operator_view] { return PrometheusText(service.CurrentStats(operator_view)); });
     if (!started.ok()) return started.status();
     metrics_http = *std::move(started);
     Log(LogLevel::kInfo, "metrics at http://", metrics_http->bound_address(), "/metrics");
@@ -178,7 +250,7 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
 
   // The local channel first: a client that reaches the gRPC socket finds it there.
   const std::string local_path = LocalChannelPath(options.socket_path);
-  auto local_channel = LocalChannelServer::Start(local_path, store.get(), &metrics);
+  auto local_channel = LocalChannelServer::Start(local_path, store.get(), &metrics, &policy);
   if (!local_channel.ok()) return local_channel.status();
   auto acceptor = UnixSocketAcceptor::Bind(options.socket_path);
   if (!acceptor.ok()) {
@@ -189,7 +261,7 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;  // no listening port: connections come from the acceptor
   builder.RegisterService(&service);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxChunkBytes + (64 << 10)));
+  builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxPutChunkBytes + (64 << 10)));
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(MetricsInterceptorFactory(&metrics));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
@@ -231,6 +303,8 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server->Wait();
   server.reset();
+  expiry.Stop();
+  timer.reset();
   metrics_http.reset();
   local_channel->reset();
   store.reset();  // closes every segment

@@ -40,7 +40,8 @@ class LocalChannelServer::SessionSink final : public SessionEventSink {
 };
 
 absl::StatusOr<std::unique_ptr<LocalChannelServer>> LocalChannelServer::Start(
-    const std::string& path, TensorStore* store, CallMetrics* metrics) {
+    const std::string& path, TensorStore* store, CallMetrics* metrics,
+    const AccessPolicy* policy) {
   auto listener = BindUnixListener(path, SOCK_SEQPACKET, "local channel (--socket + \".fd\")");
   if (!listener.ok()) return listener.status();
   UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
@@ -54,7 +55,7 @@ absl::StatusOr<std::unique_ptr<LocalChannelServer>> LocalChannelServer::Start(
     return ErrnoStatus(errno, "epoll_ctl");
   }
   std::unique_ptr<LocalChannelServer> server(
-      new LocalChannelServer(store, metrics, std::move(epoll), std::move(wake)));
+      new LocalChannelServer(store, metrics, policy, std::move(epoll), std::move(wake)));
   LocalChannelServer* raw = server.get();
   try {
     server->loop_ = std::thread([raw] { raw->Loop(); });
@@ -76,9 +77,9 @@ absl::StatusOr<std::unique_ptr<LocalChannelServer>> LocalChannelServer::Start(
   return server;
 }
 
-LocalChannelServer::LocalChannelServer(TensorStore* store, CallMetrics* metrics, UniqueFd epoll,
-                                       UniqueFd wake)
-    : store_(store), metrics_(metrics), epoll_(std::move(epoll)), wake_(std::move(wake)) {}
+LocalChannelServer::LocalChannelServer(TensorStore* store, CallMetrics* metrics,
+                                       const AccessPolicy* policy, UniqueFd epoll, UniqueFd wake)
+    : store_(store), policy_(policy), metrics_(metrics), epoll_(std::move(epoll)), wake_(std::move(wake)) {}
 
 LocalChannelServer::~LocalChannelServer() { Stop(); }
 
@@ -107,9 +108,10 @@ void LocalChannelServer::Hand(Handoff handoff) {
 }
 
 std::string LocalChannelServer::OpenOwnedSession(uint64_t id, int32_t pid,
-                                                 const std::string& client_name, uint32_t uid) {
+                                                 const std::string& client_name,
+                                                 const Principal& principal) {
   auto sink = std::make_unique<SessionSink>(this, id);
-  std::string session_id = store_->OpenSession(pid, client_name, sink.get(), uid);
+  std::string session_id = store_->OpenSession(principal, pid, client_name, sink.get());
   sinks_[id] = std::move(sink);
   return session_id;
 }
@@ -180,7 +182,7 @@ void LocalChannelServer::TakeHandoffs() {
     switch (handoff.kind) {
       case Handoff::Kind::kConnection: {
         auto connection = std::make_unique<LocalConnection>(
-            handoff.connection_id, std::move(handoff.socket), handoff.peer, store_, this,
+            handoff.connection_id, std::move(handoff.socket), handoff.peer, policy_, store_, this,
             metrics_);
         epoll_event event{};
         event.events = EPOLLIN;

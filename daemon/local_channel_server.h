@@ -34,9 +34,11 @@ class LocalChannelServer final : public LocalConnectionHost {
   // Binds `path` (mode 0660, like the gRPC socket) and starts serving `store`, which must
   // outlive Stop().
   // `metrics` (may be null) counts the calls, and must outlive Stop() too.
+  // `policy` turns each connection's credentials into its principal; it must outlive Stop().
   static absl::StatusOr<std::unique_ptr<LocalChannelServer>> Start(const std::string& path,
                                                                    TensorStore* store,
-                                                                   CallMetrics* metrics);
+                                                                   CallMetrics* metrics,
+                                                                   const AccessPolicy* policy);
   ~LocalChannelServer() override;
   LocalChannelServer(const LocalChannelServer&) = delete;
   LocalChannelServer& operator=(const LocalChannelServer&) = delete;
@@ -45,7 +47,7 @@ class LocalChannelServer final : public LocalConnectionHost {
   void Stop();
 
   std::string OpenOwnedSession(uint64_t id, int32_t pid, const std::string& client_name,
-                               uint32_t uid) override;
+                               const Principal& principal) override;
   std::optional<absl::StatusOr<TensorGrant>> StartWait(uint64_t id,
                                                        const std::string& session_id,
                                                        const std::string& name,
@@ -67,7 +69,8 @@ class LocalChannelServer final : public LocalConnectionHost {
   };
   class SessionSink;
 
-  LocalChannelServer(TensorStore* store, CallMetrics* metrics, UniqueFd epoll, UniqueFd wake);
+  LocalChannelServer(TensorStore* store, CallMetrics* metrics, const AccessPolicy* policy,
+                     UniqueFd epoll, UniqueFd wake);
   void Hand(Handoff handoff);
   void Loop();
   void TakeHandoffs();
@@ -78,6 +81,7 @@ class LocalChannelServer final : public LocalConnectionHost {
   int NextTimeoutMs() const;
 
   TensorStore* const store_;
+  const AccessPolicy* const policy_;
   CallMetrics* const metrics_;
   const UniqueFd epoll_;
   const UniqueFd wake_;  // eventfd: handoffs and Stop

@@ -67,11 +67,13 @@ std::string OutcomeOf(v1::LocalRequest::CallCase call, const v1::LocalReply& rep
 }  // namespace
 
 LocalConnection::LocalConnection(uint64_t id, UniqueFd socket, PeerCredentials peer,
-                                 TensorStore* store, LocalConnectionHost* host,
-                                 CallMetrics* metrics)
+                                 const AccessPolicy* policy, TensorStore* store,
+                                 LocalConnectionHost* host, CallMetrics* metrics)
     : id_(id),
       socket_(std::move(socket)),
       peer_(peer),
+      policy_(policy),
+      principal_(policy->PrincipalOf(peer_)),
       store_(store),
       host_(host),
       metrics_(metrics) {}
@@ -201,7 +203,7 @@ absl::Status LocalConnection::Open(const v1::LocalRequest::Open& open, v1::Local
   }
   const auto& hello = open.hello();
   session_id_ = host_->OpenOwnedSession(id_, hello.pid(), hello.client_name().substr(0, 128),
-                                        peer_.uid);
+                                        principal_);
   owns_session_ = true;
   reply->mutable_opened()->set_session_id(session_id_);
   Log(LogLevel::kDebug, "local client opened a session: pid=", peer_.pid, " uid=", peer_.uid);
@@ -241,7 +243,10 @@ absl::StatusOr<TensorGrant> LocalConnection::Create(const v1::CreateRequest& cre
   if (absl::Status s = NeedSession(); !s.ok()) return s;
   auto spec = MakeSpec(create);
   if (!spec.ok()) return spec.status();
-  spec->owner_uid = peer_.uid;
+  const std::vector<std::string> readers(create.readers().begin(), create.readers().end());
+  if (absl::Status s = policy_->Admit(principal_, readers, "create.readers", &*spec); !s.ok()) {
+    return s;
+  }
   return store_->Create(session_id_, *spec);
 }
 

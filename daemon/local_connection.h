@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/unique_fd.h"
+#include "daemon/access_policy.h"
 #include "daemon/call_metrics.h"
 #include "daemon/peer_registry.h"
 #include "daemon/tensor_store.h"
@@ -38,7 +39,7 @@ class LocalConnectionHost {
   virtual ~LocalConnectionHost() = default;
   // Opens a session owned by connection `id` (its segment events come back as EventFor).
   virtual std::string OpenOwnedSession(uint64_t id, int32_t pid, const std::string& client_name,
-                                       uint32_t uid) = 0;
+                                       const Principal& principal) = 0;
   // Starts a wait for connection `id`: GetOrWait with a callback that queues the answer.
   virtual std::optional<absl::StatusOr<TensorGrant>> StartWait(
       uint64_t id, const std::string& session_id, const std::string& name,
@@ -48,7 +49,9 @@ class LocalConnectionHost {
 class LocalConnection {
  public:
   // `metrics` (may be null) counts every call as the gRPC service's interceptor does.
-  LocalConnection(uint64_t id, UniqueFd socket, PeerCredentials peer, TensorStore* store,
+  // `policy` makes the connection's principal from `peer` and admits what it creates.
+  LocalConnection(uint64_t id, UniqueFd socket, PeerCredentials peer,
+                  const AccessPolicy* policy, TensorStore* store,
                   LocalConnectionHost* host, CallMetrics* metrics);
   // Cancels waits and closes a session this connection opened.
   ~LocalConnection();
@@ -116,6 +119,8 @@ class LocalConnection {
   const uint64_t id_;
   const UniqueFd socket_;
   const PeerCredentials peer_;
+  const AccessPolicy* const policy_;
+  const Principal principal_;
   TensorStore* const store_;
   LocalConnectionHost* const host_;
   CallMetrics* const metrics_;

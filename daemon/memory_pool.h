@@ -55,10 +55,10 @@ class MemoryPool {
   virtual ~MemoryPool() = default;
   virtual DLDevice device() const = 0;
   // RESOURCE_EXHAUSTED when the pool's capacity or the system cannot give `nbytes`. May remove
-  // idle segments to make room; their names are appended to `removed_segments`. `owner_uid` is
-  // the principal the block belongs to (pools of memory that can be mapped read-only keep
-  // owners apart; CUDA pools ignore it).
-  virtual absl::StatusOr<Block> Allocate(uint64_t nbytes, BlockKind kind, uint32_t owner_uid,
+  // idle segments to make room; their names are appended to `removed_segments`. Blocks share
+  // a segment only when their `sharing_key` is equal (the owner and the readers: a descriptor
+  // reaches the whole segment); CUDA pools ignore it.
+  virtual absl::StatusOr<Block> Allocate(uint64_t nbytes, BlockKind kind, const std::string& sharing_key,
                                          std::vector<std::string>* removed_segments) = 0;
   // Returns a block; appends the names of segments this removed to `removed_segments`.
   virtual void Free(const Block& block, std::vector<std::string>* removed_segments) = 0;

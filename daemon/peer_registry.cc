@@ -20,7 +20,21 @@ std::optional<PeerCredentials> PeerCredentialsOf(int fd, absl::string_view what)
         "; connection refused");
     return std::nullopt;
   }
-  return PeerCredentials{credentials.pid, credentials.uid, credentials.gid};
+  PeerCredentials peer{credentials.pid, credentials.uid, credentials.gid, {}};
+  // SO_PEERGROUPS says how much room it needs when the buffer is too small (ERANGE).
+  peer.groups.resize(64);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    socklen_t bytes = static_cast<socklen_t>(peer.groups.size() * sizeof(gid_t));
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, peer.groups.data(), &bytes) == 0) {
+      peer.groups.resize(bytes / sizeof(gid_t));
+      return peer;
+    }
+    if (errno != ERANGE) break;
+    peer.groups.resize(bytes / sizeof(gid_t));
+  }
+  Log(LogLevel::kWarning, what, ": SO_PEERGROUPS: ", std::strerror(errno),
+      "; connection refused");
+  return std::nullopt;
 }
 
 void PeerRegistry::Register(int fd, const PeerCredentials& peer) {

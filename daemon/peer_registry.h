@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 
@@ -24,10 +25,12 @@ struct PeerCredentials {
   pid_t pid = 0;
   uid_t uid = 0;
   gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary groups of the peer process (SO_PEERGROUPS)
 };
 
-// The kernel's credentials of the peer of connected Unix socket `fd` (SO_PEERCRED); nullopt,
-// with a warning naming `what` logged, when the kernel cannot say (the connection is refused).
+// The kernel's credentials of the peer of connected Unix socket `fd` (SO_PEERCRED, and the
+// process's supplementary groups from SO_PEERGROUPS); nullopt, with a warning naming `what`
+// logged, when the kernel cannot say (the connection is refused).
 std::optional<PeerCredentials> PeerCredentialsOf(int fd, absl::string_view what);
 
 class PeerRegistry {

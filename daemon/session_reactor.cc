@@ -8,11 +8,18 @@
 namespace tensorbroker::daemon {
 
 SessionReactor::SessionReactor(TensorStore* store, SessionRegistry* registry, std::string client,
-                               std::optional<uint32_t> uid)
+                               const absl::StatusOr<Principal>& principal)
     : store_(store), registry_(registry), client_(std::move(client)) {
-  session_id_ = store_->OpenSession(0, "", this, uid);
-  Log(LogLevel::kInfo, "client connected: ", client_);
   registry_->Add(this);
+  if (!principal.ok()) {
+    session_closed_ = true;
+    Log(LogLevel::kWarning, "Session ", client_, ": ", principal.status().message());
+    FinishWith(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                            std::string(principal.status().message())));
+    return;
+  }
+  session_id_ = store_->OpenSession(*principal, 0, "", this);
+  Log(LogLevel::kInfo, "client connected: ", client_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     v1::SessionEvent opened;

@@ -18,6 +18,8 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "daemon/principal.h"
 #include "daemon/tensor_store.h"
 #include "tensorbroker/v1/broker.pb.h"
 
@@ -29,10 +31,10 @@ class SessionReactor final
     : public grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>,
       public SessionEventSink {
  public:
-  // `client` names the peer in log lines ("pid=123 uid=1000"); `uid` is the connection's, the
-  // session's principal (nullopt: unknown).
+  // `client` names the peer in log lines ("pid=123 uid=1000"); `principal` is the connection's,
+  // the session's owner (an error when unknown: the stream is refused with it).
   SessionReactor(TensorStore* store, SessionRegistry* registry, std::string client,
-                 std::optional<uint32_t> uid);
+                 const absl::StatusOr<Principal>& principal);
 
   // Ends the stream with `status` (used on shutdown). Safe to call more than once.
   void FinishWith(const grpc::Status& status);

@@ -3,11 +3,15 @@
 #include <fcntl.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <random>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/byte_size.h"
 #include "common/errno_status.h"
+#include "common/tensor_layout.h"
+#include "daemon/log.h"
 
 namespace tensorbroker::daemon {
 namespace {
@@ -19,10 +23,6 @@ std::string NewSessionId() {
   for (int i = 0; i < 4; ++i) absl::StrAppend(&id, absl::Hex(random(), absl::kZeroPad8));
   return id;
 }
-
-}  // namespace
-
-namespace {
 
 std::vector<std::unique_ptr<MemoryPool>> OnePool(std::unique_ptr<MemoryPool> pool) {
   std::vector<std::unique_ptr<MemoryPool>> pools;
@@ -36,13 +36,46 @@ std::string DeviceText(DLDevice device) {
   return absl::StrCat("device type ", device.device_type, " id ", device.device_id);
 }
 
+absl::Status NotPublished(const std::string& name) {
+  return absl::NotFoundError(absl::StrCat("name '", name, "' is not published"));
+}
+
+// Elements times item size, or nullopt on overflow.
+std::optional<uint64_t> LogicalBytes(const TensorSpec& spec) {
+  uint64_t bytes = ItemSize(spec.dtype);
+  for (int64_t extent : spec.shape) {
+    const uint64_t e = static_cast<uint64_t>(extent);
+    if (e != 0 && bytes > UINT64_MAX / e) return std::nullopt;
+    bytes *= e;
+  }
+  return bytes;
+}
+
 }  // namespace
 
-TensorStore::TensorStore(std::unique_ptr<MemoryPool> cpu_pool)
-    : TensorStore(OnePool(std::move(cpu_pool))) {}
+class TensorStore::Locked {
+ public:
+  explicit Locked(const TensorStore* store)
+      : store_(const_cast<TensorStore*>(store)), lock_(store->mu_) {}
+  ~Locked() {
+    std::vector<std::function<void()>> run = std::move(store_->deferred_);
+    store_->deferred_.clear();
+    lock_.unlock();
+    for (auto& callback : run) callback();
+  }
+  Locked(const Locked&) = delete;
+  Locked& operator=(const Locked&) = delete;
 
-TensorStore::TensorStore(std::vector<std::unique_ptr<MemoryPool>> pools)
-    : pools_(std::move(pools)) {}
+ private:
+  TensorStore* store_;
+  std::unique_lock<std::mutex> lock_;
+};
+
+TensorStore::TensorStore(std::unique_ptr<MemoryPool> cpu_pool, StoreOptions options)
+    : TensorStore(OnePool(std::move(cpu_pool)), std::move(options)) {}
+
+TensorStore::TensorStore(std::vector<std::unique_ptr<MemoryPool>> pools, StoreOptions options)
+    : options_(std::move(options)), pools_(std::move(pools)) {}
 
 TensorStore::~TensorStore() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -61,28 +94,28 @@ MemoryPool* TensorStore::PoolForLocked(DLDevice device) const {
   return nullptr;
 }
 
-std::string TensorStore::OpenSession(int32_t pid, const std::string& client_name,
-                                     SessionEventSink* sink, std::optional<uint32_t> uid) {
-  std::lock_guard<std::mutex> lock(mu_);
+std::string TensorStore::OpenSession(const Principal& principal, int32_t pid,
+                                     const std::string& client_name, SessionEventSink* sink) {
+  Locked lock(this);
   std::string id = NewSessionId();
-  sessions_[id] = Session{pid, client_name, sink, uid, {}};
+  sessions_[id] = Session{principal, pid, client_name, sink, {}, {}};
   return id;
 }
 
 absl::Status TensorStore::CheckSessionUser(const std::string& session_id, uint32_t uid) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  Locked lock(this);
   if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
-  const std::optional<uint32_t>& owner = sessions_.at(session_id).uid;
-  if (owner.has_value() && *owner != uid) {
+  const uint32_t owner = sessions_.at(session_id).principal.uid;
+  if (owner != uid) {
     return absl::PermissionDeniedError(
-        absl::StrCat("session_id: the session belongs to another user (uid ", *owner, ")"));
+        absl::StrCat("session_id: the session belongs to another user (uid ", owner, ")"));
   }
   return absl::OkStatus();
 }
 
 void TensorStore::UpdateSessionHello(const std::string& session_id, int32_t pid,
                                      const std::string& client_name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  Locked lock(this);
   auto it = sessions_.find(session_id);
   if (it == sessions_.end()) return;
   it->second.pid = pid;
@@ -90,16 +123,16 @@ void TensorStore::UpdateSessionHello(const std::string& session_id, int32_t pid,
 }
 
 TensorStore::SessionCleanup TensorStore::CloseSession(const std::string& session_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  Locked lock(this);
   auto it = sessions_.find(session_id);
   if (it == sessions_.end()) return {};
   const std::set<std::string> pending_names = std::move(it->second.pending_names);
   sessions_.erase(it);
-  AnswerWaitersLocked([&](const Waiter& w) { return w.session_id == session_id; },
-                      [](const Waiter&) -> absl::StatusOr<TensorGrant> {
-                        return absl::FailedPreconditionError(
-                            "session_id: the session closed while the Get waited");
-                      });
+  AnswerWaitersLocked([&](const Waiter& w) -> std::optional<absl::StatusOr<TensorGrant>> {
+    if (w.session_id != session_id) return std::nullopt;
+    return absl::StatusOr<TensorGrant>(absl::FailedPreconditionError(
+        "session_id: the session closed while the Get waited"));
+  });
   SessionCleanup cleanup;
   for (uint64_t object_id : leases_.RemoveSession(session_id)) {
     ReleaseLeaseOnLocked(object_id);
@@ -128,16 +161,60 @@ absl::Status TensorStore::CheckServing() const {
   return absl::OkStatus();
 }
 
+bool TensorStore::MayReadLocked(const Principal& caller, const TensorObject& object) const {
+  return caller.admin || object.spec.owner_uid == caller.uid ||
+         object.spec.readers.Allows(caller);
+}
+
+TensorStore::TensorObject* TensorStore::VisibleLocked(const Principal& caller,
+                                                      const std::string& name) {
+  auto it = published_.find(name);
+  if (it == published_.end()) return nullptr;
+  TensorObject* object = objects_.at(it->second.object_id).get();
+  return MayReadLocked(caller, *object) ? object : nullptr;
+}
+
+absl::Status TensorStore::CheckQuotaLocked(const TensorSpec& spec) const {
+  if (!options_.quota_for) return absl::OkStatus();
+  const Quota quota = options_.quota_for(spec.owner_uid);
+  Usage usage;
+  if (auto it = usage_.find(spec.owner_uid); it != usage_.end()) usage = it->second;
+  auto in_use = [&] {
+    return absl::StrCat(DescribeUid(spec.owner_uid), " holds ", FormatByteSize(usage.bytes),
+                        " in ", usage.tensors, " tensor(s)");
+  };
+  if (quota.bytes != 0 && spec.nbytes > quota.bytes - std::min(quota.bytes, usage.bytes)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "quota-bytes: name '", spec.name, "' needs ", FormatByteSize(spec.nbytes), "; ",
+        in_use(), " of its quota of ", FormatByteSize(quota.bytes),
+        " (release or delete tensors, or ask for a larger quota)"));
+  }
+  if (quota.tensors != 0 && usage.tensors >= quota.tensors) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "quota-tensors: name '", spec.name, "': ", in_use(), ", its quota is ", quota.tensors,
+        " tensor(s) (release or delete tensors, or ask for a larger quota)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std::string& owner,
+                                                                      const Principal& caller,
                                                                       const TensorSpec& spec) {
   if (absl::Status s = CheckServing(); !s.ok()) return s;
   if (pending_.count(spec.name) > 0) {
     return absl::AlreadyExistsError(absl::StrCat(
         "name '", spec.name, "' is being created by another request and is not sealed yet"));
   }
-  if (!spec.replace && published_.count(spec.name) > 0) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("name '", spec.name, "' is already published (set replace to overwrite)"));
+  if (auto published = published_.find(spec.name); published != published_.end()) {
+    if (!spec.replace) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "name '", spec.name, "' is already published (set replace to overwrite)"));
+    }
+    if (!caller.admin && published->second.owner_uid != caller.uid) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "name '", spec.name, "' belongs to ", DescribeUid(published->second.owner_uid),
+          "; only its owner or an administrator may replace it"));
+    }
   }
   MemoryPool* pool = PoolForLocked(spec.device);
   if (pool == nullptr) {
@@ -145,10 +222,24 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std:
         "device ", DeviceText(spec.device), " is not served by this tensorbrokerd",
         spec.device.device_type == kDLCUDA ? " (--cuda-capacity is 0)" : ""));
   }
+  // Strides may make a huge tensor out of a few bytes; whoever reads it compactly (Read,
+  // numpy) would then make or stream all of it. Its logical size must fit in the pool.
+  const uint64_t capacity = pool->Stats().capacity_bytes;
+  const std::optional<uint64_t> logical = LogicalBytes(spec);
+  if (!logical.has_value() || *logical > capacity) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shape: name '", spec.name, "' would hold ",
+        logical.has_value() ? FormatByteSize(*logical) : std::string("more than 2^64 bytes"),
+        " of elements, more than the capacity of ", FormatByteSize(capacity),
+        " (whatever the strides)"));
+  }
+  if (absl::Status s = CheckQuotaLocked(spec); !s.ok()) return s;
   std::vector<std::string> removed;
+  // Immutable tensors share segments only with tensors of the same owner and the same readers:
+  // a reader's descriptor reaches the whole segment.
   auto block = pool->Allocate(spec.nbytes,
                               spec.is_mutable ? BlockKind::kMutable : BlockKind::kImmutable,
-                              spec.owner_uid, &removed);
+                              absl::StrCat(spec.owner_uid, "/", spec.readers.Key()), &removed);
   NotifySegmentsRemovedLocked(removed);
   if (!block.ok()) {
     return absl::Status(block.status().code(), absl::StrCat("name '", spec.name, "' (",
@@ -162,33 +253,45 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std:
   object->owner_session = owner;
   object->pending = true;
   object->created_unix_ms = absl::ToUnixMillis(absl::Now());
+  object->pending_since = absl::Now();
   TensorObject* raw = object.get();
   objects_.emplace(raw->id, std::move(object));
   pending_.emplace(spec.name, raw->id);
+  Usage& usage = usage_[spec.owner_uid];
+  usage.bytes += spec.nbytes;
+  ++usage.tensors;
   if (auto session = sessions_.find(owner); session != sessions_.end()) {
     session->second.pending_names.insert(spec.name);
+    session->second.expired_names.erase(spec.name);
   }
   return raw;
 }
 
 absl::StatusOr<TensorGrant> TensorStore::Create(const std::string& session_id,
                                                 const TensorSpec& spec) {
-  std::lock_guard<std::mutex> lock(mu_);
+  Locked lock(this);
   if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
+  const Principal& caller = sessions_.at(session_id).principal;
   TensorSpec owned = spec;
-  owned.owner_uid = sessions_.at(session_id).uid.value_or(spec.owner_uid);
-  auto object = ReserveLocked(session_id, owned);
+  owned.owner_uid = caller.uid;
+  auto object = ReserveLocked(session_id, caller, owned);
   if (!object.ok()) return object.status();
   return GrantLocked(session_id, *object, /*writable=*/true);
 }
 
 absl::StatusOr<TensorStore::TensorObject*> TensorStore::FindPendingLocked(
     const std::string& session_id, const std::string& name) {
+  Session& session = sessions_.at(session_id);
+  if (session.expired_names.erase(name) > 0) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "name '", name, "' was aborted: not sealed within the daemon's pending timeout (",
+        absl::FormatDuration(options_.pending_timeout), ")"));
+  }
   auto it = pending_.find(name);
   if (it == pending_.end()) {
     auto published = published_.find(name);
     if (published != published_.end() &&
-        objects_.at(published->second)->owner_session == session_id) {
+        objects_.at(published->second.object_id)->owner_session == session_id) {
       return absl::FailedPreconditionError(
           absl::StrCat("name '", name, "' is already sealed"));
     }
@@ -205,16 +308,17 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::FindPendingLocked(
 
 absl::StatusOr<TensorInfo> TensorStore::Seal(const std::string& session_id,
                                              const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  Locked lock(this);
   if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
   auto object = FindPendingLocked(session_id, name);
   if (!object.ok()) return object.status();
-  sessions_.at(session_id).pending_names.erase(name);
-  return PublishLocked(*object);
+  Session& session = sessions_.at(session_id);
+  session.pending_names.erase(name);
+  return PublishLocked(*object, session.principal);
 }
 
 absl::Status TensorStore::Abort(const std::string& session_id, const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  Locked lock(this);
   if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
   auto object = FindPendingLocked(session_id, name);
   if (!object.ok()) return object.status();
@@ -223,27 +327,32 @@ absl::Status TensorStore::Abort(const std::string& session_id, const std::string
   return absl::OkStatus();
 }
 
-TensorInfo TensorStore::PublishLocked(TensorObject* object) {
-  pending_.erase(object->spec.name);
+TensorInfo TensorStore::PublishLocked(TensorObject* object, const Principal& by) {
+  const std::string& name = object->spec.name;
+  pending_.erase(name);
   object->pending = false;
   object->sealed = true;
   object->version = next_version_++;
-  if (auto old = published_.find(object->spec.name); old != published_.end()) {
-    TensorObject* previous = objects_.at(old->second).get();
+  if (auto old = published_.find(name); old != published_.end()) {
+    TensorObject* previous = objects_.at(old->second.object_id).get();
+    Log(LogLevel::kInfo, "'", LogSafe(name), "' replaced (version ", previous->version, " -> ",
+        object->version, ", owner ", DescribeUid(old->second.owner_uid), ") by ",
+        DescribeUid(by.uid));
     previous->published = false;
-    old->second = object->id;
+    old->second.object_id = object->id;
     MaybeFreeLocked(previous);
   } else {
-    published_.emplace(object->spec.name, object->id);
+    published_.emplace(name, PublishedName{object->id, object->spec.owner_uid});
   }
   object->published = true;
-  published_cv_.notify_all();
-  const std::string& name = object->spec.name;
-  AnswerWaitersLocked([&](const Waiter& w) { return w.name == name; },
-                      [&](const Waiter& w) -> absl::StatusOr<TensorGrant> {
-                        if (absl::Status s = CheckSession(w.session_id); !s.ok()) return s;
-                        return GrantLocked(w.session_id, object, object->spec.is_mutable);
-                      });
+  AnswerWaitersLocked([&](const Waiter& w) -> std::optional<absl::StatusOr<TensorGrant>> {
+    if (w.name != name) return std::nullopt;
+    auto session = sessions_.find(w.session_id);
+    if (session == sessions_.end()) return absl::StatusOr<TensorGrant>(CheckSession(w.session_id));
+    // A tensor the waiter may not read does not exist for it: it keeps waiting.
+    if (!MayReadLocked(session->second.principal, *object)) return std::nullopt;
+    return GrantLocked(w.session_id, object, object->spec.is_mutable);
+  });
   return ViewLocked(*object);
 }
 
@@ -253,43 +362,63 @@ void TensorStore::DropPendingLocked(TensorObject* object) {
   MaybeFreeLocked(object);
 }
 
-absl::StatusOr<PutTicket> TensorStore::BeginPut(const TensorSpec& spec) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto object = ReserveLocked(kInternalSession, spec);
+absl::StatusOr<PutTicket> TensorStore::BeginPut(const Principal& caller, const TensorSpec& spec,
+                                                std::function<void()> on_expired) {
+  Locked lock(this);
+  TensorSpec owned = spec;
+  owned.owner_uid = caller.uid;
+  auto object = ReserveLocked(kInternalSession, caller, owned);
   if (!object.ok()) return object.status();
-  return PutTicket{(*object)->id, (*object)->block.data, spec.nbytes, (*object)->block.device};
+  (*object)->on_expired = std::move(on_expired);
+  // The Put's own lease keeps the bytes it writes to alive even if the timeout aborts it.
+  const TensorGrant grant = GrantLocked(kInternalSession, *object, /*writable=*/true);
+  return PutTicket{(*object)->id, (*object)->block.data, spec.nbytes, (*object)->block.device,
+                   grant.lease_id};
 }
 
-absl::StatusOr<TensorInfo> TensorStore::CommitPut(uint64_t object_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = objects_.find(object_id);
-  if (it == objects_.end() || !it->second->pending) {
-    return absl::InternalError("put ticket is no longer pending");
+absl::StatusOr<TensorInfo> TensorStore::CommitPut(const PutTicket& ticket) {
+  Locked lock(this);
+  auto it = objects_.find(ticket.object_id);
+  absl::StatusOr<TensorInfo> result = absl::InternalError("put ticket is no longer pending");
+  if (it != objects_.end() && it->second->expired) {
+    result = absl::DeadlineExceededError(absl::StrCat(
+        "name '", it->second->spec.name, "' was aborted: the Put did not finish within the "
+        "daemon's pending timeout (", absl::FormatDuration(options_.pending_timeout), ")"));
+  } else if (it != objects_.end() && it->second->pending) {
+    it->second->on_expired = nullptr;
+    const uint32_t uid = it->second->spec.owner_uid;
+    result = PublishLocked(it->second.get(), Principal{uid, {}, false});
   }
-  return PublishLocked(it->second.get());
+  if (auto object_id = leases_.Remove(kInternalSession, ticket.lease_id); object_id.ok()) {
+    ReleaseLeaseOnLocked(*object_id);
+  }
+  return result;
 }
 
-void TensorStore::CancelPut(uint64_t object_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = objects_.find(object_id);
-  if (it == objects_.end() || !it->second->pending) return;
-  DropPendingLocked(it->second.get());
+void TensorStore::CancelPut(const PutTicket& ticket) {
+  Locked lock(this);
+  auto it = objects_.find(ticket.object_id);
+  if (it != objects_.end() && it->second->pending) {
+    it->second->on_expired = nullptr;
+    DropPendingLocked(it->second.get());
+  }
+  if (auto object_id = leases_.Remove(kInternalSession, ticket.lease_id); object_id.ok()) {
+    ReleaseLeaseOnLocked(*object_id);
+  }
 }
 
-absl::StatusOr<ReadTicket> TensorStore::BeginRead(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
+absl::StatusOr<ReadTicket> TensorStore::BeginRead(const Principal& caller,
+                                                  const std::string& name) {
+  Locked lock(this);
   if (absl::Status s = CheckServing(); !s.ok()) return s;
-  auto it = published_.find(name);
-  if (it == published_.end()) {
-    return absl::NotFoundError(absl::StrCat("name '", name, "' is not published"));
-  }
-  TensorObject* object = objects_.at(it->second).get();
+  TensorObject* object = VisibleLocked(caller, name);
+  if (object == nullptr) return NotPublished(name);
   TensorGrant grant = GrantLocked(kInternalSession, object, /*writable=*/false);
   return ReadTicket{std::move(grant.info), object->block.data, grant.lease_id};
 }
 
 void TensorStore::EndRead(uint64_t lease_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  Locked lock(this);
   auto object_id = leases_.Remove(kInternalSession, lease_id);
   if (object_id.ok()) ReleaseLeaseOnLocked(*object_id);
 }
@@ -310,65 +439,73 @@ std::optional<absl::StatusOr<TensorGrant>> TensorStore::TryGetLocked(
   if (absl::Status s = CheckServing(); !s.ok()) return s;
   // The session may have closed while we waited: the lease would belong to no one.
   if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
-  auto it = published_.find(name);
-  if (it == published_.end()) return std::nullopt;
-  TensorObject* object = objects_.at(it->second).get();
+  TensorObject* object = VisibleLocked(sessions_.at(session_id).principal, name);
+  if (object == nullptr) return std::nullopt;
   return GrantLocked(session_id, object, /*writable=*/object->spec.is_mutable);
 }
 
 std::optional<absl::StatusOr<TensorGrant>> TensorStore::GetOrWait(
     const std::string& session_id, const std::string& name, absl::Time deadline,
     uint64_t* waiter_id, GetCallback on_ready) {
-  std::lock_guard<std::mutex> lock(mu_);
+  Locked lock(this);
   if (auto now = TryGetLocked(session_id, name); now.has_value()) return now;
-  if (absl::Now() >= deadline) {
-    return absl::StatusOr<TensorGrant>(
-        absl::NotFoundError(absl::StrCat("name '", name, "' is not published")));
-  }
+  if (absl::Now() >= deadline) return absl::StatusOr<TensorGrant>(NotPublished(name));
   *waiter_id = next_waiter_id_++;
   waiters_.emplace(*waiter_id, Waiter{session_id, name, std::move(on_ready)});
   return std::nullopt;
 }
 
 bool TensorStore::CancelWait(uint64_t waiter_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  Locked lock(this);
   return waiters_.erase(waiter_id) > 0;
 }
 
 void TensorStore::AnswerWaitersLocked(
-    const std::function<bool(const Waiter&)>& matches,
-    const std::function<absl::StatusOr<TensorGrant>(const Waiter&)>& answer) {
+    const std::function<std::optional<absl::StatusOr<TensorGrant>>(const Waiter&)>& answer) {
   for (auto it = waiters_.begin(); it != waiters_.end();) {
-    if (!matches(it->second)) {
+    std::optional<absl::StatusOr<TensorGrant>> result = answer(it->second);
+    if (!result.has_value()) {
       ++it;
       continue;
     }
-    Waiter waiter = std::move(it->second);
+    deferred_.push_back([on_ready = std::move(it->second.on_ready),
+                         result = *std::move(result)]() mutable { on_ready(std::move(result)); });
     it = waiters_.erase(it);
-    waiter.on_ready(answer(waiter));
   }
 }
 
 absl::StatusOr<TensorGrant> TensorStore::Get(const std::string& session_id,
                                              const std::string& name, absl::Time deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
-  bool waited = false;
-  while (true) {
-    if (auto now = TryGetLocked(session_id, name); now.has_value()) return *std::move(now);
-    if (absl::Now() >= deadline) {
-      if (waited) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("name '", name, "' was not published before the wait ran out"));
-      }
-      return absl::NotFoundError(absl::StrCat("name '", name, "' is not published"));
+  struct Answer {
+    std::mutex mu;
+    std::condition_variable ready;
+    std::optional<absl::StatusOr<TensorGrant>> result;
+  };
+  auto answer = std::make_shared<Answer>();
+  uint64_t waiter_id = 0;
+  auto now = GetOrWait(session_id, name, deadline, &waiter_id,
+                       [answer](absl::StatusOr<TensorGrant> result) {
+                         std::lock_guard<std::mutex> lock(answer->mu);
+                         answer->result = std::move(result);
+                         answer->ready.notify_all();
+                       });
+  if (now.has_value()) return *std::move(now);
+  std::unique_lock<std::mutex> lock(answer->mu);
+  if (!answer->ready.wait_until(lock, absl::ToChronoTime(deadline),
+                                [&] { return answer->result.has_value(); })) {
+    lock.unlock();
+    if (CancelWait(waiter_id)) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("name '", name, "' was not published before the wait ran out"));
     }
-    waited = true;
-    published_cv_.wait_until(lock, absl::ToChronoTime(deadline));
+    lock.lock();  // answered meanwhile: its callback is about to run
+    answer->ready.wait(lock, [&] { return answer->result.has_value(); });
   }
+  return *std::move(answer->result);
 }
 
 absl::Status TensorStore::Release(const std::string& session_id, uint64_t lease_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  Locked lock(this);
   if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
   auto object_id = leases_.Remove(session_id, lease_id);
   if (!object_id.ok()) return object_id.status();
@@ -378,7 +515,7 @@ absl::Status TensorStore::Release(const std::string& session_id, uint64_t lease_
 
 absl::StatusOr<SegmentDescriptor> TensorStore::DescriptorFor(const std::string& session_id,
                                                              uint64_t lease_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  Locked lock(this);
   if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
   auto object_id = leases_.ObjectOf(session_id, lease_id);
   if (!object_id.ok()) return object_id.status();
@@ -402,7 +539,7 @@ absl::StatusOr<SegmentDescriptor> TensorStore::DescriptorFor(const std::string& 
 
 absl::StatusOr<TensorGrant> TensorStore::Retain(const std::string& session_id,
                                                 uint64_t lease_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  Locked lock(this);
   if (absl::Status s = CheckServing(); !s.ok()) return s;
   if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
   auto object_id = leases_.ObjectOf(session_id, lease_id);
@@ -419,18 +556,27 @@ void TensorStore::ReleaseLeaseOnLocked(uint64_t object_id) {
   MaybeFreeLocked(it->second.get());
 }
 
-absl::Status TensorStore::Delete(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
+absl::Status TensorStore::Delete(const Principal& caller, const std::string& name) {
+  Locked lock(this);
   if (absl::Status s = CheckServing(); !s.ok()) return s;
-  auto it = published_.find(name);
-  if (it == published_.end()) {
-    if (pending_.count(name) > 0) {
+  TensorObject* object = VisibleLocked(caller, name);
+  if (object == nullptr) {
+    if (auto pending = pending_.find(name); pending != pending_.end() &&
+                                            MayReadLocked(caller, *objects_.at(pending->second))) {
       return absl::FailedPreconditionError(
           absl::StrCat("name '", name, "' is not sealed yet; its creator can Abort it"));
     }
-    return absl::NotFoundError(absl::StrCat("name '", name, "' is not published"));
+    return NotPublished(name);
   }
-  TensorObject* object = objects_.at(it->second).get();
+  auto it = published_.find(name);
+  const uint32_t owner = it->second.owner_uid;
+  if (!caller.admin && owner != caller.uid) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "name '", name, "' belongs to ", DescribeUid(owner),
+        "; only its owner or an administrator may delete it"));
+  }
+  Log(LogLevel::kInfo, "'", LogSafe(name), "' deleted (version ", object->version, ", owner ",
+      DescribeUid(owner), ") by ", DescribeUid(caller.uid));
   published_.erase(it);
   object->published = false;
   MaybeFreeLocked(object);
@@ -441,6 +587,9 @@ void TensorStore::MaybeFreeLocked(TensorObject* object) {
   if (object->pending || object->published || object->leases > 0) return;
   std::vector<std::string> removed;
   PoolForLocked(object->block.device)->Free(object->block, &removed);
+  auto usage = usage_.find(object->spec.owner_uid);
+  usage->second.bytes -= object->spec.nbytes;
+  if (--usage->second.tensors == 0) usage_.erase(usage);
   objects_.erase(object->id);
   NotifySegmentsRemovedLocked(removed);
 }
@@ -453,29 +602,38 @@ void TensorStore::NotifySegmentsRemovedLocked(const std::vector<std::string>& se
   }
 }
 
-std::vector<TensorInfo> TensorStore::List(const std::string& prefix) {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<TensorInfo> views;
-  for (auto it = published_.lower_bound(prefix);
-       it != published_.end() && absl::StartsWith(it->first, prefix); ++it) {
-    views.push_back(ViewLocked(*objects_.at(it->second)));
+ListPage TensorStore::List(const Principal& caller, const std::string& prefix, size_t page_size,
+                           const std::string& page_token) {
+  Locked lock(this);
+  ListPage page;
+  auto it = page_token.empty() ? published_.lower_bound(prefix)
+                               : published_.upper_bound(std::max(page_token, prefix));
+  for (; it != published_.end() && absl::StartsWith(it->first, prefix); ++it) {
+    const TensorObject& object = *objects_.at(it->second.object_id);
+    if (!MayReadLocked(caller, object)) continue;
+    if (page.tensors.size() == page_size) {
+      page.next_page_token = page.tensors.back().name;
+      break;
+    }
+    page.tensors.push_back(ViewLocked(object));
   }
-  return views;
+  return page;
 }
 
-absl::StatusOr<TensorInfo> TensorStore::Stat(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (auto it = published_.find(name); it != published_.end()) {
-    return ViewLocked(*objects_.at(it->second));
+absl::StatusOr<TensorInfo> TensorStore::Stat(const Principal& caller, const std::string& name) {
+  Locked lock(this);
+  if (const TensorObject* object = VisibleLocked(caller, name); object != nullptr) {
+    return ViewLocked(*object);
   }
   if (auto it = pending_.find(name); it != pending_.end()) {
-    return ViewLocked(*objects_.at(it->second));
+    const TensorObject& object = *objects_.at(it->second);
+    if (MayReadLocked(caller, object)) return ViewLocked(object);
   }
-  return absl::NotFoundError(absl::StrCat("name '", name, "' is not published"));
+  return NotPublished(name);
 }
 
-BrokerStats TensorStore::Stats() {
-  std::lock_guard<std::mutex> lock(mu_);
+BrokerStats TensorStore::Stats(const Principal& caller) {
+  Locked lock(this);
   const PoolStats pool = pools_.front()->Stats();
   BrokerStats stats;
   for (const auto& each : pools_) {
@@ -487,21 +645,79 @@ BrokerStats TensorStore::Stats() {
   stats.used_bytes = pool.used_bytes;
   stats.reserved_bytes = pool.reserved_bytes;
   stats.segments = pool.segments;
-  stats.tensors = published_.size();
+  if (caller.admin) {
+    stats.tensors = published_.size();
+  } else {
+    for (const auto& [name, entry] : published_) {
+      stats.tensors += MayReadLocked(caller, *objects_.at(entry.object_id)) ? 1 : 0;
+    }
+  }
   stats.leases = leases_.size();
   stats.clients = sessions_.size();
   stats.pending = pending_.size();
+  auto add_user = [&](uint32_t uid, const Usage& usage) {
+    UserUsage row;
+    row.uid = uid;
+    row.bytes = usage.bytes;
+    row.tensors = usage.tensors;
+    if (options_.quota_for) {
+      const Quota quota = options_.quota_for(uid);
+      row.quota_bytes = quota.bytes;
+      row.quota_tensors = quota.tensors;
+    }
+    stats.users.push_back(row);
+  };
+  if (caller.admin) {
+    for (const auto& [uid, usage] : usage_) add_user(uid, usage);
+  } else {
+    auto own = usage_.find(caller.uid);
+    add_user(caller.uid, own == usage_.end() ? Usage{} : own->second);
+  }
   return stats;
 }
 
+size_t TensorStore::ExpirePending(absl::Time now) {
+  Locked lock(this);
+  std::vector<TensorObject*> expired;
+  for (const auto& [name, object_id] : pending_) {
+    TensorObject* object = objects_.at(object_id).get();
+    if (now - object->pending_since >= options_.pending_timeout) expired.push_back(object);
+  }
+  for (TensorObject* object : expired) {
+    const std::string name = object->spec.name;
+    Log(LogLevel::kWarning, "'", LogSafe(name), "' aborted: ",
+        object->owner_session.empty() ? "its Put did not finish" : "not sealed",
+        " within the pending timeout (", absl::FormatDuration(options_.pending_timeout),
+        "); owner ", DescribeUid(object->spec.owner_uid),
+        SessionDescriptionLocked(object->owner_session), "; the name is free again");
+    if (auto session = sessions_.find(object->owner_session); session != sessions_.end()) {
+      session->second.pending_names.erase(name);
+      // Reported at the creator's next Seal or Abort; bounded by what it had pending.
+      session->second.expired_names.insert(name);
+    }
+    object->expired = true;
+    if (object->on_expired) deferred_.push_back(std::move(object->on_expired));
+    object->on_expired = nullptr;
+    DropPendingLocked(object);
+  }
+  return expired.size();
+}
+
+std::string TensorStore::SessionDescriptionLocked(const std::string& session_id) const {
+  auto session = sessions_.find(session_id);
+  if (session == sessions_.end()) return "";
+  return absl::StrCat(" pid ", session->second.pid,
+                      session->second.client_name.empty() ? "" : " (",
+                      LogSafe(session->second.client_name),
+                      session->second.client_name.empty() ? "" : ")");
+}
+
 void TensorStore::Shutdown() {
-  std::lock_guard<std::mutex> lock(mu_);
+  Locked lock(this);
   shutting_down_ = true;
-  published_cv_.notify_all();
-  AnswerWaitersLocked([](const Waiter&) { return true; },
-                      [](const Waiter&) -> absl::StatusOr<TensorGrant> {
-                        return absl::UnavailableError("tensorbrokerd is shutting down");
-                      });
+  AnswerWaitersLocked([](const Waiter&) -> std::optional<absl::StatusOr<TensorGrant>> {
+    return absl::StatusOr<TensorGrant>(absl::UnavailableError("tensorbrokerd is shutting down"));
+  });
 }
 
 TensorInfo TensorStore::ViewLocked(const TensorObject& object) const {
@@ -517,6 +733,11 @@ TensorInfo TensorStore::ViewLocked(const TensorObject& object) const {
   view.version = object.version;
   view.leases = object.leases;
   view.created_unix_ms = object.created_unix_ms;
+  auto name = published_.find(object.spec.name);
+  view.owner_uid = name != published_.end() && name->second.object_id == object.id
+                       ? name->second.owner_uid
+                       : object.spec.owner_uid;
+  view.readers = object.spec.readers.Entries();
   return view;
 }
 

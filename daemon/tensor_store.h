@@ -5,16 +5,23 @@
 // Lifetime rule: a tensor object's memory is freed when no name points to it, it is not
 // pending, and no lease remains. Delete and replace only unpublish; holders keep valid memory.
 //
-// Inputs are assumed validated for form (name, dtype, shape) by the caller; the store checks
-// state (sessions, ownership, existence, capacity) and answers with the gRPC-style codes.
-// Thread-safe: one mutex guards everything; Get may block waiting for a name.
+// Tenancy: every call names its principal (a session's, or the caller's for the calls without
+// one). A name belongs to the uid that first published it: replace and Delete are for that uid
+// or an administrator. A tensor is visible (Get, Stat, List, Read, waits) only to its owner,
+// its readers and administrators; to anyone else it does not exist (NOT_FOUND). Each uid's
+// bytes and tensors are counted against its quota.
+//
+// Inputs are assumed validated for form (name, dtype, shape, readers) by the caller; the store
+// checks state (sessions, ownership, visibility, existence, capacity, quotas) and answers with
+// the gRPC-style codes.
+// Thread-safe: one mutex guards everything. Callbacks (GetCallback, a Put's expiry) run after
+// the mutex is released, on the thread of the call that caused them; they may call the store.
 #ifndef TENSORBROKER_DAEMON_TENSOR_STORE_H_
 #define TENSORBROKER_DAEMON_TENSOR_STORE_H_
 
 #include <dlpack/dlpack.h>
 
 #include <cstdint>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <optional>
@@ -29,6 +36,9 @@
 #include "absl/time/time.h"
 #include "daemon/lease_table.h"
 #include "daemon/memory_pool.h"
+#include "daemon/principal.h"
+#include "daemon/principal_set.h"
+#include "daemon/quota.h"
 #include "common/unique_fd.h"
 #include "tensorbroker/types.h"
 
@@ -46,6 +56,22 @@ struct TensorSpec {
   DLDevice device{kDLCPU, 0};    // CUDA: the daemon's ordinal
   // The principal the tensor belongs to (the caller's uid). Create uses its session's uid.
   uint32_t owner_uid = 0;
+  PrincipalSet readers = PrincipalSet::Anyone();  // besides the owner and administrators
+};
+
+// How the store behaves, fixed for its life.
+struct StoreOptions {
+  // A Create not sealed, or a Put not finished, this long after it began is aborted by
+  // ExpirePending and its name freed.
+  absl::Duration pending_timeout = absl::Seconds(60);
+  // Each uid's quota; null: no quotas.
+  std::function<Quota(uint32_t uid)> quota_for;
+};
+
+// One page of List.
+struct ListPage {
+  std::vector<TensorInfo> tensors;
+  std::string next_page_token;  // empty: this was the last page
 };
 
 // What the store reports about a tensor is the public tensorbroker::TensorInfo (types.h).
@@ -66,6 +92,7 @@ struct PutTicket {
   uint8_t* data = nullptr;  // CUDA: a device pointer
   uint64_t nbytes = 0;
   DLDevice device{kDLCPU, 0};
+  uint64_t lease_id = 0;  // the Put's own lease: `data` stays valid until CommitPut/CancelPut
 };
 
 // A Read in progress: the object stays alive until EndRead.
@@ -84,8 +111,7 @@ struct SegmentDescriptor {
   UniqueFd fd;
 };
 
-// Answers a Get that waited (TensorStore::GetOrWait). Called with the store's lock held: must
-// not call back into the store, and should only queue.
+// Answers a Get that waited (TensorStore::GetOrWait). Runs without the store's lock.
 using GetCallback = std::function<void(absl::StatusOr<TensorGrant>)>;
 
 // Receives events for one session. Called with the store's lock held: must not call back into
@@ -98,15 +124,15 @@ class SessionEventSink {
 
 class TensorStore {
  public:
-  explicit TensorStore(std::unique_ptr<MemoryPool> cpu_pool);
+  explicit TensorStore(std::unique_ptr<MemoryPool> cpu_pool, StoreOptions options = {});
   // `pools` holds the CPU pool first, then at most one pool per other device.
-  explicit TensorStore(std::vector<std::unique_ptr<MemoryPool>> pools);
+  explicit TensorStore(std::vector<std::unique_ptr<MemoryPool>> pools, StoreOptions options = {});
   ~TensorStore();
 
-  // Sessions. `sink` may be null; it must stay valid until CloseSession returns. `uid` is the
-  // principal the session belongs to (the kernel's word for its connection), when known.
-  std::string OpenSession(int32_t pid, const std::string& client_name, SessionEventSink* sink,
-                          std::optional<uint32_t> uid = std::nullopt);
+  // Sessions. `sink` may be null; it must stay valid until CloseSession returns. The session
+  // belongs to `principal` (the kernel's word for the connection that opened it).
+  std::string OpenSession(const Principal& principal, int32_t pid, const std::string& client_name,
+                          SessionEventSink* sink);
   // OK when `session_id` is open and may be used by a connection of `uid`: FAILED_PRECONDITION
   // for no such session, PERMISSION_DENIED for a session of another uid.
   absl::Status CheckSessionUser(const std::string& session_id, uint32_t uid) const;
@@ -124,26 +150,33 @@ class TensorStore {
   absl::StatusOr<TensorInfo> Seal(const std::string& session_id, const std::string& name);
   absl::Status Abort(const std::string& session_id, const std::string& name);
 
-  absl::StatusOr<PutTicket> BeginPut(const TensorSpec& spec);
-  absl::StatusOr<TensorInfo> CommitPut(uint64_t object_id);
-  void CancelPut(uint64_t object_id);
+  // A Put by `caller`: `on_expired` (may be empty) runs if the pending timeout aborts it first;
+  // the ticket's bytes stay valid until CommitPut or CancelPut all the same.
+  absl::StatusOr<PutTicket> BeginPut(const Principal& caller, const TensorSpec& spec,
+                                     std::function<void()> on_expired = {});
+  // DEADLINE_EXCEEDED when the pending timeout aborted it.
+  absl::StatusOr<TensorInfo> CommitPut(const PutTicket& ticket);
+  void CancelPut(const PutTicket& ticket);
 
-  absl::StatusOr<ReadTicket> BeginRead(const std::string& name);
+  absl::StatusOr<ReadTicket> BeginRead(const Principal& caller, const std::string& name);
   void EndRead(uint64_t lease_id);
 
-  // Waits until `deadline` (absl::InfinitePast(): do not wait) for `name` to be published.
+  // Waits until `deadline` (absl::InfinitePast(): do not wait) for `name` to be published
+  // (holding the calling thread: for in-process callers; the servers use GetOrWait).
   absl::StatusOr<TensorGrant> Get(const std::string& session_id, const std::string& name,
                                   absl::Time deadline);
   // The same without holding a thread: answers at once (returns the result), or, when `name` is
-  // not published yet and `deadline` is in the future, returns nullopt, sets `*waiter_id` and
-  // later calls `on_ready` exactly once (published, session closed, or shutting down) unless
-  // CancelWait(*waiter_id) returned true first.
+  // not published (or not visible to the session) yet and `deadline` is in the future, returns
+  // nullopt, sets `*waiter_id` and later calls `on_ready` exactly once (published, session
+  // closed, or shutting down) unless CancelWait(*waiter_id) returned true first. The caller
+  // times the wait out with CancelWait.
   std::optional<absl::StatusOr<TensorGrant>> GetOrWait(const std::string& session_id,
                                                         const std::string& name,
                                                         absl::Time deadline, uint64_t* waiter_id,
                                                         GetCallback on_ready);
   // Stops a wait; true when it was still waiting (its callback will never run).
   bool CancelWait(uint64_t waiter_id);
+  // NOT_FOUND for a lease that is not this session's, whether or not it exists.
   absl::Status Release(const std::string& session_id, uint64_t lease_id);
   // A descriptor of the segment of the CPU tensor that `lease_id` (held by `session_id`) keeps
   // alive: read-write for the creator of a pending tensor and for a mutable one, else
@@ -154,10 +187,20 @@ class TensorStore {
   // like the first (pending for its creator, or mutable).
   absl::StatusOr<TensorGrant> Retain(const std::string& session_id, uint64_t lease_id);
 
-  absl::Status Delete(const std::string& name);
-  std::vector<TensorInfo> List(const std::string& prefix);
-  absl::StatusOr<TensorInfo> Stat(const std::string& name);
-  BrokerStats Stats();
+  // Unpublishes `name`: for its owner or an administrator.
+  absl::Status Delete(const Principal& caller, const std::string& name);
+  // The tensors under `prefix` that `caller` may see, in name order, at most `page_size`
+  // (>= 1) of them after `page_token` (a name from the previous page's next_page_token).
+  ListPage List(const Principal& caller, const std::string& prefix, size_t page_size,
+                const std::string& page_token = "");
+  absl::StatusOr<TensorInfo> Stat(const Principal& caller, const std::string& name);
+  // Pools and counters; `tensors` counts the names `caller` may see, and `users` holds every
+  // user for an administrator, else the caller alone.
+  BrokerStats Stats(const Principal& caller);
+
+  // Aborts what has been pending longer than the pending timeout at `now` (Creates not sealed,
+  // Puts not finished): their names are free again. Returns how many; logs each.
+  size_t ExpirePending(absl::Time now);
 
   // Wakes every waiting Get (they answer UNAVAILABLE) and refuses new work.
   void Shutdown();
@@ -171,43 +214,65 @@ class TensorStore {
     bool pending = false;       // created, not sealed, not aborted
     bool published = false;     // a name points here
     bool sealed = false;
+    bool expired = false;       // the pending timeout aborted it
     uint64_t version = 0;
     uint32_t leases = 0;
     int64_t created_unix_ms = 0;
+    absl::Time pending_since;
+    std::function<void()> on_expired;  // a Put's
+  };
+  struct PublishedName {
+    uint64_t object_id = 0;
+    uint32_t owner_uid = 0;  // the uid that published the name first
   };
   struct Session {
+    Principal principal;
     int32_t pid = 0;
     std::string client_name;
     SessionEventSink* sink = nullptr;
-    std::optional<uint32_t> uid;
     std::set<std::string> pending_names;
+    std::set<std::string> expired_names;  // aborted by the pending timeout, not yet reported
   };
   struct Waiter {
     std::string session_id;
     std::string name;
     GetCallback on_ready;
   };
-  // Leases taken by the daemon itself (Read streams) belong to this pseudo-session.
+  struct Usage {
+    uint64_t bytes = 0;
+    uint64_t tensors = 0;
+  };
+  // Holds mu_; on destruction releases it, then runs the callbacks queued meanwhile.
+  class Locked;
+  // Leases taken by the daemon itself (Read streams, Puts) belong to this pseudo-session.
   static constexpr const char* kInternalSession = "";
 
   absl::Status CheckSession(const std::string& session_id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::Status CheckServing() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<TensorObject*> ReserveLocked(const std::string& owner, const TensorSpec& spec)
+  bool MayReadLocked(const Principal& caller, const TensorObject& object) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The published object `name` that `caller` may see; nullptr when none.
+  TensorObject* VisibleLocked(const Principal& caller, const std::string& name)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::Status CheckQuotaLocked(const TensorSpec& spec) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<TensorObject*> ReserveLocked(const std::string& owner, const Principal& caller,
+                                              const TensorSpec& spec)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<TensorObject*> FindPendingLocked(const std::string& session_id,
                                                   const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  TensorInfo PublishLocked(TensorObject* object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  TensorInfo PublishLocked(TensorObject* object, const Principal& by)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropPendingLocked(TensorObject* object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   TensorGrant GrantLocked(const std::string& session_id, TensorObject* object, bool writable)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A Get's answer now: a grant, or nullopt when `name` is not published.
+  // A Get's answer now: a grant, or nullopt when `name` is not published (for this session).
   std::optional<absl::StatusOr<TensorGrant>> TryGetLocked(const std::string& session_id,
                                                           const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Answers every waiter for which `matches` is true with `answer(waiter)`.
-  void AnswerWaitersLocked(const std::function<bool(const Waiter&)>& matches,
-                           const std::function<absl::StatusOr<TensorGrant>(const Waiter&)>& answer)
+  // Answers every waiter for which `answer(waiter)` gives an answer (after the lock drops).
+  void AnswerWaitersLocked(
+      const std::function<std::optional<absl::StatusOr<TensorGrant>>(const Waiter&)>& answer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseLeaseOnLocked(uint64_t object_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Frees the object's memory if nothing refers to it any more.
@@ -217,16 +282,20 @@ class TensorStore {
   void NotifySegmentsRemovedLocked(const std::vector<std::string>& segments)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   TensorInfo ViewLocked(const TensorObject& object) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  std::string SessionDescriptionLocked(const std::string& session_id) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
+  const StoreOptions options_;
   // std::mutex rather than absl::Mutex: Debian's Abseil is not built for ThreadSanitizer, so
   // TSan could not see absl::Mutex's happens-before edges; pthread-based locks it does see.
   mutable std::mutex mu_;
-  std::condition_variable published_cv_;  // notified when a name is published or on shutdown
+  std::vector<std::function<void()>> deferred_ ABSL_GUARDED_BY(mu_);  // run by Locked
   std::vector<std::unique_ptr<MemoryPool>> pools_ ABSL_GUARDED_BY(mu_);  // CPU first
   std::map<uint64_t, std::unique_ptr<TensorObject>> objects_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, uint64_t> published_ ABSL_GUARDED_BY(mu_);  // name -> object
+  std::map<std::string, PublishedName> published_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, uint64_t> pending_ ABSL_GUARDED_BY(mu_);    // name -> object
   std::map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);
+  std::map<uint32_t, Usage> usage_ ABSL_GUARDED_BY(mu_);  // by owner uid; no empty entries
   LeaseTable leases_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);  // GetOrWait, by waiter id
   uint64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;

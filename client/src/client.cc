@@ -153,6 +153,7 @@ absl::StatusOr<DLManagedTensorVersioned*> Client::Create(const std::string& name
   request.mutable_strides()->Assign(options.strides.begin(), options.strides.end());
   request.set_mutable_(options.is_mutable);
   request.set_replace(options.replace);
+  for (const std::string& reader : options.readers) request.add_readers(reader);
   const DLDevice device = StorageDevice(options.device);
   if (device.device_type != kDLCPU) ToProto(device, request.mutable_device());
   if (device.device_type == kDLCUDA) {
@@ -215,6 +216,7 @@ absl::StatusOr<TensorInfo> Client::Put(const std::string& name, const DLTensor& 
   CreateOptions create;
   create.is_mutable = options.is_mutable;
   create.replace = options.replace;
+  create.readers = options.readers;
   create.device = StorageDevice(options.device.value_or(
       tensor.device.device_type == kDLCUDA ? tensor.device : DLDevice{kDLCPU, 0}));
   std::vector<int64_t> shape(tensor.shape, tensor.shape + tensor.ndim);
@@ -300,14 +302,16 @@ absl::Status Client::Delete(const std::string& name) {
 absl::StatusOr<std::vector<TensorInfo>> Client::List(const std::string& prefix) {
   v1::ListRequest request;
   request.set_prefix(prefix);
-  v1::ListResponse response;
-  if (absl::Status s = Call(*impl_->connection, &v1::Broker::Stub::List, request, &response);
-      !s.ok()) {
-    return s;
-  }
   std::vector<TensorInfo> out;
-  out.reserve(static_cast<size_t>(response.tensors_size()));
-  for (const v1::TensorInfo& info : response.tensors()) out.push_back(FromProto(info));
+  do {
+    v1::ListResponse response;
+    if (absl::Status s = Call(*impl_->connection, &v1::Broker::Stub::List, request, &response);
+        !s.ok()) {
+      return s;
+    }
+    for (const v1::TensorInfo& info : response.tensors()) out.push_back(FromProto(info));
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
   return out;
 }
 

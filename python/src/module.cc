@@ -53,11 +53,12 @@ Safe to share between threads. Every call releases the GIL while it talks to the
 Tensors it returned keep working after close(). Usable as a context manager (closes on exit).)doc")
       .def("put",
            [](PyClient& self, const std::string& name, py::handle obj, bool replace,
-              bool is_mutable, py::object device) {
-             return self.Put(name, obj, is_mutable, replace, device);
+              bool is_mutable, py::object device, py::handle readers) {
+             return self.Put(name, obj, is_mutable, replace, device, readers);
            },
            py::arg("name"), py::arg("obj"), py::arg("replace") = false, py::kw_only(),
            py::arg("mutable") = false, py::arg("device") = py::none(),
+           py::arg("readers") = py::none(),
            R"doc(Publish a copy of `obj` under `name` and return its stat() dict.
 
 obj: anything with __dlpack__ (numpy.ndarray, torch.Tensor, cupy.ndarray, ...) or the buffer
@@ -67,17 +68,22 @@ obj: anything with __dlpack__ (numpy.ndarray, torch.Tensor, cupy.ndarray, ...) o
 device: where the broker keeps the copy: "cpu", "cuda:N" (this process's ordinal); None: where
     obj is.
 mutable: the published tensor stays writable for every holder; writes are seen by all.
-replace: publish a new version if the name is taken (holders of the old one keep it).)doc")
+replace: publish a new version if the name is taken (holders of the old one keep it). Only the
+    name's owner (the uid that first published it) or an administrator may.
+readers: who may read it besides you and the daemon's administrators: a list such as
+    ["uid:1000", "group:ml"] (or one string "uid:1000,group:ml"); "*" is anyone who may
+    connect. None: the daemon's default for the name. To others it does not exist (NotFound).)doc")
       .def("create", &PyClient::Create, py::arg("name"), py::arg("shape"), py::arg("dtype"),
            py::arg("mutable") = false, py::arg("replace") = false, py::kw_only(),
-           py::arg("device") = "cpu", py::arg("pinned") = false,
+           py::arg("device") = "cpu", py::arg("pinned") = false, py::arg("readers") = py::none(),
            R"doc(Reserve a writable tensor in broker memory to fill in place, then seal() it.
 
 np.asarray(t) and torch.from_dlpack(t) give writable zero-copy views. Nobody else sees the
 tensor until t.seal(). dtype: "float32", np.float32, torch.float32, ... (NumPy spelling).
 device: "cpu" or "cuda:N" (this process's ordinal; torch.device works too): device memory the
     daemon owns, exported through CUDA IPC.
-pinned: CPU tensors only: map this one page-locked for fast, asynchronous copies to the GPU.)doc")
+pinned: CPU tensors only: map this one page-locked for fast, asynchronous copies to the GPU.
+readers: as for put().)doc")
       .def("get", &PyClient::Get, py::arg("name"), py::arg("timeout") = py::none(),
            py::kw_only(), py::arg("pinned") = false, py::arg("device") = py::none(),
            R"doc(The tensor published under `name`, without copying it.
@@ -92,15 +98,18 @@ device: None, or where you need the tensor ("cpu", "cuda:N"): get() never copies
 A CUDA tensor comes back on this process's ordinal of its GPU (named by UUID across processes,
 so CUDA_VISIBLE_DEVICES may differ between producer and consumer).)doc")
       .def("delete", &PyClient::Delete, py::arg("name"),
-           "Unpublish `name` at once; holders keep valid memory until they release it.")
+           "Unpublish `name` at once; holders keep valid memory until they release it. Only its "
+           "owner or an administrator may (PermissionDenied).")
       .def("list", &PyClient::List, py::arg("prefix") = "",
-           "stat() dicts of the published tensors whose names start with `prefix`, by name.")
+           "stat() dicts of the published tensors whose names start with `prefix` that you may "
+           "read, by name (every page the daemon answers with).")
       .def("stat", &PyClient::Stat, py::arg("name"),
            "What the broker knows about `name`: the fields of `tensorbroker stat --json` (name, "
            "dtype, shape, strides, nbytes, device, sealed, mutable, version, leases, "
-           "created_unix_ms).")
+           "created_unix_ms, owner_uid, readers).")
       .def("stats", &PyClient::Stats,
-           "Daemon-wide counters: the fields of `tensorbroker stats --json`.")
+           "Daemon-wide counters and what each user holds (`users`: every user for an "
+           "administrator, else you): the fields of `tensorbroker stats --json`.")
       .def("ping", &PyClient::Ping, "An empty round trip to the daemon.")
       .def("close", &PyClient::Close, "End the session. Tensors already returned stay valid.")
       .def_property_readonly("socket", &PyClient::socket, "The daemon's socket path.")

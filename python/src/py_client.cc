@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/dtype_names.h"
 #include "python/src/py_device.h"
 #include "python/src/py_dtype.h"
@@ -63,6 +65,35 @@ std::vector<int64_t> ShapeFromPython(py::handle shape) {
   return dims;
 }
 
+// None: no readers named (the daemon's default); "a,b": entries split at commas; or an
+// iterable of strings.
+std::vector<std::string> ReadersFromPython(py::handle readers) {
+  std::vector<std::string> entries;
+  if (readers.is_none()) return entries;
+  if (PyUnicode_Check(readers.ptr())) {
+    for (absl::string_view entry :
+         absl::StrSplit(readers.cast<std::string>(), ',', absl::SkipWhitespace())) {
+      entries.emplace_back(absl::StripAsciiWhitespace(entry));
+    }
+    return entries;
+  }
+  try {
+    for (py::handle entry : py::iter(readers)) {
+      if (!PyUnicode_Check(entry.ptr())) throw py::cast_error();
+      entries.push_back(entry.cast<std::string>());
+    }
+  } catch (const py::error_already_set&) {
+    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+        "readers ", std::string(py::str(py::repr(readers))),
+        " is not a string or a sequence of strings (uid:N, gid:N, user:NAME, group:NAME, *)")));
+  } catch (const py::cast_error&) {
+    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+        "readers ", std::string(py::str(py::repr(readers))),
+        " is not a string or a sequence of strings (uid:N, gid:N, user:NAME, group:NAME, *)")));
+  }
+  return entries;
+}
+
 }  // namespace
 
 py::dict InfoDict(const TensorInfo& info) {
@@ -78,6 +109,8 @@ py::dict InfoDict(const TensorInfo& info) {
   d["version"] = info.version;
   d["leases"] = info.leases;
   d["created_unix_ms"] = info.created_unix_ms;
+  d["owner_uid"] = info.owner_uid;
+  d["readers"] = py::cast(info.readers);
   return d;
 }
 
@@ -102,6 +135,18 @@ py::dict StatsDict(const BrokerStats& stats) {
     pools.append(p);
   }
   d["pools"] = pools;
+  py::list users;
+  for (const UserUsage& usage : stats.users) {
+    py::dict u;
+    u["uid"] = usage.uid;
+    u["user"] = usage.user;
+    u["bytes"] = usage.bytes;
+    u["tensors"] = usage.tensors;
+    u["quota_bytes"] = usage.quota_bytes;
+    u["quota_tensors"] = usage.quota_tensors;
+    users.append(u);
+  }
+  d["users"] = users;
   return d;
 }
 
@@ -131,9 +176,10 @@ void PyClient::Close() {
 }
 
 py::dict PyClient::Put(const std::string& name, py::handle object, bool is_mutable,
-                       bool replace, py::object device) {
+                       bool replace, py::object device, py::handle readers) {
   std::shared_ptr<Client> client = Live();
   PutOptions options;
+  options.readers = ReadersFromPython(readers);
   if (!device.is_none()) options.device = DeviceFromPython(device);
   std::unique_ptr<SourceView> source = SourceView::Of(object);
   options.is_mutable = is_mutable;
@@ -145,11 +191,12 @@ py::dict PyClient::Put(const std::string& name, py::handle object, bool is_mutab
 
 std::unique_ptr<PyTensor> PyClient::Create(const std::string& name, py::handle shape,
                                            py::handle dtype, bool is_mutable, bool replace,
-                                           py::handle device, bool pinned) {
+                                           py::handle device, bool pinned, py::handle readers) {
   std::shared_ptr<Client> client = Live();
   const std::vector<int64_t> dims = ShapeFromPython(shape);
   const DLDataType dl_dtype = DTypeFromPython(dtype);
   CreateOptions options;
+  options.readers = ReadersFromPython(readers);
   options.device = DeviceFromPython(device);
   options.pinned = pinned;
   options.is_mutable = is_mutable;

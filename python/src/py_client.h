@@ -26,11 +26,14 @@ class PyClient {
   PyClient& operator=(const PyClient&) = delete;
 
   // `device`: None (where the object is), or a device spelling (py_device.h).
+  // `readers`: None (the daemon's default), one string ("uid:1000,group:ml") or a sequence of
+  // entries.
   pybind11::dict Put(const std::string& name, pybind11::handle object, bool is_mutable,
-                     bool replace, pybind11::object device);
+                     bool replace, pybind11::object device, pybind11::handle readers);
   std::unique_ptr<PyTensor> Create(const std::string& name, pybind11::handle shape,
                                    pybind11::handle dtype, bool is_mutable, bool replace,
-                                   pybind11::handle device, bool pinned);
+                                   pybind11::handle device, bool pinned,
+                                   pybind11::handle readers);
   // `timeout`: seconds to wait for the name to be published; None waits until it is.
   // `device`: None, or where the tensor must be (FAILED_PRECONDITION otherwise; no copy).
   std::unique_ptr<PyTensor> Get(const std::string& name, std::optional<double> timeout,

@@ -17,6 +17,8 @@ class TensorStat(TypedDict):
     version: int
     leases: int
     created_unix_ms: int
+    owner_uid: int  # the uid that first published the name
+    readers: list[str]  # ["*"] or "uid:N" / "gid:N" entries
 
 class PoolStats(TypedDict):
     device: str  # "cpu" or "cuda:N"
@@ -24,6 +26,14 @@ class PoolStats(TypedDict):
     used_bytes: int
     reserved_bytes: int
     segments: int
+
+class UserUsage(TypedDict):
+    uid: int
+    user: str  # the uid's name on the daemon's host; "" when unknown
+    bytes: int
+    tensors: int
+    quota_bytes: int  # 0: unlimited
+    quota_tensors: int  # 0: unlimited
 
 class ProcessMappings(TypedDict):
     cached_segments: int
@@ -40,6 +50,7 @@ class BrokerStats(TypedDict):
     segments: int
     pending: int
     pools: list[PoolStats]  # the CPU pool first, then one per GPU served
+    users: list[UserUsage]  # every user for an administrator, else the caller
 
 DeviceLike = Union[str, Any]  # "cpu", "cuda", "cuda:N", torch.device
 StreamLike = Union[int, Any]  # a cudaStream_t value, torch.cuda.Stream, cupy.cuda.Stream
@@ -68,6 +79,7 @@ class Client:
         *,
         mutable: bool = False,
         device: Optional[DeviceLike] = None,
+        readers: Union[None, str, Iterable[str]] = None,
     ) -> TensorStat:
         """Publish one copy of `obj` (__dlpack__ or buffer protocol, CPU or CUDA, any strides)."""
     def create(
@@ -80,6 +92,7 @@ class Client:
         *,
         device: DeviceLike = "cpu",
         pinned: bool = False,
+        readers: Union[None, str, Iterable[str]] = None,
     ) -> Tensor:
         """Reserve a writable broker tensor; fill it through np.asarray / torch.from_dlpack, then seal()."""
     def get(

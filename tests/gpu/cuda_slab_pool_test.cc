@@ -34,8 +34,8 @@ class CudaSlabPoolTest : public ::testing::Test {
 TEST_F(CudaSlabPoolTest, PooledBlocksShareOneSlabAlignedWithOneHandle) {
   CudaSlabPool pool = MakePool(1024 * kMiB);
   std::vector<std::string> removed;
-  auto a = pool.Allocate(1000, BlockKind::kImmutable, 0, &removed);
-  auto b = pool.Allocate(3000, BlockKind::kMutable, 0, &removed);
+  auto a = pool.Allocate(1000, BlockKind::kImmutable, "0", &removed);
+  auto b = pool.Allocate(3000, BlockKind::kMutable, "0", &removed);
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(a->segment, b->segment);
@@ -57,11 +57,11 @@ TEST_F(CudaSlabPoolTest, PooledBlocksShareOneSlabAlignedWithOneHandle) {
 TEST_F(CudaSlabPoolTest, LargeTensorGetsADedicatedSlabIn2MiBSteps) {
   CudaSlabPool pool = MakePool(1024 * kMiB);
   std::vector<std::string> removed;
-  auto big = pool.Allocate(17 * kMiB + 1, BlockKind::kImmutable, 0, &removed);
+  auto big = pool.Allocate(17 * kMiB + 1, BlockKind::kImmutable, "0", &removed);
   ASSERT_TRUE(big.ok()) << big.status();
   EXPECT_EQ(big->offset, 0u);
   EXPECT_EQ(big->segment_size, 20 * kMiB);  // 17 MiB + 1 byte, rounded up to 2 MiB steps
-  auto small = pool.Allocate(100, BlockKind::kImmutable, 0, &removed);
+  auto small = pool.Allocate(100, BlockKind::kImmutable, "0", &removed);
   ASSERT_TRUE(small.ok()) << small.status();
   EXPECT_NE(small->segment, big->segment) << "a dedicated slab is never shared";
   pool.Free(*big, &removed);
@@ -71,7 +71,7 @@ TEST_F(CudaSlabPoolTest, LargeTensorGetsADedicatedSlabIn2MiBSteps) {
 TEST_F(CudaSlabPoolTest, BytesLiveInDeviceMemory) {
   CudaSlabPool pool = MakePool(256 * kMiB);
   std::vector<std::string> removed;
-  auto block = pool.Allocate(4096, BlockKind::kImmutable, 0, &removed);
+  auto block = pool.Allocate(4096, BlockKind::kImmutable, "0", &removed);
   ASSERT_TRUE(block.ok()) << block.status();
   std::vector<uint32_t> in(1024), out(1024, 0);
   std::iota(in.begin(), in.end(), 7u);
@@ -90,7 +90,7 @@ TEST_F(CudaSlabPoolTest, FreeingTheLastBlockGivesTheSlabBackToTheDevice) {
   {
     CudaSlabPool pool = MakePool(2048 * kMiB);
     std::vector<std::string> removed;
-    auto block = pool.Allocate(1024 * kMiB, BlockKind::kImmutable, 0, &removed);
+    auto block = pool.Allocate(1024 * kMiB, BlockKind::kImmutable, "0", &removed);
     ASSERT_TRUE(block.ok()) << block.status();
     size_t free_holding = 0;
     ASSERT_EQ(cudaMemGetInfo(&free_holding, &total), cudaSuccess);
@@ -107,12 +107,12 @@ TEST_F(CudaSlabPoolTest, FreeingTheLastBlockGivesTheSlabBackToTheDevice) {
 TEST_F(CudaSlabPoolTest, CapacityIsEnforcedWithResourceExhausted) {
   CudaSlabPool pool = MakePool(32 * kMiB);
   std::vector<std::string> removed;
-  auto too_big = pool.Allocate(40 * kMiB, BlockKind::kImmutable, 0, &removed);
+  auto too_big = pool.Allocate(40 * kMiB, BlockKind::kImmutable, "0", &removed);
   ASSERT_FALSE(too_big.ok());
   EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(too_big.status().message().find("cuda-capacity"), std::string::npos);
   // A pooled slab shrinks to what is left rather than failing.
-  auto fits = pool.Allocate(1000, BlockKind::kImmutable, 0, &removed);
+  auto fits = pool.Allocate(1000, BlockKind::kImmutable, "0", &removed);
   ASSERT_TRUE(fits.ok()) << fits.status();
   EXPECT_EQ(fits->segment_size, 32 * kMiB);
   pool.Free(*fits, &removed);

@@ -18,8 +18,8 @@
 namespace tensorbroker::daemon {
 namespace {
 
-constexpr uint32_t kAlice = 1000;
-constexpr uint32_t kBob = 1001;
+const std::string kAlice = "1000/*";
+const std::string kBob = "1001/*";
 
 // Files in /dev/shm whose names start with `prefix`.
 int DevShmEntries(const std::string& prefix) {

@@ -28,7 +28,7 @@ TEST(LogSafe, CutsLongTextAndSaysSo) {
 
 TEST(PeerRegistry, FindsConnectionsByGrpcsFdPeerNames) {
   PeerRegistry peers;
-  peers.Register(7, {1234, 1000, 100});
+  peers.Register(7, {1234, 1000, 100, {}});
   auto found = peers.Lookup("fd:7");
   ASSERT_TRUE(found.has_value());
   EXPECT_EQ(found->pid, 1234);
@@ -36,7 +36,7 @@ TEST(PeerRegistry, FindsConnectionsByGrpcsFdPeerNames) {
   EXPECT_EQ(found->gid, 100u);
   EXPECT_EQ(peers.Describe("fd:7"), "pid=1234 uid=1000");
   // A reused descriptor number is a new connection: its entry is replaced.
-  peers.Register(7, {99, 0, 0});
+  peers.Register(7, {99, 0, 0, {}});
   EXPECT_EQ(peers.Describe("fd:7"), "pid=99 uid=0");
   // Anything else is unknown.
   for (const char* peer : {"fd:8", "unix:/run/x.sock", "fd:", "fd:x", "ipv4:127.0.0.1:1", ""}) {

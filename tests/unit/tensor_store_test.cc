@@ -15,6 +15,10 @@
 namespace tensorbroker::daemon {
 namespace {
 
+// Principals as the daemon makes them from the kernel's credentials.
+const Principal kRoot{0, {0}, true};
+const Principal kAlice{1000, {1000}, false};
+
 class RecordingSink : public SessionEventSink {
  public:
   void OnSegmentRemoved(const std::string& segment) override { removed.push_back(segment); }
@@ -30,7 +34,7 @@ class TensorStoreTest : public ::testing::Test {
     options.pooled_segment_bytes = 4 << 20;
     options.dedicated_threshold = 1 << 20;
     store_ = std::make_unique<TensorStore>(std::make_unique<CpuSegmentPool>(options));
-    session_ = store_->OpenSession(1, "test", &sink_);
+    session_ = store_->OpenSession(kRoot, 1, "test", &sink_);
   }
   ~TensorStoreTest() override {
     store_.reset();
@@ -67,7 +71,7 @@ TEST_F(TensorStoreTest, CreateIsInvisibleUntilSealed) {
   EXPECT_TRUE(grant->writable);
   EXPECT_EQ(store_->Get(session_, "t", absl::InfinitePast()).status().code(),
             absl::StatusCode::kNotFound);
-  EXPECT_EQ(store_->Stats().pending, 1u);
+  EXPECT_EQ(store_->Stats(kRoot).pending, 1u);
   auto sealed = store_->Seal(session_, "t");
   ASSERT_TRUE(sealed.ok());
   EXPECT_TRUE(sealed->sealed);
@@ -96,27 +100,27 @@ TEST_F(TensorStoreTest, NameConflictsAndReplaceKeepOldVersionAlive) {
   std::memcpy(&new_value, v2->block.data, 4);
   EXPECT_EQ(old_value, 1.f);
   EXPECT_EQ(new_value, 2.f);
-  const uint64_t used = store_->Stats().used_bytes;
+  const uint64_t used = store_->Stats(kRoot).used_bytes;
   EXPECT_TRUE(store_->Release(session_, creator).ok());
-  EXPECT_EQ(store_->Stats().used_bytes, used);  // v1 still leased
+  EXPECT_EQ(store_->Stats(kRoot).used_bytes, used);  // v1 still leased
   EXPECT_TRUE(store_->Release(session_, v1->lease_id).ok());
-  EXPECT_EQ(store_->Stats().used_bytes, used - 256);  // now v1 is freed
+  EXPECT_EQ(store_->Stats(kRoot).used_bytes, used - 256);  // now v1 is freed
 }
 
 TEST_F(TensorStoreTest, DeleteWhileLeasedFreesOnLastRelease) {
   const uint64_t creator = Publish("big", 5.f, false, 512 << 10);  // 2 MiB: dedicated segment
   auto held = store_->Get(session_, "big", absl::InfinitePast());
   ASSERT_TRUE(held.ok());
-  ASSERT_TRUE(store_->Delete("big").ok());
-  EXPECT_EQ(store_->Stat("big").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(store_->Delete("big").code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(store_->Delete(kRoot, "big").ok());
+  EXPECT_EQ(store_->Stat(kRoot, "big").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->Delete(kRoot, "big").code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(store_->Release(session_, creator).ok());
   float value = 0;
   std::memcpy(&value, held->block.data, 4);
   EXPECT_EQ(value, 5.f);
-  EXPECT_EQ(store_->Stats().used_bytes, 2u << 20);
+  EXPECT_EQ(store_->Stats(kRoot).used_bytes, 2u << 20);
   EXPECT_TRUE(store_->Release(session_, held->lease_id).ok());
-  EXPECT_EQ(store_->Stats().used_bytes, 0u);
+  EXPECT_EQ(store_->Stats(kRoot).used_bytes, 0u);
   // The idle segment is kept for reuse until capacity is short: a 63 MiB tensor needs its room.
   EXPECT_TRUE(sink_.removed.empty());
   auto large = store_->Create(session_, Spec("large", 63 << 18));
@@ -126,25 +130,25 @@ TEST_F(TensorStoreTest, DeleteWhileLeasedFreesOnLastRelease) {
 
 TEST_F(TensorStoreTest, ClosingASessionReleasesLeasesAndAbortsPending) {
   RecordingSink other_sink;
-  const std::string other = store_->OpenSession(2, "other", &other_sink);
+  const std::string other = store_->OpenSession(kRoot, 2, "other", &other_sink);
   Publish("t", 1.f);
   ASSERT_TRUE(store_->Get(other, "t", absl::InfinitePast()).ok());
   ASSERT_TRUE(store_->Get(other, "t", absl::InfinitePast()).ok());
   ASSERT_TRUE(store_->Create(other, Spec("unsealed", 4)).ok());
-  EXPECT_EQ(store_->Stat("t")->leases, 3u);
-  EXPECT_EQ(store_->Stats().clients, 2u);
+  EXPECT_EQ(store_->Stat(kRoot, "t")->leases, 3u);
+  EXPECT_EQ(store_->Stats(kRoot).clients, 2u);
   store_->CloseSession(other);
   store_->CloseSession(other);  // idempotent
-  EXPECT_EQ(store_->Stat("t")->leases, 1u);
-  EXPECT_EQ(store_->Stats().pending, 0u);
-  EXPECT_EQ(store_->Stats().clients, 1u);
+  EXPECT_EQ(store_->Stat(kRoot, "t")->leases, 1u);
+  EXPECT_EQ(store_->Stats(kRoot).pending, 0u);
+  EXPECT_EQ(store_->Stats(kRoot).clients, 1u);
   EXPECT_TRUE(store_->Create(session_, Spec("unsealed", 4)).ok());  // the name is free again
   EXPECT_EQ(store_->Get(other, "t", absl::InfinitePast()).status().code(),
             absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(TensorStoreTest, OwnershipCodes) {
-  const std::string other = store_->OpenSession(2, "other", nullptr);
+  const std::string other = store_->OpenSession(kRoot, 2, "other", nullptr);
   ASSERT_TRUE(store_->Create(session_, Spec("mine", 4)).ok());
   EXPECT_EQ(store_->Seal(other, "mine").status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(store_->Abort(other, "mine").code(), absl::StatusCode::kPermissionDenied);
@@ -152,7 +156,7 @@ TEST_F(TensorStoreTest, OwnershipCodes) {
             absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(store_->Seal(session_, "nothing").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(store_->Seal("bogus", "mine").status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(store_->Delete("mine").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->Delete(kRoot, "mine").code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(store_->Abort(session_, "mine").ok());
   EXPECT_EQ(store_->Release(session_, 12345).code(), absl::StatusCode::kNotFound);
 }
@@ -181,25 +185,25 @@ TEST_F(TensorStoreTest, ShutdownWakesWaiters) {
 }
 
 TEST_F(TensorStoreTest, PutAndReadTickets) {
-  auto ticket = store_->BeginPut(Spec("p", 2));
+  auto ticket = store_->BeginPut(kRoot, Spec("p", 2));
   ASSERT_TRUE(ticket.ok());
   const float values[2] = {1.5f, 2.5f};
   std::memcpy(ticket->data, values, 8);
-  ASSERT_TRUE(store_->CommitPut(ticket->object_id).ok());
-  auto read = store_->BeginRead("p");
+  ASSERT_TRUE(store_->CommitPut(*ticket).ok());
+  auto read = store_->BeginRead(kRoot, "p");
   ASSERT_TRUE(read.ok());
   EXPECT_EQ(std::memcmp(read->data, values, 8), 0);
-  EXPECT_EQ(store_->Stat("p")->leases, 1u);
+  EXPECT_EQ(store_->Stat(kRoot, "p")->leases, 1u);
   store_->EndRead(read->lease_id);
-  EXPECT_EQ(store_->Stat("p")->leases, 0u);
-  auto cancelled = store_->BeginPut(Spec("q", 2));
+  EXPECT_EQ(store_->Stat(kRoot, "p")->leases, 0u);
+  auto cancelled = store_->BeginPut(kRoot, Spec("q", 2));
   ASSERT_TRUE(cancelled.ok());
-  store_->CancelPut(cancelled->object_id);
-  EXPECT_EQ(store_->Stat("q").status().code(), absl::StatusCode::kNotFound);
+  store_->CancelPut(*cancelled);
+  EXPECT_EQ(store_->Stat(kRoot, "q").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(TensorStoreTest, SessionsBelongToTheirUid) {
-  const std::string mine = store_->OpenSession(2, "uid 1000", nullptr, 1000u);
+  const std::string mine = store_->OpenSession(kAlice, 2, "uid 1000", nullptr);
   EXPECT_TRUE(store_->CheckSessionUser(mine, 1000).ok());
   EXPECT_EQ(store_->CheckSessionUser(mine, 1001).code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(store_->CheckSessionUser("nope", 1000).code(),
@@ -209,7 +213,7 @@ TEST_F(TensorStoreTest, SessionsBelongToTheirUid) {
   spec.owner_uid = 7;
   auto grant = store_->Create(mine, spec);
   ASSERT_TRUE(grant.ok()) << grant.status();
-  auto other = store_->Create(session_, Spec("other", 4));  // uid unknown: owner 0
+  auto other = store_->Create(session_, Spec("other", 4));  // root's
   ASSERT_TRUE(other.ok());
   EXPECT_NE(grant->block.segment, other->block.segment);
   store_->CloseSession(mine);
@@ -251,7 +255,7 @@ TEST_F(TensorStoreTest, GetOrWaitAnswersWithoutAThreadWhenPublished) {
 }
 
 TEST_F(TensorStoreTest, WaitsEndWithTheirSessionAndOnShutdown) {
-  const std::string other = store_->OpenSession(3, "waiter", nullptr);
+  const std::string other = store_->OpenSession(kRoot, 3, "waiter", nullptr);
   uint64_t waiter = 0;
   std::vector<absl::Status> answers;
   auto record = [&](absl::StatusOr<TensorGrant> r) { answers.push_back(r.status()); };
@@ -275,7 +279,7 @@ TEST_F(TensorStoreTest, DescriptorsFollowTheLease) {
   EXPECT_TRUE(writable->writable);  // the creator of a pending tensor
   EXPECT_EQ(::fcntl(writable->fd.get(), F_GETFL) & O_ACCMODE, O_RDWR);
   ASSERT_TRUE(store_->Seal(session_, "d").ok());
-  const std::string consumer = store_->OpenSession(4, "consumer", nullptr);
+  const std::string consumer = store_->OpenSession(kRoot, 4, "consumer", nullptr);
   auto got = store_->Get(consumer, "d", absl::InfinitePast());
   ASSERT_TRUE(got.ok());
   auto read_only = store_->DescriptorFor(consumer, got->lease_id);

@@ -61,6 +61,10 @@ struct CreateOptions {
   DLDevice device{kDLCPU, 0};
   // CPU tensors: map this (the producer's) tensor page-locked for CUDA; it reports kDLCUDAHost.
   bool pinned = false;
+  // Who may read it besides its owner (this process's uid) and the daemon's administrators:
+  // "uid:N", "gid:N", "user:NAME", "group:NAME" or "*" (anyone who may connect). Empty: the
+  // daemon's default for the name. To anyone else the tensor does not exist (NOT_FOUND).
+  std::vector<std::string> readers;
 };
 
 struct PutOptions {
@@ -69,6 +73,8 @@ struct PutOptions {
   // Where the broker stores the copy. Unset: where the source is (the same GPU for a kDLCUDA
   // tensor, else CPU).
   std::optional<DLDevice> device;
+  // As CreateOptions::readers.
+  std::vector<std::string> readers;
 };
 
 struct GetOptions {
@@ -167,9 +173,15 @@ class Client {
   // (`leases` as of then). No round trip. The same INVALID_ARGUMENT cases as Retain.
   absl::StatusOr<TensorInfo> Describe(const DLManagedTensorVersioned& tensor) const;
 
+  // Unpublishes `name`: for its owner (the uid that first published it) or an administrator;
+  // PERMISSION_DENIED for anyone else who may read it.
   absl::Status Delete(const std::string& name);
+  // Every tensor under `prefix` this process's uid may read, in name order (the daemon answers
+  // a page at a time; this follows the pages).
   absl::StatusOr<std::vector<TensorInfo>> List(const std::string& prefix = "");
   absl::StatusOr<TensorInfo> Stat(const std::string& name);
+  // Pools, counters, methods, and what each user holds (every user for an administrator, else
+  // this process's uid alone).
   absl::StatusOr<BrokerStats> Stats();
   // An empty round trip to the daemon.
   absl::Status Ping();

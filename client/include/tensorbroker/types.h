@@ -47,6 +47,8 @@ struct TensorInfo {
   uint64_t version = 0;
   uint32_t leases = 0;
   int64_t created_unix_ms = 0;
+  uint32_t owner_uid = 0;              // the uid that published the name first
+  std::vector<std::string> readers;    // who may read it: {"*"} or "uid:N" / "gid:N" entries
 };
 
 // One memory pool of the daemon: its CPU shared memory, or one GPU's device memory.
@@ -70,6 +72,15 @@ struct MethodStats {
 };
 
 // Daemon-wide counters (Stats). The top-level byte and segment figures are the CPU pool's.
+struct UserUsage {
+  uint32_t uid = 0;
+  std::string user;             // the uid's name on the daemon's host; empty when unknown
+  uint64_t bytes = 0;
+  uint64_t tensors = 0;
+  uint64_t quota_bytes = 0;     // 0: unlimited
+  uint64_t quota_tensors = 0;   // 0: unlimited
+};
+
 struct BrokerStats {
   uint64_t capacity_bytes = 0;
   uint64_t used_bytes = 0;
@@ -81,6 +92,9 @@ struct BrokerStats {
   uint64_t pending = 0;
   std::vector<PoolUsage> pools;  // CPU first, then each GPU the daemon serves
   std::vector<MethodStats> methods;  // by method name
+  // What each user holds (every version in memory they created), with their quota (0: none).
+  // An administrator sees every user; anyone else only themselves.
+  std::vector<UserUsage> users;  // by uid
 };
 
 }  // namespace tensorbroker
