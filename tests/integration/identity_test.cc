@@ -1,22 +1,16 @@
 // Clients check who serves, and the daemon where it serves (issue 12, point 8). A squatter of
-// another uid (65534, a forked child of this test) listens where a victim will connect, or
+// another uid (65534, a forked child of this test: squatter.h) listens where a victim will connect, or
 // creates a victim's per-user /tmp/tensorbroker-$UID first; the victim's client library, CLI
 // and daemon must refuse with FAILED_PRECONDITION and a message naming the socket or directory
 // and its owner, and the squatter must receive nothing. The same-uid and root cases still work.
-#include <fcntl.h>
-#include <grp.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -25,16 +19,15 @@
 #include "absl/strings/str_format.h"
 #include "common/server_identity.h"
 #include "common/socket_path.h"
-#include "common/unique_fd.h"
 #include "common/user_names.h"
 #include "tensorbroker/v1/broker.grpc.pb.h"
+#include "tests/integration/squatter.h"
 #include "tests/integration/test_util.h"
 #include "tests/integration/uid_process.h"
 
 namespace tensorbroker::testing {
 namespace {
 
-constexpr uid_t kSquatter = 65534;
 
 // A private directory (mkdtemp, 0700, root's), removed with everything in it at the end.
 class TempDir {
@@ -51,131 +44,6 @@ class TempDir {
 
  private:
   std::string path_;
-};
-
-// What reached a squatter's two sockets.
-struct Catch {
-  int stream_connections = 0;  // the gRPC socket's kind
-  long stream_bytes = 0;
-  int seqpacket_connections = 0;  // the local channel's kind (tensors' descriptors, hot calls)
-  long seqpacket_bytes = 0;
-};
-
-// A forked child of this test that becomes uid 65534 and listens on `socket_path` (SOCK_STREAM)
-// and `socket_path`.fd (SOCK_SEQPACKET) without ever answering, in a directory it may write
-// (or makes first: `make_directory_mode`). Stop() has it take every connection that reached it
-// and count the bytes. Between fork and _exit the child makes only async-signal-safe calls.
-class Squatter {
- public:
-  static absl::StatusOr<Squatter> Start(const std::string& socket_path,
-                                        mode_t make_directory_mode = 0) {
-    sockaddr_un stream_address{}, seqpacket_address{};
-    stream_address.sun_family = seqpacket_address.sun_family = AF_UNIX;
-    socket_path.copy(stream_address.sun_path, sizeof(stream_address.sun_path) - 1);
-    LocalChannelPath(socket_path).copy(seqpacket_address.sun_path,
-                                       sizeof(seqpacket_address.sun_path) - 1);
-    const std::string directory = std::filesystem::path(socket_path).parent_path().string();
-    int ready[2], stop[2], result[2];
-    if (::pipe2(ready, O_CLOEXEC) != 0) return PipeError();
-    UniqueFd ready_read(ready[0]), ready_write(ready[1]);
-    if (::pipe2(stop, O_CLOEXEC) != 0) return PipeError();
-    UniqueFd stop_read(stop[0]), stop_write(stop[1]);
-    if (::pipe2(result, O_CLOEXEC) != 0) return PipeError();
-    UniqueFd result_read(result[0]), result_write(result[1]);
-    const pid_t pid = ::fork();
-    if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
-    if (pid == 0) {
-      ::close(stop[1]);  // the parent's end: its close is the signal to stop
-      auto fail = [&](char step) {
-        Say(ready[1], step);
-        _exit(1);
-      };
-      if (::setgroups(0, nullptr) != 0 || ::setresgid(kSquatter, kSquatter, kSquatter) != 0 ||
-          ::setresuid(kSquatter, kSquatter, kSquatter) != 0) {
-        fail('u');
-      }
-      ::umask(0);
-      if (make_directory_mode != 0 && ::mkdir(directory.c_str(), make_directory_mode) != 0) {
-        fail('d');
-      }
-      const int stream = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-      const int seqpacket = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-      if (::bind(stream, reinterpret_cast<const sockaddr*>(&stream_address),
-                 sizeof(stream_address)) != 0 ||
-          ::bind(seqpacket, reinterpret_cast<const sockaddr*>(&seqpacket_address),
-                 sizeof(seqpacket_address)) != 0 ||
-          ::listen(stream, 64) != 0 || ::listen(seqpacket, 64) != 0) {
-        fail('l');
-      }
-      Say(ready[1], 'r');
-      char ignored;
-      ssize_t n;
-      while ((n = ::read(stop[0], &ignored, 1)) != 0 && (n > 0 || errno == EINTR)) {
-      }
-      Catch caught;
-      Drain(stream, &caught.stream_connections, &caught.stream_bytes);
-      Drain(seqpacket, &caught.seqpacket_connections, &caught.seqpacket_bytes);
-      _exit(::write(result[1], &caught, sizeof(caught)) == sizeof(caught) ? 0 : 1);
-    }
-    ready_write.reset();  // the child's ends: EOF once it is gone
-    stop_read.reset();
-    result_write.reset();
-    Squatter squatter;
-    squatter.pid_ = pid;
-    squatter.ready_ = std::move(ready_read);
-    squatter.stop_ = std::move(stop_write);
-    squatter.result_ = std::move(result_read);
-    char said = 0;
-    if (::read(squatter.ready_.get(), &said, 1) != 1 || said != 'r') {
-      return absl::InternalError(absl::StrCat("the squatter failed at step '", std::string(1, said),
-                                              "' (u: setresuid, d: mkdir, l: listen)"));
-    }
-    return squatter;
-  }
-
-  Squatter(Squatter&& other) noexcept
-      : pid_(std::exchange(other.pid_, -1)),
-        ready_(std::move(other.ready_)),
-        stop_(std::move(other.stop_)),
-        result_(std::move(other.result_)) {}
-  ~Squatter() {
-    if (pid_ > 0) (void)Stop();
-  }
-
-  absl::StatusOr<Catch> Stop() {
-    stop_.reset();
-    Catch caught;
-    const ssize_t n = ::read(result_.get(), &caught, sizeof(caught));
-    int status = 0;
-    ::waitpid(std::exchange(pid_, -1), &status, 0);
-    if (n != static_cast<ssize_t>(sizeof(caught))) {
-      return absl::InternalError(absl::StrCat("the squatter said nothing; ",
-                                              DescribeWaitStatus(status)));
-    }
-    return caught;
-  }
-
- private:
-  Squatter() = default;
-  static void Say(int fd, char c) { (void)!::write(fd, &c, 1); }
-  static absl::Status PipeError() {
-    return absl::InternalError(absl::StrCat("pipe2: ", std::strerror(errno)));
-  }
-  // Every connection queued on `listener`, and every byte sent on it (the clients are done).
-  static void Drain(int listener, int* connections, long* bytes) {
-    while (true) {
-      const int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) return;
-      ++*connections;
-      char buffer[4096];
-      ssize_t n;
-      while ((n = ::read(fd, buffer, sizeof(buffer))) > 0) *bytes += n;
-      ::close(fd);
-    }
-  }
-
-  pid_t pid_ = -1;
-  UniqueFd ready_, stop_, result_;
 };
 
 // A 4-element float32 .npy file at `path`, readable by everyone.
@@ -198,7 +66,7 @@ std::string TrustedByRoot() {
 }
 
 std::string Refusal(const std::string& socket) {
-  return absl::StrCat("socket ", socket, " is served by ", DescribeUid(kSquatter), ", not by ",
+  return absl::StrCat("socket ", socket, " is served by ", DescribeUid(kSquatterUid), ", not by ",
                       TrustedByRoot(),
                       ": refusing to trust it (if that is your broker, set "
                       "TENSORBROKER_DAEMON_USER to the user it runs as)");
@@ -217,7 +85,7 @@ class IdentityTest : public ::testing::Test {
 TEST_F(IdentityTest, ClientAndCliRefuseASocketServedByAnotherUidAndSendItNothing) {
   TempDir dir, files;
   ASSERT_FALSE(dir.path().empty() || files.path().empty());
-  ASSERT_EQ(::chown(dir.path().c_str(), kSquatter, kSquatter), 0);  // the squatter's own
+  ASSERT_EQ(::chown(dir.path().c_str(), kSquatterUid, kSquatterUid), 0);  // the squatter's own
   const std::string socket = dir.path() + "/broker.sock";
   ASSERT_OK_AND_ASSIGN(Squatter squatter, Squatter::Start(socket));
 
@@ -248,10 +116,10 @@ TEST_F(IdentityTest, ClientAndCliRefuseASocketServedByAnotherUidAndSendItNothing
 TEST_F(IdentityTest, ClientRefusesARealDaemonOfAnotherUidWhichGetsNoSession) {
   TempDir dir;
   ASSERT_FALSE(dir.path().empty());
-  ASSERT_EQ(::chown(dir.path().c_str(), kSquatter, kSquatter), 0);
+  ASSERT_EQ(::chown(dir.path().c_str(), kSquatterUid, kSquatterUid), 0);
   const std::string socket = dir.path() + "/broker.sock";
   ASSERT_OK_AND_ASSIGN(UidProcess daemon,
-                       UidProcess::Start(kSquatter, kSquatter,
+                       UidProcess::Start(kSquatterUid, kSquatterUid,
                                          {DaemonBinaryPath(), "--config", "/dev/null", "--socket",
                                           socket, "--capacity", "64M", "--log-level", "warning"},
                                          {}));
@@ -301,7 +169,7 @@ TEST_F(IdentityTest, SquattedPerUserDirectoryIsRefusedByTheVictimsCliAndDaemon) 
   const std::vector<std::string> daemon_argv = {DaemonBinaryPath(), "--config", "/dev/null",
                                                 "--capacity", "64M", "--log-level", "warning"};
   const std::string refusal = absl::StrCat(
-      "directory ", directory, " is owned by ", DescribeUid(kSquatter), ", not by uid ", victim,
+      "directory ", directory, " is owned by ", DescribeUid(kSquatterUid), ", not by uid ", victim,
       ": the per-user socket directory must be its user's own, mode 0700 (someone else may have "
       "created it first; remove it)");
   {
