@@ -73,10 +73,10 @@ absl::Status CheckServerIdentity(int connected_fd, const std::string& socket_pat
   auto trusted = TrustedServersOfThisProcess();
   if (!trusted.ok()) return trusted.status();
   if (trusted->Trusts(peer.uid)) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "socket ", socket_path, " is served by ", DescribeUid(peer.uid), ", not by ",
-      trusted->Describe(), ": refusing to trust it (if that is your broker, set ",
-      kDaemonUserVariable, " to the user it runs as)"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("socket ", socket_path, " is served by ", DescribeUid(peer.uid), ", not by ",
+                   trusted->Describe(), ": refusing to trust it (if that is your broker, set ",
+                   kDaemonUserVariable, " to the user it runs as)"));
 }
 
 absl::Status VerifyServerAt(const std::string& socket_path) {
@@ -88,9 +88,8 @@ absl::Status VerifyServerAt(const std::string& socket_path) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (socket_path.size() >= sizeof(address.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("socket path '", socket_path,
-                                                   "' is longer than ",
-                                                   sizeof(address.sun_path) - 1, " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "socket path '", socket_path, "' is longer than ", sizeof(address.sun_path) - 1, " bytes"));
   }
   socket_path.copy(address.sun_path, socket_path.size());
   UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));

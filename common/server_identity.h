@@ -33,8 +33,8 @@ inline constexpr char kDaemonUserVariable[] = "TENSORBROKER_DAEMON_USER";
 inline constexpr char kDefaultDaemonUser[] = "tensorbroker";
 
 struct TrustedServers {
-  uid_t self = 0;                     // this process's effective uid
-  std::optional<uid_t> daemon_user;   // the configured daemon user, if any
+  uid_t self = 0;                    // this process's effective uid
+  std::optional<uid_t> daemon_user;  // the configured daemon user, if any
 
   bool Trusts(uid_t uid) const;
   // "root, tensorbroker or uid 1000 (you)": each trusted uid once, by name where it has one.
@@ -43,7 +43,8 @@ struct TrustedServers {
 
 // `daemon_user_setting`: the value of $TENSORBROKER_DAEMON_USER ("" when unset).
 // INVALID_ARGUMENT when it is neither a user name known here nor a uid.
-absl::StatusOr<TrustedServers> TrustedServersFor(uid_t self, const std::string& daemon_user_setting);
+absl::StatusOr<TrustedServers> TrustedServersFor(uid_t self,
+                                                 const std::string& daemon_user_setting);
 // The same for this process: geteuid() and its environment.
 absl::StatusOr<TrustedServers> TrustedServersOfThisProcess();
 

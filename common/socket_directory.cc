@@ -21,13 +21,13 @@ absl::Status PerUserRule(const std::string& directory, const struct stat& info, 
   const char* rule = "the per-user socket directory must be its user's own, mode 0700";
   if (info.st_uid != user) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "directory ", directory, " is owned by ", DescribeUid(info.st_uid), ", not by uid ",
-        user, ": ", rule, " (someone else may have created it first; remove it)"));
+        "directory ", directory, " is owned by ", DescribeUid(info.st_uid), ", not by uid ", user,
+        ": ", rule, " (someone else may have created it first; remove it)"));
   }
   if ((info.st_mode & 07777) != 0700) {
     return absl::FailedPreconditionError(absl::StrCat("directory ", directory, " is mode ",
-                                                      ModeText(info.st_mode), ", not 0700: ",
-                                                      rule, " (chmod 0700 it)"));
+                                                      ModeText(info.st_mode), ", not 0700: ", rule,
+                                                      " (chmod 0700 it)"));
   }
   return absl::OkStatus();
 }
@@ -68,13 +68,14 @@ absl::Status CheckDaemonSocketDirectory(const std::string& directory, uid_t daem
     return PerUserRule(directory, info, *user);
   }
   if (info.st_uid != daemon_uid && info.st_uid != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "directory ", directory, " is owned by ", DescribeUid(info.st_uid), ", not by this daemon's ",
-        DescribeUid(daemon_uid), daemon_uid == 0 ? "" : " or root",
-        ": its owner could replace the socket"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("directory ", directory, " is owned by ", DescribeUid(info.st_uid),
+                     ", not by this daemon's ", DescribeUid(daemon_uid),
+                     daemon_uid == 0 ? "" : " or root", ": its owner could replace the socket"));
   }
   if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    const char* who = (info.st_mode & S_IWOTH) != 0 ? "writable by others" : "writable by its group";
+    const char* who =
+        (info.st_mode & S_IWOTH) != 0 ? "writable by others" : "writable by its group";
     const char* sticky = (info.st_mode & S_ISVTX) != 0 ? ", sticky like /tmp" : "";
     return absl::FailedPreconditionError(absl::StrCat(
         "directory ", directory, " is mode ", ModeText(info.st_mode), " (", who, sticky,

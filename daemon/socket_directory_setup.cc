@@ -39,7 +39,8 @@ absl::Status PrepareSocketDirectory(const std::string& socket_path) {
   absl::Status status = CreateMissing(directory);
   if (status.ok()) status = CheckDaemonSocketDirectory(directory, ::geteuid());
   if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat("--socket ", socket_path, ": ", status.message()));
+  return absl::Status(status.code(),
+                      absl::StrCat("--socket ", socket_path, ": ", status.message()));
 }
 
 }  // namespace tensorbroker::daemon

@@ -1,8 +1,9 @@
 // Clients check who serves, and the daemon where it serves (issue 12, point 8). A squatter of
-// another uid (65534, a forked child of this test: squatter.h) listens where a victim will connect, or
-// creates a victim's per-user /tmp/tensorbroker-$UID first; the victim's client library, CLI
-// and daemon must refuse with FAILED_PRECONDITION and a message naming the socket or directory
-// and its owner, and the squatter must receive nothing. The same-uid and root cases still work.
+// another uid (65534, a forked child of this test: squatter.h) listens where a victim will
+// connect, or creates a victim's per-user /tmp/tensorbroker-$UID first; the victim's client
+// library, CLI and daemon must refuse with FAILED_PRECONDITION and a message naming the socket
+// or directory and its owner, and the squatter must receive nothing. The same-uid and root cases
+// still work.
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,7 +28,6 @@
 
 namespace tensorbroker::testing {
 namespace {
-
 
 // A private directory (mkdtemp, 0700, root's), removed with everything in it at the end.
 class TempDir {
@@ -96,9 +96,10 @@ TEST_F(IdentityTest, ClientAndCliRefuseASocketServedByAnotherUidAndSendItNothing
 
   const std::string npy = files.path() + "/x.npy";
   WriteNpy(npy);
-  ASSERT_OK_AND_ASSIGN(ProcessOutput put,
-                       RunAs(0, 0, {TENSORBROKER_CLI_PATH, "--socket", socket, "put", "victim/x", npy},
-                             {"PATH=/usr/bin:/bin"}));
+  ASSERT_OK_AND_ASSIGN(
+      ProcessOutput put,
+      RunAs(0, 0, {TENSORBROKER_CLI_PATH, "--socket", socket, "put", "victim/x", npy},
+            {"PATH=/usr/bin:/bin"}));
   EXPECT_TRUE(WIFEXITED(put.status) && WEXITSTATUS(put.status) == 1)
       << DescribeWaitStatus(put.status);
   EXPECT_EQ(put.err, absl::StrCat("tensorbroker: cannot connect to tensorbrokerd at ", socket,
@@ -166,16 +167,17 @@ TEST_F(IdentityTest, SquattedPerUserDirectoryIsRefusedByTheVictimsCliAndDaemon) 
   const std::string npy = files.path() + "/x.npy";
   WriteNpy(npy);
   const std::vector<std::string> env = {"PATH=/usr/bin:/bin", "HOME=/"};
-  const std::vector<std::string> daemon_argv = {DaemonBinaryPath(), "--config", "/dev/null",
-                                                "--capacity", "64M", "--log-level", "warning"};
+  const std::vector<std::string> daemon_argv = {
+      DaemonBinaryPath(), "--config", "/dev/null", "--capacity", "64M", "--log-level", "warning"};
   const std::string refusal = absl::StrCat(
       "directory ", directory, " is owned by ", DescribeUid(kSquatterUid), ", not by uid ", victim,
       ": the per-user socket directory must be its user's own, mode 0700 (someone else may have "
       "created it first; remove it)");
   {
     ASSERT_OK_AND_ASSIGN(Squatter squatter, Squatter::Start(socket, 0755));
-    ASSERT_OK_AND_ASSIGN(ProcessOutput put,
-                         RunAs(victim, victim, {TENSORBROKER_CLI_PATH, "put", "victim/x", npy}, env));
+    ASSERT_OK_AND_ASSIGN(
+        ProcessOutput put,
+        RunAs(victim, victim, {TENSORBROKER_CLI_PATH, "put", "victim/x", npy}, env));
     EXPECT_TRUE(WIFEXITED(put.status) && WEXITSTATUS(put.status) == 1)
         << DescribeWaitStatus(put.status);
     EXPECT_EQ(put.err, absl::StrCat("tensorbroker: cannot connect to tensorbrokerd at ", socket,

@@ -55,8 +55,8 @@ void Drain(int listener, int* connections, long* bytes) {
   if (make_directory_mode != 0 && ::mkdir(directory, make_directory_mode) != 0) fail('d');
   const int stream = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   const int seqpacket = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (::bind(stream, reinterpret_cast<const sockaddr*>(&stream_address),
-             sizeof(stream_address)) != 0 ||
+  if (::bind(stream, reinterpret_cast<const sockaddr*>(&stream_address), sizeof(stream_address)) !=
+          0 ||
       ::bind(seqpacket, reinterpret_cast<const sockaddr*>(&seqpacket_address),
              sizeof(seqpacket_address)) != 0 ||
       ::listen(stream, 64) != 0 || ::listen(seqpacket, 64) != 0) {
@@ -80,8 +80,8 @@ absl::StatusOr<Squatter> Squatter::Start(const std::string& socket_path,
   sockaddr_un stream_address{}, seqpacket_address{};
   stream_address.sun_family = seqpacket_address.sun_family = AF_UNIX;
   socket_path.copy(stream_address.sun_path, sizeof(stream_address.sun_path) - 1);
-  LocalChannelPath(socket_path).copy(seqpacket_address.sun_path,
-                                     sizeof(seqpacket_address.sun_path) - 1);
+  LocalChannelPath(socket_path)
+      .copy(seqpacket_address.sun_path, sizeof(seqpacket_address.sun_path) - 1);
   const std::string directory = std::filesystem::path(socket_path).parent_path().string();
   int ready[2], stop[2], result[2];
   if (::pipe2(ready, O_CLOEXEC) != 0) return PipeError();

@@ -46,8 +46,8 @@ class Squatter {
  private:
   Squatter() = default;
   pid_t pid_ = -1;
-  UniqueFd ready_;   // the child says 'r' once it listens (or the step it failed at)
-  UniqueFd stop_;    // closed by Stop(): the child then counts and answers on result_
+  UniqueFd ready_;  // the child says 'r' once it listens (or the step it failed at)
+  UniqueFd stop_;   // closed by Stop(): the child then counts and answers on result_
   UniqueFd result_;
 };
 

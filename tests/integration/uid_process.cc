@@ -136,9 +136,9 @@ absl::Status WaitUntilListening(const std::string& socket_path, UidProcess& proc
   while (std::chrono::steady_clock::now() < deadline) {
     if (!process.Running()) {
       auto output = process.Finish();
-      return absl::InternalError(absl::StrCat("pid ", process.pid(), " exited before listening on ",
-                                              socket_path, ": ",
-                                              output.ok() ? output->err : output.status().ToString()));
+      return absl::InternalError(
+          absl::StrCat("pid ", process.pid(), " exited before listening on ", socket_path, ": ",
+                       output.ok() ? output->err : output.status().ToString()));
     }
     UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0) {
@@ -146,7 +146,8 @@ absl::Status WaitUntilListening(const std::string& socket_path, UidProcess& proc
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return absl::DeadlineExceededError(absl::StrCat("nothing listens on ", socket_path, " after 10 s"));
+  return absl::DeadlineExceededError(
+      absl::StrCat("nothing listens on ", socket_path, " after 10 s"));
 }
 
 }  // namespace tensorbroker::testing

@@ -32,7 +32,8 @@ struct ProcessOutput {
 class UidProcess {
  public:
   // Starts `argv` (argv[0] a path) as uid/gid with environment `env` ("NAME=value" each).
-  static absl::StatusOr<UidProcess> Start(uid_t uid, gid_t gid, const std::vector<std::string>& argv,
+  static absl::StatusOr<UidProcess> Start(uid_t uid, gid_t gid,
+                                          const std::vector<std::string>& argv,
                                           const std::vector<std::string>& env);
   UidProcess(UidProcess&& other) noexcept;
   UidProcess& operator=(UidProcess&& other) noexcept;

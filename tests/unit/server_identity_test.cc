@@ -3,6 +3,8 @@
 // tests/integration/identity_test.cc; here: the trusted set, its wording, the setting
 // $TENSORBROKER_DAEMON_USER (given as an argument: no setenv in a threaded test), and the
 // answers for this process's own servers and for nobody there.
+#include "common/server_identity.h"
+
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -12,7 +14,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/server_identity.h"
 #include "common/unique_fd.h"
 #include "common/user_names.h"
 

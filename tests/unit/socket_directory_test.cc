@@ -93,11 +93,11 @@ TEST(SocketDirectory, DaemonRefusesDirectoriesOthersOrItsGroupMayWrite) {
     const char* text;
     const char* why;
   };
-  for (const Case& c : {Case{0777, "0777", "writable by others"},
-                        Case{0703, "0703", "writable by others"},
-                        Case{0775, "0775", "writable by its group"},
-                        Case{01777, "1777", "writable by others, sticky like /tmp"},
-                        Case{01770, "1770", "writable by its group, sticky like /tmp"}}) {
+  for (const Case& c :
+       {Case{0777, "0777", "writable by others"}, Case{0703, "0703", "writable by others"},
+        Case{0775, "0775", "writable by its group"},
+        Case{01777, "1777", "writable by others, sticky like /tmp"},
+        Case{01770, "1770", "writable by its group, sticky like /tmp"}}) {
     ASSERT_EQ(::chmod(dir.path().c_str(), c.mode), 0);
     const absl::Status status = CheckDaemonSocketDirectory(dir.path(), ::geteuid());
     EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << c.text;
@@ -105,9 +105,10 @@ TEST(SocketDirectory, DaemonRefusesDirectoriesOthersOrItsGroupMayWrite) {
   }
   const absl::Status prepared = daemon::PrepareSocketDirectory(dir.path() + "/broker.sock");
   EXPECT_EQ(prepared.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(prepared.message(),
-            absl::StrCat("--socket ", dir.path(), "/broker.sock: ",
-                         WritableMessage(dir.path(), "1770", "writable by its group, sticky like /tmp")));
+  EXPECT_EQ(
+      prepared.message(),
+      absl::StrCat("--socket ", dir.path(), "/broker.sock: ",
+                   WritableMessage(dir.path(), "1770", "writable by its group, sticky like /tmp")));
 }
 
 TEST(SocketDirectory, DaemonRefusesADirectoryOfAnotherOwner) {
@@ -116,15 +117,15 @@ TEST(SocketDirectory, DaemonRefusesADirectoryOfAnotherOwner) {
   ASSERT_EQ(::chown(dir.path().c_str(), kOther, kOther), 0);
   const absl::Status status = CheckDaemonSocketDirectory(dir.path(), 0);
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(status.message(), absl::StrCat("directory ", dir.path(), " is owned by ",
-                                           DescribeUid(kOther),
-                                           ", not by this daemon's uid 0 (root): its owner could "
-                                           "replace the socket"));
+  EXPECT_EQ(status.message(),
+            absl::StrCat("directory ", dir.path(), " is owned by ", DescribeUid(kOther),
+                         ", not by this daemon's uid 0 (root): its owner could "
+                         "replace the socket"));
   const absl::Status as_1000 = CheckDaemonSocketDirectory(dir.path(), 1000);
-  EXPECT_EQ(as_1000.message(), absl::StrCat("directory ", dir.path(), " is owned by ",
-                                            DescribeUid(kOther), ", not by this daemon's ",
-                                            DescribeUid(1000),
-                                            " or root: its owner could replace the socket"));
+  EXPECT_EQ(as_1000.message(),
+            absl::StrCat("directory ", dir.path(), " is owned by ", DescribeUid(kOther),
+                         ", not by this daemon's ", DescribeUid(1000),
+                         " or root: its owner could replace the socket"));
   EXPECT_TRUE(CheckDaemonSocketDirectory(dir.path(), kOther).ok());  // its own
   ASSERT_EQ(::chown(dir.path().c_str(), 0, 0), 0);
   EXPECT_TRUE(CheckDaemonSocketDirectory(dir.path(), kOther).ok());  // root's
