@@ -4,11 +4,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/server_identity.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace tensorbroker::cli {
 
 absl::StatusOr<std::string> CheckHealth(const std::string& socket_path, absl::Duration timeout) {
+  // A squatter's "SERVING" is no readiness. Nobody there yet is left to the health call to say.
+  if (absl::Status server = VerifyServerAt(socket_path);
+      !server.ok() && !absl::IsUnavailable(server)) {
+    return server;
+  }
   auto channel = grpc::CreateChannel(absl::StrCat("unix:", socket_path),
                                      grpc::InsecureChannelCredentials());
   auto stub = grpc::health::v1::Health::NewStub(channel);

@@ -12,7 +12,9 @@
 namespace tensorbroker::cli {
 
 // The serving status the daemon answered ("SERVING", "NOT_SERVING", ...), or the gRPC error
-// (UNAVAILABLE when nothing listens, DEADLINE_EXCEEDED when no answer came within `timeout`).
+// (UNAVAILABLE when nothing listens, DEADLINE_EXCEEDED when no answer came within `timeout`);
+// FAILED_PRECONDITION, asking nothing, when the socket's server is not trusted
+// (common/server_identity.h), PERMISSION_DENIED when this process may not connect.
 absl::StatusOr<std::string> CheckHealth(const std::string& socket_path, absl::Duration timeout);
 
 }  // namespace tensorbroker::cli

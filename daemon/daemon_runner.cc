@@ -37,6 +37,7 @@
 #include "daemon/service_heartbeat.h"
 #include "daemon/service_notifier.h"
 #include "daemon/session_reactor.h"
+#include "daemon/socket_directory_setup.h"
 #include "daemon/local_channel_server.h"
 #include "daemon/tensor_store.h"
 #include "daemon/unix_socket_acceptor.h"
@@ -207,6 +208,8 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   pthread_sigmask(SIG_BLOCK, &handled_signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
+  // A directory someone else may write is no place for a socket that clients trust.
+  if (absl::Status ready = PrepareSocketDirectory(options.socket_path); !ready.ok()) return ready;
   auto lock = InstanceLock::Acquire(options.socket_path);
   if (!lock.ok()) return lock.status();
 

@@ -7,7 +7,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <string>
 #include <utility>
 
@@ -16,16 +15,6 @@
 namespace tensorbroker::daemon {
 
 absl::StatusOr<InstanceLock> InstanceLock::Acquire(const std::string& socket_path) {
-  const std::filesystem::path dir = std::filesystem::path(socket_path).parent_path();
-  if (!dir.empty()) {
-    std::error_code error;
-    const bool created = std::filesystem::create_directories(dir, error);
-    if (error) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("--socket: cannot create directory ", dir.string(), ": ", error.message()));
-    }
-    if (created) ::chmod(dir.c_str(), getuid() == 0 ? 0755 : 0700);
-  }
   const std::string lock_path = socket_path + ".lock";
   InstanceLock lock;
   lock.fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);

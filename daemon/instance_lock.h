@@ -14,8 +14,8 @@ namespace tensorbroker::daemon {
 
 class InstanceLock {
  public:
-  // Creates the socket's directory if needed (mode 0755 for /run-style paths owned by root,
-  // 0700 otherwise). FAILED_PRECONDITION if another live daemon holds the lock.
+  // The socket's directory must exist and be checked already (socket_directory_setup.h).
+  // FAILED_PRECONDITION if another live daemon holds the lock.
   static absl::StatusOr<InstanceLock> Acquire(const std::string& socket_path);
 
   InstanceLock(InstanceLock&& other) noexcept;

@@ -3,7 +3,7 @@
 # socket (/run/tensorbroker/broker.sock for root), capacity = half of /dev/shm. Does its own
 # set-up on a fresh Debian 12 machine (Debian packages, as root or through sudo).
 #
-# Usage: deploy/run-broker.sh [tensorbrokerd flags...]   e.g. --capacity 4G --socket /tmp/b.sock
+# Usage: deploy/run-broker.sh [tensorbrokerd flags...]   e.g. --capacity 4G --socket /run/tb/broker.sock
 # Stop it with Ctrl-C (SIGINT) or SIGTERM: it removes its segments and socket and exits 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."

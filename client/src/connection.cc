@@ -1,42 +1,15 @@
 #include "client/src/connection.h"
 
-#include <errno.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/server_identity.h"
 #include "common/socket_path.h"
 
 namespace tensorbroker::client_internal {
 namespace {
 constexpr std::chrono::seconds kUnaryDeadline(60);
-
-// One plain connect(2) to the socket, to tell "not allowed" (EACCES: answered at once, with
-// PERMISSION_DENIED) from "nobody there yet" (UNAVAILABLE, worth waiting for).
-absl::Status ProbeUnixSocket(const std::string& path) {
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(address.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("socket path '", path, "' is longer than ",
-                                                   sizeof(address.sun_path) - 1, " bytes"));
-  }
-  path.copy(address.sun_path, path.size());
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat("socket(): ", strerror(errno)));
-  const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address));
-  const int error = errno;
-  ::close(fd);
-  if (rc == 0) return absl::OkStatus();
-  if (error == EACCES || error == EPERM) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "may not connect to ", path, ": ", strerror(error),
-        " (the daemon's socket is mode 0660: run as its user or a member of its group)"));
-  }
-  return absl::UnavailableError(absl::StrCat(path, ": ", strerror(error)));
-}
 
 }  // namespace
 
@@ -46,8 +19,11 @@ void Connection::SetDeadline(grpc::ClientContext* context, std::chrono::millisec
 
 absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(const std::string& socket_path,
                                                              std::chrono::milliseconds timeout) {
-  absl::Status probe = ProbeUnixSocket(socket_path);
-  if (absl::IsPermissionDenied(probe) || absl::IsInvalidArgument(probe)) return probe;
+  // gRPC connects by itself, to whatever serves the path then: the server's uid is checked on a
+  // plain connection first (and again below if nobody served yet). UNAVAILABLE is worth waiting
+  // for; anything else (not allowed, not trusted) is answered at once.
+  absl::Status probe = VerifyServerAt(socket_path);
+  if (!probe.ok() && !absl::IsUnavailable(probe)) return probe;
   std::shared_ptr<Connection> connection(new Connection());
   connection->socket_path_ = socket_path;
   grpc::ChannelArguments args;
@@ -57,11 +33,16 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(const std::string& 
                                                    grpc::InsecureChannelCredentials(), args);
   const auto deadline = std::chrono::system_clock::now() + timeout;
   if (!connection->channel_->WaitForConnected(deadline)) {
-    probe = ProbeUnixSocket(socket_path);
-    if (absl::IsPermissionDenied(probe)) return probe;
+    probe = VerifyServerAt(socket_path);
+    if (!probe.ok() && !absl::IsUnavailable(probe)) return probe;
     return absl::UnavailableError(absl::StrCat(
         "no tensorbrokerd answers on ", socket_path, " (is it running? see --socket / "
         "$TENSORBROKER_SOCKET)", probe.ok() ? "" : absl::StrCat("; last try: ", probe.message())));
+  }
+  if (!probe.ok()) {
+    // It came up while gRPC waited: nothing is sent before its uid is checked.
+    probe = VerifyServerAt(socket_path);
+    if (!probe.ok()) return probe;
   }
   connection->stub_ = v1::Broker::NewStub(connection->channel_);
   connection->session_ = connection->stub_->Session(&connection->session_context_);

@@ -29,6 +29,8 @@ namespace tensorbroker::client_internal {
 
 class Connection {
  public:
+  // Sends nothing to a server whose uid it does not trust (common/server_identity.h): checked on
+  // a plain connection before gRPC's own, and on the local channel's connection itself.
   static absl::StatusOr<std::shared_ptr<Connection>> Open(const std::string& socket_path,
                                                           std::chrono::milliseconds timeout);
   ~Connection();

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
 #include "common/fd_passing.h"
+#include "common/server_identity.h"
 
 namespace tensorbroker::client_internal {
 namespace {
@@ -39,6 +40,10 @@ absl::StatusOr<std::unique_ptr<LocalChannel>> LocalChannel::Attach(const std::st
                                                  " (a tensorbrokerd older than this client?)"));
     }
     return status;
+  }
+  // This very connection carries the session id and the descriptors: its server must be trusted.
+  if (absl::Status trusted = CheckServerIdentity(socket.get(), path); !trusted.ok()) {
+    return trusted;
   }
   std::unique_ptr<LocalChannel> channel(new LocalChannel(std::move(socket)));
   v1::LocalRequest attach;

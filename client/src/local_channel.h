@@ -43,7 +43,8 @@ struct LocalAnswer {
 class LocalChannel {
  public:
   // Connects to `path` and attaches `session_id`. UNAVAILABLE if no daemon listens there,
-  // PERMISSION_DENIED as the daemon says.
+  // PERMISSION_DENIED as the daemon says, FAILED_PRECONDITION (before anything is sent) if the
+  // server's uid is not trusted (common/server_identity.h).
   static absl::StatusOr<std::unique_ptr<LocalChannel>> Attach(const std::string& path,
                                                               const std::string& session_id);
   ~LocalChannel();

@@ -45,7 +45,9 @@ socket: the daemon's Unix socket; None uses default_socket() (the same rule as t
     and the CLI).
 timeout: seconds to wait for the daemon to answer.
 
-Raises Unavailable when no daemon answers, PermissionDenied when the socket may not be used.)doc");
+Raises Unavailable when no daemon answers, PermissionDenied when the socket may not be used,
+FailedPrecondition when it is served by a user other than root, the daemon's user
+($TENSORBROKER_DAEMON_USER, else tensorbroker) or this process's own.)doc");
 
   py::class_<PyClient>(m, "Client", R"doc(A session with tensorbrokerd; made by connect().
 

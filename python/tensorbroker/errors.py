@@ -11,7 +11,9 @@ would reach for first, so ``except KeyError`` or ``except TimeoutError`` work to
     ├── Timeout(TimeoutError)           get() waited `timeout` seconds and nothing was published
     ├── PermissionDenied(PermissionError) the socket or object belongs to someone else
     ├── Unavailable(ConnectionError)    no daemon answers (not running, or shutting down)
-    └── FailedPrecondition(RuntimeError) the tensor is in the wrong state (e.g. sealed twice)
+    └── FailedPrecondition(RuntimeError) the tensor is in the wrong state (e.g. sealed twice),
+                                        or the socket is not to be trusted (served by another
+                                        user, or in someone else's /tmp/tensorbroker-$UID)
 
 The message always says what was wrong: the field, the value and the rule it broke.
 """
@@ -84,7 +86,10 @@ class Unavailable(Error, ConnectionError):
 
 
 class FailedPrecondition(Error, RuntimeError):
-    """The tensor is in the wrong state for the call (e.g. sealed twice, deleted while pending)."""
+    """The tensor is in the wrong state for the call (e.g. sealed twice, deleted while pending),
+    or connect() refused to trust the socket: it is served by a user other than root, the
+    daemon's user ($TENSORBROKER_DAEMON_USER, else ``tensorbroker``) or this process's own, or
+    it lies in a per-user /tmp/tensorbroker-$UID that is not that user's own, mode 0700."""
 
     code = "FAILED_PRECONDITION"
 

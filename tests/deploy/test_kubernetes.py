@@ -545,6 +545,9 @@ def test_the_workload_carries_the_brokers_group():
     pod_security = pod_spec(workload())["securityContext"]
     assert gid in pod_security["supplementalGroups"]
     assert pod_security["runAsUser"] != uid  # a different user: the group is what lets it in
+    # ... and it trusts the broker's uid to serve the socket, whatever its image calls it.
+    env = {e["name"]: e["value"] for e in container(workload(), "example")["env"]}
+    assert env["TENSORBROKER_DAEMON_USER"] == str(uid)
     # The init step gives the socket directory to that user and group.
     init = pod_spec(daemonset())["initContainers"]
     assert [argv(c) for c in init] == [["/usr/bin/install", "-d", "-o", str(uid), "-g", str(gid),
@@ -762,14 +765,14 @@ def test_the_daemonset_and_the_example_pod_run_as_written(node):
         example = container(pod, "example")
         assert example["command"] == ["/usr/bin/python3", "-c"]
         env = {e["name"]: e["value"] for e in example["env"]}
-        assert list(env) == ["TENSORBROKER_SOCKET"]
+        assert list(env) == ["TENSORBROKER_SOCKET", "TENSORBROKER_DAEMON_USER"]
         example_sock = on_node(pod, example, env["TENSORBROKER_SOCKET"])
         assert example_sock == sock
         assert on_node(pod, example, env["TENSORBROKER_SOCKET"] + ".fd") == sock + ".fd"
         # Run while /dev/shm is watched: the daemon's segments never appear there.
         example_run = subprocess.Popen([*example["command"], *example["args"]],
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                       env=python_env({"TENSORBROKER_SOCKET": example_sock}))
+                                       env=python_env({**env, "TENSORBROKER_SOCKET": example_sock}))
         seen_in_dev_shm = set()
         deadline = time.monotonic() + HANG_GUARD
         while True:

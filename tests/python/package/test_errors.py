@@ -3,9 +3,12 @@ Python programmer would catch; the GIL is released while a call waits; Ctrl-C in
 endless get(); tensors, views and capsules still alive at interpreter exit are harmless."""
 
 import os
+import pwd
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -95,6 +98,48 @@ def test_permission_denied_is_a_permission_error():
         assert isinstance(e.value, PermissionError)
     finally:
         assert d.stop() == 0
+
+
+SQUATTER = textwrap.dedent("""
+    import socket, sys
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(sys.argv[1])
+    listener.listen(8)
+    print("ready", flush=True)
+    sys.stdin.read()  # never answers; ends when the test closes stdin
+""")
+
+
+def test_a_socket_served_by_another_uid_is_a_failed_precondition():
+    """Another user squats the path (uid 65534 listens there): connect refuses to trust it."""
+    if os.geteuid() != 0:
+        pytest.skip("acting as uid 65534 needs root")
+    if os.environ.get("TENSORBROKER_DAEMON_USER"):
+        pytest.skip("TENSORBROKER_DAEMON_USER is set; this test expects the default")
+    squatted = tempfile.mkdtemp(prefix="tbsquat.")  # in /tmp, so that uid 65534 reaches it
+    os.chown(squatted, 65534, 65534)  # the squatter's own directory
+    path = os.path.join(squatted, "broker.sock")
+    squatter = subprocess.Popen([sys.executable, "-c", SQUATTER, path], user=65534, group=65534,
+                                extra_groups=[], cwd="/", stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+    try:
+        assert squatter.stdout.readline() == "ready\n"
+        with pytest.raises(tensorbroker.FailedPrecondition) as e:
+            tensorbroker.connect(path, timeout=2)
+        owner = f"uid 65534 ({pwd.getpwuid(65534).pw_name})"
+        try:
+            pwd.getpwnam("tensorbroker")
+            trusted = "root or tensorbroker"
+        except KeyError:
+            trusted = "root"
+        assert str(e.value) == (
+            f"socket {path} is served by {owner}, not by {trusted}: refusing to trust it (if that "
+            "is your broker, set TENSORBROKER_DAEMON_USER to the user it runs as)")
+        assert e.value.code == "FAILED_PRECONDITION" and isinstance(e.value, RuntimeError)
+    finally:
+        squatter.stdin.close()
+        assert squatter.wait(timeout=60) == 0
+        shutil.rmtree(squatted)
 
 
 def test_unavailable_is_a_connection_error(tmp_path):

@@ -1,0 +1,153 @@
+#include "tests/integration/uid_process.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace tensorbroker::testing {
+namespace {
+
+absl::Status Errno(absl::string_view what) {
+  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+std::vector<char*> CStrings(std::vector<std::string>& strings) {
+  std::vector<char*> pointers;
+  for (std::string& s : strings) pointers.push_back(s.data());
+  pointers.push_back(nullptr);
+  return pointers;
+}
+
+}  // namespace
+
+absl::StatusOr<UidProcess> UidProcess::Start(uid_t uid, gid_t gid,
+                                             const std::vector<std::string>& argv,
+                                             const std::vector<std::string>& env) {
+  std::vector<std::string> args = argv, environment = env;
+  std::vector<char*> cargs = CStrings(args), cenv = CStrings(environment);
+  const bool same_user = uid == ::geteuid() && gid == ::getegid();  // then nothing to drop
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return Errno("pipe2");
+  UniqueFd out_read(out[0]), out_write(out[1]);
+  if (::pipe2(err, O_CLOEXEC) != 0) return Errno("pipe2");
+  UniqueFd err_read(err[0]), err_write(err[1]);
+  const pid_t pid = ::fork();
+  if (pid < 0) return Errno("fork");
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (!same_user && (::setgroups(0, nullptr) != 0 || ::setresgid(gid, gid, gid) != 0 ||
+                       ::setresuid(uid, uid, uid) != 0)) {
+      _exit(126);
+    }
+    ::dup2(out_write.get(), STDOUT_FILENO);
+    ::dup2(err_write.get(), STDERR_FILENO);
+    ::chdir("/");
+    ::execve(cargs[0], cargs.data(), cenv.data());
+    _exit(127);
+  }
+  UidProcess process;
+  process.pid_ = pid;
+  process.out_ = std::move(out_read);
+  process.err_ = std::move(err_read);
+  return process;
+}
+
+UidProcess::UidProcess(UidProcess&& other) noexcept { *this = std::move(other); }
+
+UidProcess& UidProcess::operator=(UidProcess&& other) noexcept {
+  std::swap(pid_, other.pid_);
+  std::swap(reaped_status_, other.reaped_status_);
+  std::swap(out_, other.out_);
+  std::swap(err_, other.err_);
+  return *this;
+}
+
+UidProcess::~UidProcess() {
+  if (pid_ > 0 && reaped_status_ == -1) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+}
+
+bool UidProcess::Running() {
+  if (reaped_status_ != -1) return false;
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) != pid_) return true;
+  reaped_status_ = status;
+  return false;
+}
+
+absl::StatusOr<ProcessOutput> UidProcess::Finish(int signal) {
+  if (signal != 0 && reaped_status_ == -1) ::kill(pid_, signal);
+  ProcessOutput output;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  pollfd fds[2] = {{out_.get(), POLLIN, 0}, {err_.get(), POLLIN, 0}};
+  std::string* texts[2] = {&output.out, &output.err};
+  int open = 2;
+  while (open > 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid_, SIGKILL);
+      return absl::DeadlineExceededError(absl::StrCat("pid ", pid_, " did not finish in 30 s"));
+    }
+    if (::poll(fds, 2, 100) < 0 && errno != EINTR) return Errno("poll");
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buffer[4096];
+      const ssize_t n = ::read(fds[i].fd, buffer, sizeof(buffer));
+      if (n > 0) {
+        texts[i]->append(buffer, static_cast<size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        fds[i].fd = -1;
+        --open;
+      }
+    }
+  }
+  if (reaped_status_ == -1 && ::waitpid(pid_, &reaped_status_, 0) != pid_) return Errno("waitpid");
+  output.status = reaped_status_;
+  return output;
+}
+
+absl::StatusOr<ProcessOutput> RunAs(uid_t uid, gid_t gid, const std::vector<std::string>& argv,
+                                    const std::vector<std::string>& env) {
+  auto process = UidProcess::Start(uid, gid, argv, env);
+  if (!process.ok()) return process.status();
+  return process->Finish();
+}
+
+absl::Status WaitUntilListening(const std::string& socket_path, UidProcess& process) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  socket_path.copy(address.sun_path, sizeof(address.sun_path) - 1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (!process.Running()) {
+      auto output = process.Finish();
+      return absl::InternalError(
+          absl::StrCat("pid ", process.pid(), " exited before listening on ", socket_path, ": ",
+                       output.ok() ? output->err : output.status().ToString()));
+    }
+    UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0) {
+      return absl::OkStatus();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("nothing listens on ", socket_path, " after 10 s"));
+}
+
+}  // namespace tensorbroker::testing

@@ -1,0 +1,69 @@
+// A real program run as another user, for the tests of who may serve and who may connect
+// (identity_test.cc): fork(), drop to the uid (and a gid, no supplementary groups), exec() with
+// exactly the environment given; stdout and stderr captured. Needs root (unless the uid and
+// gid are this process's own: then nothing is dropped). Only async-signal-safe
+// calls between fork and exec, as the test process runs gRPC threads.
+//
+//   ASSERT_OK_AND_ASSIGN(ProcessOutput put, RunAs(1000, 1000, {cli, "put", "x", "x.npy"}, {}));
+//   EXPECT_EQ(put.err, "tensorbroker: ...\n");
+//
+// UidProcess owns a started child: the destructor SIGKILLs and reaps it if it still runs.
+// Not thread-safe; one owner.
+#ifndef TENSORBROKER_TESTS_INTEGRATION_UID_PROCESS_H_
+#define TENSORBROKER_TESTS_INTEGRATION_UID_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/unique_fd.h"
+
+namespace tensorbroker::testing {
+
+struct ProcessOutput {
+  int status = -1;  // the wait status (WIFEXITED, WEXITSTATUS)
+  std::string out;
+  std::string err;
+};
+
+class UidProcess {
+ public:
+  // Starts `argv` (argv[0] a path) as uid/gid with environment `env` ("NAME=value" each).
+  static absl::StatusOr<UidProcess> Start(uid_t uid, gid_t gid,
+                                          const std::vector<std::string>& argv,
+                                          const std::vector<std::string>& env);
+  UidProcess(UidProcess&& other) noexcept;
+  UidProcess& operator=(UidProcess&& other) noexcept;
+  UidProcess(const UidProcess&) = delete;
+  UidProcess& operator=(const UidProcess&) = delete;
+  ~UidProcess();
+
+  pid_t pid() const { return pid_; }
+  // True while it has not exited (reaps it when it has; Finish still reports it).
+  bool Running();
+  // Sends `signal` (0: none), reads its output to the end and reaps it. The 30 s bound only
+  // guards against a hung child (then SIGKILL and DEADLINE_EXCEEDED), it measures nothing.
+  absl::StatusOr<ProcessOutput> Finish(int signal = 0);
+
+ private:
+  UidProcess() = default;
+  pid_t pid_ = -1;
+  int reaped_status_ = -1;  // set by Running() when it saw the exit
+  UniqueFd out_;
+  UniqueFd err_;
+};
+
+// Start(...) then Finish().
+absl::StatusOr<ProcessOutput> RunAs(uid_t uid, gid_t gid, const std::vector<std::string>& argv,
+                                    const std::vector<std::string>& env);
+
+// Waits until `socket_path` accepts a plain connection (a daemon listening there), or fails when
+// `process` exits first. Bounded by 10 s against a daemon that never comes up.
+absl::Status WaitUntilListening(const std::string& socket_path, UidProcess& process);
+
+}  // namespace tensorbroker::testing
+
+#endif  // TENSORBROKER_TESTS_INTEGRATION_UID_PROCESS_H_
