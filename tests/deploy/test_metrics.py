@@ -2,7 +2,9 @@
 parser (Debian's python3-prometheus-client), checked against what the test did: per-device
 pool gauges, tensors, leases, clients, calls by method and code, and the latency histograms."""
 
+import contextlib
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -106,9 +108,9 @@ def test_prometheus_and_json_exclude_each_other(broker):
 
 # ---- --metrics-listen: the same text served over HTTP ------------------------------------------
 
-@pytest.fixture
-def http_broker():
-    """A daemon serving /metrics on a free loopback port; yields (workdir, socket, base URL)."""
+@contextlib.contextmanager
+def serving_http():
+    """A daemon serving /metrics on a free loopback port: (workdir, socket, base URL, process)."""
     with tempfile.TemporaryDirectory(prefix="tbhttp.") as d:
         sock = os.path.join(d, "b.sock")
         log_path = os.path.join(d, "daemon.log")
@@ -124,9 +126,16 @@ def http_broker():
                 if line.startswith("<6>metrics at http://127.0.0.1:"):
                     url = line[len("<6>metrics at "):].strip()[:-len("/metrics")]
             time.sleep(0.05)
-        yield d, sock, url
+        yield d, sock, url, daemon
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=HANG_GUARD) == 0
+
+
+@pytest.fixture
+def http_broker():
+    """A daemon serving /metrics on a free loopback port; yields (workdir, socket, base URL)."""
+    with serving_http() as (d, sock, url, _):
+        yield d, sock, url
 
 
 def http(url, method="GET", raw=None):
@@ -236,3 +245,59 @@ def test_metrics_listen_errors_stop_the_start(http_broker):
                               capture_output=True, text=True, timeout=HANG_GUARD)
         assert done.returncode == 2, bad
         assert f"--metrics-listen '{bad}': " in done.stderr and why in done.stderr, done.stderr
+
+
+# ---- hostile clients: made-up method names -------------------------------------------------------
+
+def api_method_labels():
+    """Every method label the daemon may report: tensorbroker.v1.Broker's methods (read from
+    broker.proto), the health service's (full names) and the local channel's calls."""
+    proto = os.path.join(os.path.dirname(__file__), "..", "..", "proto", "tensorbroker", "v1",
+                         "broker.proto")
+    with open(proto) as f:
+        broker = set(re.findall(r"^\s*rpc (\w+)\(", f.read(), re.M))
+    assert {"Session", "Create", "Stats", "Ping"} <= broker
+    health = {"/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch"}
+    local = {"Open", "Attach", "Get", "Create", "Seal", "Abort", "Retain", "FetchSegment",
+             "Release"}
+    return broker | health | local
+
+
+def test_made_up_method_names_are_counted_under_one_label(http_broker):
+    """3,000 calls to names the API does not have (other services, and made-up methods of the
+    Broker and Health services) make one `unknown` series, not 3,000; Stats stays small, so
+    `stats` and `health` keep working."""
+    grpc = pytest.importorskip("grpc")
+    _, sock, url = http_broker
+    made_up = ([f"/x.Y/M{i}" for i in range(2000)] +
+               [f"/tensorbroker.v1.Broker/Made{i}" for i in range(500)] +
+               [f"/grpc.health.v1.Health/Made{i}" for i in range(500)])
+    with grpc.insecure_channel("unix:" + sock) as channel:
+        for path in made_up:
+            with pytest.raises(grpc.RpcError) as refused:
+                channel.unary_unary(path)(b"", timeout=HANG_GUARD)
+            assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED, path
+
+    health = cli(sock, "health")
+    assert health.returncode == 0 and health.stdout.strip() == "SERVING", health
+    for args in (("stats",), ("stats", "--json")):
+        done = cli(sock, *args)
+        assert done.returncode == 0, (args, done.stderr)
+    done = cli(sock, "stats", "--prometheus")
+    assert done.returncode == 0, done.stderr
+    status, _, body = http(url + "/metrics")
+    assert status == "HTTP/1.1 200 OK"
+    known = api_method_labels()
+    for text in (done.stdout, body.decode()):
+        got = samples(text)
+        methods = {dict(labels)["method"] for name, labels in got
+                   if name.startswith("tensorbroker_call")}
+        assert "unknown" in methods and methods - {"unknown"} <= known, methods - known
+        unknown = {dict(labels)["code"]: value for (name, labels), value in got.items()
+                   if name == "tensorbroker_calls_total" and dict(labels)["method"] == "unknown"}
+        assert unknown == {"UNIMPLEMENTED": 3000}
+        # Counted, not timed: a made-up call's duration says nothing about the daemon.
+        assert ("tensorbroker_call_duration_seconds_count",
+                frozenset({"method": "unknown"}.items())) not in got
+        assert got[("tensorbroker_calls_total", frozenset(
+            {"method": "/grpc.health.v1.Health/Check", "code": "OK"}.items()))] == 1
