@@ -6,9 +6,12 @@ import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import tempfile
+import threading
 import time
+import urllib.parse
 
 import numpy as np
 import pytest
@@ -138,14 +141,14 @@ def http_broker():
         yield d, sock, url
 
 
-def http(url, method="GET", raw=None):
+def http(url, method="GET", raw=None, timeout=HANG_GUARD):
     """(status line, headers dict, body) of one request, read until the server closes."""
     import socket as socketlib
     import urllib.parse
     parts = urllib.parse.urlsplit(url)
     request = raw if raw is not None else \
         f"{method} {parts.path or '/'} HTTP/1.1\r\nHost: {parts.netloc}\r\n\r\n".encode()
-    with socketlib.create_connection((parts.hostname, parts.port), timeout=HANG_GUARD) as s:
+    with socketlib.create_connection((parts.hostname, parts.port), timeout=timeout) as s:
         s.sendall(request)
         data = b""
         while chunk := s.recv(65536):
@@ -191,18 +194,18 @@ def test_http_answers_every_request_and_keeps_serving(http_broker):
     assert http(url, raw=b"garbage\r\n\r\n")[0] == "HTTP/1.1 400 Bad Request"
     assert http(url, raw=b"GET /metrics HTTP/1.1\r\nX: " + b"a" * 10000)[0] == \
         "HTTP/1.1 431 Request Header Fields Too Large"
-    # A client that connects and says nothing is dropped after the 2 s limit; then it serves on.
+    # A client that connects and says nothing holds up neither a scrape nor gRPC.
     import socket as socketlib
     import urllib.parse
     parts = urllib.parse.urlsplit(url)
     with socketlib.create_connection((parts.hostname, parts.port)):
-        assert cli(sock, "health").returncode == 0  # gRPC is never behind the HTTP thread
+        assert cli(sock, "health").returncode == 0  # gRPC is never behind the HTTP loop
         assert http(url + "/metrics")[0] == "HTTP/1.1 200 OK"
 
 
 def test_a_client_that_trickles_bytes_is_cut_off_and_scrapes_go_on(http_broker):
     """The 2 s limit is per connection, not per read: one byte every 0.25 s for up to 10 s is
-    cut off, and a scrape waiting behind it is then answered."""
+    cut off, and a scrape beside it is answered meanwhile."""
     import socket as socketlib
     import threading
     import urllib.parse
@@ -301,3 +304,129 @@ def test_made_up_method_names_are_counted_under_one_label(http_broker):
                 frozenset({"method": "unknown"}.items())) not in got
         assert got[("tensorbroker_calls_total", frozenset(
             {"method": "/grpc.health.v1.Health/Check", "code": "OK"}.items()))] == 1
+
+
+# ---- hostile clients: slow scrapers ----------------------------------------------------------------
+
+# Prometheus's default scrape_timeout: a scrape that takes longer is a failed scrape. Not a
+# measurement (a scrape takes milliseconds): the old server, one connection at a time with 2 s
+# each, answered a scrape behind 6 slow clients after 8-11 s.
+PROMETHEUS_SCRAPE_TIMEOUT = 10
+
+
+@pytest.fixture
+def http_broker_pid():
+    """Like http_broker; yields (socket, base URL, daemon pid)."""
+    with serving_http() as (_, sock, url, daemon):
+        yield sock, url, daemon.pid
+
+
+def resources(pid):
+    """(open descriptors, threads) of process `pid`."""
+    return len(os.listdir(f"/proc/{pid}/fd")), len(os.listdir(f"/proc/{pid}/task"))
+
+
+def settled_resources(pid, wait=10):
+    """resources(pid) once two readings 0.2 s apart agree (threads start lazily)."""
+    deadline = time.monotonic() + wait
+    last = resources(pid)
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        now = resources(pid)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+def back_to(pid, baseline, wait=10):
+    """resources(pid), polled for up to `wait` seconds until they equal `baseline`."""
+    deadline = time.monotonic() + wait
+    while (now := resources(pid)) != baseline and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return now
+
+
+def scrape(url):
+    """A scrape as Prometheus makes one; prints how long it took."""
+    started = time.monotonic()
+    status, headers, body = http(url + "/metrics", timeout=PROMETHEUS_SCRAPE_TIMEOUT)
+    print(f"scrape: {status} {len(body)} bytes in {(time.monotonic() - started) * 1000:.1f} ms")
+    return status, body
+
+
+def connect(url, rcvbuf=None):
+    parts = urllib.parse.urlsplit(url)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf is not None:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    s.settimeout(HANG_GUARD)
+    s.connect((parts.hostname, parts.port))
+    return s
+
+
+def test_slow_clients_do_not_hold_up_a_scrape(http_broker_pid):
+    """Clients that connect and say nothing, send half a request, trickle one byte at a time
+    or never read their answer are served side by side with a scrape, which gets its full
+    answer at once; then the daemon's descriptors and threads are what they were."""
+    _, url, pid = http_broker_pid
+    assert scrape(url)[0] == "HTTP/1.1 200 OK"
+    baseline = settled_resources(pid)
+    request = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+    stop = threading.Event()
+
+    def trickle(s):
+        try:
+            for byte in request[:-2]:  # never the final blank line
+                if stop.wait(0.1):
+                    return
+                s.sendall(bytes([byte]))
+        except OSError:  # the daemon cut it off
+            pass
+
+    silent = [connect(url) for _ in range(3)]
+    partial = [connect(url) for _ in range(3)]
+    for s in partial:
+        s.sendall(request[:20])
+    trickling = [connect(url) for _ in range(3)]
+    threads = [threading.Thread(target=trickle, args=(s,)) for s in trickling]
+    for t in threads:
+        t.start()
+    # Ask for the answer and never read it, through a small receive buffer.
+    not_reading = [connect(url, rcvbuf=1024) for _ in range(3)]
+    for s in not_reading:
+        s.sendall(request)
+    slow = silent + partial + trickling + not_reading
+    try:
+        for _ in range(3):
+            status, body = scrape(url)
+            assert status == "HTTP/1.1 200 OK"
+            assert b'tensorbroker_capacity_bytes{device="cpu"} 134217728\n' in body
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=HANG_GUARD)
+        for s in slow:
+            s.close()
+    assert back_to(pid, baseline) == baseline
+
+
+def test_over_64_connections_the_oldest_are_closed(http_broker_pid):
+    """At most 64 connections are open: each new one past that closes the oldest, so a flood of
+    idle connections costs the daemon 64 descriptors and never shuts a scraper out."""
+    _, url, pid = http_broker_pid
+    assert scrape(url)[0] == "HTTP/1.1 200 OK"
+    baseline = settled_resources(pid)
+    idle = [connect(url) for _ in range(100)]
+    try:
+        status, body = scrape(url)  # accepted after the 100: the oldest made room for it
+        assert status == "HTTP/1.1 200 OK"
+        assert b'tensorbroker_capacity_bytes{device="cpu"} 134217728\n' in body
+        descriptors, threads = resources(pid)
+        assert descriptors - baseline[0] <= 64 and threads == baseline[1]
+        for s in idle[:37]:  # 36 made room for the other idle ones, 1 for the scrape
+            assert s.recv(1) == b""
+    finally:
+        for s in idle:
+            s.close()
+    assert back_to(pid, baseline) == baseline
