@@ -31,6 +31,8 @@ constexpr uint64_t kWakeTag = 0;
 constexpr uint64_t kListenerTag = ~uint64_t{0};
 // After the answer: how long what the client still sends is read and dropped (see Connection).
 constexpr absl::Duration kDrainLimit = absl::Milliseconds(200);
+// A burst of connections waits in the kernel's queue, not in the clients' SYN retries (1 s).
+constexpr int kBacklog = static_cast<int>(MetricsHttpServer::kMaxConnections);
 
 std::string FormatAddress(const sockaddr_storage& address, socklen_t size) {
   char host[NI_MAXHOST];
@@ -77,7 +79,7 @@ absl::StatusOr<UniqueFd> Listen(const ListenAddress& where, absl::string_view te
         ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
       }
       if (::bind(fd.get(), found->ai_addr, found->ai_addrlen) != 0 ||
-          ::listen(fd.get(), 16) != 0) {
+          ::listen(fd.get(), kBacklog) != 0) {
         error = errno;
       }
     }
