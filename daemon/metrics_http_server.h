@@ -40,8 +40,8 @@ class MetricsHttpServer {
   static constexpr absl::Duration kConnectionLimit = absl::Seconds(2);  // reading and answering
 
   // Binds and listens on `address` (see ParseListenAddress), then serves on its own thread.
-  // UNAVAILABLE naming --metrics-listen when the address cannot be bound; INTERNAL when no
-  // epoll, eventfd or thread can be had.
+  // UNAVAILABLE naming --metrics-listen when the address cannot be bound; ErrnoStatus's code
+  // when no epoll or eventfd can be had, INTERNAL when no thread.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(absl::string_view address,
                                                                   Render render);
   ~MetricsHttpServer();
