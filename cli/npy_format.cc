@@ -161,25 +161,35 @@ class HeaderDictParser {
     return value;
   }
 
+  // A dimension is read as decimal digits into int64 with every step checked: a value past
+  // INT64_MAX is refused, never wrapped (2^64 must not read as 0).
   absl::StatusOr<int64_t> ParseDimension(size_t index) {
     if (Peek() == '-') {
-      return Invalid(absl::StrCat("shape[", index, "] is negative"));
+      return Invalid(absl::StrCat("header field 'shape': shape[", index, "] is negative"));
     }
     if (!std::isdigit(static_cast<unsigned char>(Peek()))) {
       return Error(absl::StrCat("shape[", index, "] is not a non-negative integer"));
     }
-    uint64_t value = 0;
-    while (std::isdigit(static_cast<unsigned char>(Peek()))) {
-      value = value * 10 + static_cast<uint64_t>(text_[pos_++] - '0');
-      if (value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return Invalid(absl::StrCat("shape[", index, "] is too large"));
+    const size_t start = pos_;
+    while (std::isdigit(static_cast<unsigned char>(Peek()))) ++pos_;
+    const absl::string_view digits = text_.substr(start, pos_ - start);
+    constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+    int64_t value = 0;
+    for (char c : digits) {
+      const int64_t digit = c - '0';
+      if (value > (kMax - digit) / 10) {
+        const bool cut = digits.size() > 48;
+        return Invalid(absl::StrCat("header field 'shape': shape[", index, "] = ",
+                                    digits.substr(0, 48), cut ? "..." : "",
+                                    " is too large for int64 (at most ", kMax, ")"));
       }
+      value = value * 10 + digit;
     }
     Consume('L');  // Python 2 long literals, as old NumPy wrote them.
     if (std::isalnum(static_cast<unsigned char>(Peek())) || Peek() == '.') {
       return Error(absl::StrCat("shape[", index, "] is not an integer"));
     }
-    return static_cast<int64_t>(value);
+    return value;
   }
 
   absl::StatusOr<std::vector<int64_t>> ParseShape() {
@@ -209,6 +219,34 @@ class HeaderDictParser {
   absl::string_view text_;
   size_t pos_ = 0;
 };
+
+// Bytes of data `header` describes. As NumPy does, a dimension of 0 empties the array but does
+// not excuse the others: the product of the non-zero dimensions times the item size must stay
+// within 2^62 bytes (NumPy: within INT64_MAX), every step checked so that nothing wraps.
+absl::StatusOr<uint64_t> DataBytes(const NpyHeader& header) {
+  constexpr uint64_t kLimit = uint64_t{1} << 62;
+  uint64_t elements = 1;
+  bool empty = false;
+  for (int64_t dim : header.shape) {
+    const uint64_t d = static_cast<uint64_t>(dim);
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
+    if (elements > kLimit / d) {
+      return Invalid(absl::StrCat("header field 'shape': (", absl::StrJoin(header.shape, ", "),
+                                  ") has too many elements (more than 2^62)"));
+    }
+    elements *= d;
+  }
+  const uint64_t item = ItemSize(header.dtype);
+  if (elements > kLimit / item) {
+    return Invalid(absl::StrCat("header fields 'shape' (", absl::StrJoin(header.shape, ", "),
+                                ") and 'descr' ", Quote(header.descr),
+                                ": the data is too large in bytes (more than 2^62)"));
+  }
+  return empty ? 0 : elements * item;
+}
 
 }  // namespace
 
@@ -341,22 +379,9 @@ absl::StatusOr<NpyHeader> ParseHeader(absl::string_view bytes) {
   header->minor_version = minor;
   header->data_offset = prefix + header_len;
 
-  constexpr uint64_t kLimit = uint64_t{1} << 62;
-  uint64_t elements = 1;
-  for (int64_t dim : header->shape) {
-    const uint64_t d = static_cast<uint64_t>(dim);
-    if (d != 0 && elements > kLimit / d) {
-      return Invalid(absl::StrCat("shape (", absl::StrJoin(header->shape, ", "),
-                                  ") has too many elements"));
-    }
-    elements *= d;
-  }
-  const uint64_t item = ItemSize(header->dtype);
-  if (elements > kLimit / item) {
-    return Invalid(absl::StrCat("shape (", absl::StrJoin(header->shape, ", "),
-                                ") is too large in bytes"));
-  }
-  header->data_nbytes = elements * item;
+  absl::StatusOr<uint64_t> nbytes = DataBytes(*header);
+  if (!nbytes.ok()) return nbytes.status();
+  header->data_nbytes = *nbytes;
   return header;
 }
 

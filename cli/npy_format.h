@@ -5,7 +5,9 @@
 // Contract: every input is untrusted. Parsing never reads outside the bytes it is given and
 // answers INVALID_ARGUMENT with a message naming the offending field and value for anything
 // malformed, unsupported (big-endian multi-byte data, object/structured/void/string dtypes) or
-// absurd (too many dimensions, element counts that overflow). Pure functions, thread-safe.
+// absurd (too many dimensions, a dimension past INT64_MAX, a size past 2^62 bytes: nothing
+// wraps, and a zero dimension does not excuse the others, as in NumPy). Pure functions,
+// thread-safe.
 //
 // Descr mapping (little-endian only; '|' or '=' are accepted for one-byte types, '=' also
 // for wider ones since this is a little-endian host):

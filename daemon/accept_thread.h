@@ -1,6 +1,6 @@
 // Accepts connections on a listening socket on a thread of its own and hands each one to a
-// handler, on that thread, until stopped. Shared by the Unix socket acceptor and the metrics
-// HTTP server. Stop() (or the destructor) wakes the thread through an eventfd, joins it and
+// handler, on that thread, until stopped. Shared by the Unix socket acceptor and the local
+// channel. Stop() (or the destructor) wakes the thread through an eventfd, joins it and
 // closes the listening socket; the handler is never called after Stop() returns.
 #ifndef TENSORBROKER_DAEMON_ACCEPT_THREAD_H_
 #define TENSORBROKER_DAEMON_ACCEPT_THREAD_H_

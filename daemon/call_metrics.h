@@ -1,6 +1,7 @@
-// Counts of the daemon's gRPC calls by method and status code, and a latency histogram per
-// method, for Stats and the Prometheus metrics. Fed by MetricsInterceptor (one place for every
-// method, the health service's included).
+// Counts of the daemon's calls by method and status code, and a latency histogram per method,
+// for Stats and the Prometheus metrics. Fed by MetricsInterceptor (one place for every gRPC
+// method, the health service's included) and by the local channel (fixed names), so the set of
+// methods is bounded: a gRPC method outside the API is recorded as kUnknownMethod.
 // Thread-safe: one mutex; Record is a few map operations.
 #ifndef TENSORBROKER_DAEMON_CALL_METRICS_H_
 #define TENSORBROKER_DAEMON_CALL_METRICS_H_
@@ -16,6 +17,9 @@
 #include "tensorbroker/types.h"
 
 namespace tensorbroker::daemon {
+
+// The label of every gRPC call to a method the daemon does not serve.
+inline constexpr char kUnknownMethod[] = "unknown";
 
 class CallMetrics {
  public:

@@ -1,20 +1,39 @@
 #include "daemon/metrics_interceptor.h"
 
+#include <functional>
+#include <set>
 #include <string>
 
-#include "absl/strings/string_view.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "google/protobuf/descriptor.h"
+#include "tensorbroker/v1/broker.pb.h"
 
 namespace tensorbroker::daemon {
 namespace {
 
 using grpc::experimental::InterceptionHookPoints;
 
-// "/tensorbroker.v1.Broker/Create" -> "Create"; other services keep their full name.
-std::string MethodLabel(absl::string_view full) {
-  constexpr absl::string_view kBroker = "/tensorbroker.v1.Broker/";
-  if (full.substr(0, kBroker.size()) == kBroker) return std::string(full.substr(kBroker.size()));
-  return std::string(full);
+constexpr absl::string_view kBrokerPrefix = "/tensorbroker.v1.Broker/";
+
+// Full names of every method the daemon serves, built once from broker.proto's descriptor (so a
+// method added there is counted under its name with no change here). Never destroyed: gRPC's
+// threads may still look names up while the process exits.
+const std::set<std::string, std::less<>>& ServedMethods() {
+  static const auto* const served = [] {
+    auto* names = new std::set<std::string, std::less<>>;
+    const google::protobuf::ServiceDescriptor* broker =
+        v1::Empty::descriptor()->file()->FindServiceByName("Broker");
+    for (int i = 0; broker != nullptr && i < broker->method_count(); ++i) {
+      names->insert(absl::StrCat(kBrokerPrefix, broker->method(i)->name()));
+    }
+    // gRPC's default health service (grpc::EnableDefaultHealthCheckService) serves these two.
+    names->insert("/grpc.health.v1.Health/Check");
+    names->insert("/grpc.health.v1.Health/Watch");
+    return names;
+  }();
+  return *served;
 }
 
 class MetricsInterceptor final : public grpc::experimental::Interceptor {
@@ -22,7 +41,9 @@ class MetricsInterceptor final : public grpc::experimental::Interceptor {
   MetricsInterceptor(CallMetrics* metrics, grpc::experimental::ServerRpcInfo* info)
       : metrics_(metrics),
         method_(MethodLabel(info->method() != nullptr ? info->method() : "")),
-        timed_(info->type() != grpc::experimental::ServerRpcInfo::Type::BIDI_STREAMING),
+        // A made-up method's duration says nothing about the daemon: counted, not timed.
+        timed_(method_ != kUnknownMethod &&
+               info->type() != grpc::experimental::ServerRpcInfo::Type::BIDI_STREAMING),
         started_(absl::Now()) {}
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
@@ -53,6 +74,14 @@ class Factory final : public grpc::experimental::ServerInterceptorFactoryInterfa
 };
 
 }  // namespace
+
+std::string MethodLabel(absl::string_view full_name) {
+  if (ServedMethods().count(full_name) == 0) return kUnknownMethod;
+  if (absl::StartsWith(full_name, kBrokerPrefix)) {
+    return std::string(full_name.substr(kBrokerPrefix.size()));
+  }
+  return std::string(full_name);
+}
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> MetricsInterceptorFactory(
     CallMetrics* metrics) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "cli/npy_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -286,6 +287,62 @@ TEST(NpyFormatTest, MalformedHeadersGiveUsefulErrors) {
     ASSERT_FALSE(h.ok()) << "accepted: " << c.file;
     EXPECT_EQ(h.status().code(), absl::StatusCode::kInvalidArgument) << h.status();
     EXPECT_THAT(h.status().message(), HasSubstr(c.message)) << c.file;
+  }
+}
+
+// A dimension that does not fit in int64, or a size (dims times item size) that does not fit in
+// 2^62 bytes, is refused naming the header field, as NumPy refuses it; it must never wrap (2^64
+// read as 0 made an empty array of a file NumPy rejects).
+TEST(NpyFormatTest, DimensionsThatOverflowAreRefusedNamingTheField) {
+  struct Case {
+    std::string shape;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      // Parse overflow: each of these wrapped (2^64 -> 0, 2^64 + 1 -> 1, 2^65 -> 0) before.
+      {"(18446744073709551616,)",
+       "header field 'shape': shape[0] = 18446744073709551616 is too large for int64"},
+      {"(18446744073709551617,)",
+       "header field 'shape': shape[0] = 18446744073709551617 is too large for int64"},
+      {"(2, 36893488147419103232)",
+       "header field 'shape': shape[1] = 36893488147419103232 is too large for int64"},
+      {"(9223372036854775808,)",
+       "header field 'shape': shape[0] = 9223372036854775808 is too large for int64"},
+      {"(" + std::string(200, '9') + ",)",
+       "header field 'shape': shape[0] = " + std::string(48, '9') + "... is too large for int64"},
+      // Product overflow: of the dimensions, then times the item size. A zero dimension does
+      // not hide the others (NumPy: "array is too big").
+      {"(4294967296, 4294967296)",
+       "header field 'shape': (4294967296, 4294967296) has too many elements (more than 2^62)"},
+      {"(0, 4611686018427387904, 4)",
+       "header field 'shape': (0, 4611686018427387904, 4) has too many elements"},
+      {"(9223372036854775807,)", "has too many elements (more than 2^62)"},
+      {"(9223372036854775807, 0)", "has too many elements (more than 2^62)"},
+      {"(1073741824, 1073741825)",
+       "header fields 'shape' (1073741824, 1073741825) and 'descr' '<f4': the data is too large "
+       "in bytes (more than 2^62)"},
+      {"(0, 2305843009213693952)",
+       "header fields 'shape' (0, 2305843009213693952) and 'descr' '<f4': the data is too large "
+       "in bytes"},
+  };
+  for (const Case& c : cases) {
+    const std::string dict =
+        "{'descr': '<f4', 'fortran_order': False, 'shape': " + c.shape + ", }";
+    absl::StatusOr<NpyHeader> h = ParseHeader(MakeNpy(1, dict, ""));
+    if (h.ok()) {
+      ADD_FAILURE() << "accepted shape " << c.shape << " as (" << absl::StrJoin(h->shape, ", ")
+                    << "), " << h->data_nbytes << " bytes";
+      continue;
+    }
+    EXPECT_EQ(h.status().code(), absl::StatusCode::kInvalidArgument) << h.status();
+    EXPECT_THAT(h.status().message(), HasSubstr(c.message)) << c.shape;
+  }
+  // The largest size that fits (2^60 float32: 2^62 bytes) is accepted, an empty array with it too.
+  for (const std::string& shape :
+       {std::string("(1152921504606846976,)"), std::string("(0, 1152921504606846976)")}) {
+    absl::StatusOr<NpyHeader> h = ParseHeader(MakeNpy(
+        1, "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }", ""));
+    EXPECT_TRUE(h.ok()) << shape << ": " << h.status();
   }
 }
 

@@ -2,11 +2,16 @@
 parser (Debian's python3-prometheus-client), checked against what the test did: per-device
 pool gauges, tensors, leases, clients, calls by method and code, and the latency histograms."""
 
+import contextlib
 import os
+import re
 import signal
+import socket
 import subprocess
 import tempfile
+import threading
 import time
+import urllib.parse
 
 import numpy as np
 import pytest
@@ -106,9 +111,9 @@ def test_prometheus_and_json_exclude_each_other(broker):
 
 # ---- --metrics-listen: the same text served over HTTP ------------------------------------------
 
-@pytest.fixture
-def http_broker():
-    """A daemon serving /metrics on a free loopback port; yields (workdir, socket, base URL)."""
+@contextlib.contextmanager
+def serving_http():
+    """A daemon serving /metrics on a free loopback port: (workdir, socket, base URL, process)."""
     with tempfile.TemporaryDirectory(prefix="tbhttp.") as d:
         sock = os.path.join(d, "b.sock")
         log_path = os.path.join(d, "daemon.log")
@@ -124,19 +129,26 @@ def http_broker():
                 if line.startswith("<6>metrics at http://127.0.0.1:"):
                     url = line[len("<6>metrics at "):].strip()[:-len("/metrics")]
             time.sleep(0.05)
-        yield d, sock, url
+        yield d, sock, url, daemon
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=HANG_GUARD) == 0
 
 
-def http(url, method="GET", raw=None):
+@pytest.fixture
+def http_broker():
+    """A daemon serving /metrics on a free loopback port; yields (workdir, socket, base URL)."""
+    with serving_http() as (d, sock, url, _):
+        yield d, sock, url
+
+
+def http(url, method="GET", raw=None, timeout=HANG_GUARD):
     """(status line, headers dict, body) of one request, read until the server closes."""
     import socket as socketlib
     import urllib.parse
     parts = urllib.parse.urlsplit(url)
     request = raw if raw is not None else \
         f"{method} {parts.path or '/'} HTTP/1.1\r\nHost: {parts.netloc}\r\n\r\n".encode()
-    with socketlib.create_connection((parts.hostname, parts.port), timeout=HANG_GUARD) as s:
+    with socketlib.create_connection((parts.hostname, parts.port), timeout=timeout) as s:
         s.sendall(request)
         data = b""
         while chunk := s.recv(65536):
@@ -182,18 +194,18 @@ def test_http_answers_every_request_and_keeps_serving(http_broker):
     assert http(url, raw=b"garbage\r\n\r\n")[0] == "HTTP/1.1 400 Bad Request"
     assert http(url, raw=b"GET /metrics HTTP/1.1\r\nX: " + b"a" * 10000)[0] == \
         "HTTP/1.1 431 Request Header Fields Too Large"
-    # A client that connects and says nothing is dropped after the 2 s limit; then it serves on.
+    # A client that connects and says nothing holds up neither a scrape nor gRPC.
     import socket as socketlib
     import urllib.parse
     parts = urllib.parse.urlsplit(url)
     with socketlib.create_connection((parts.hostname, parts.port)):
-        assert cli(sock, "health").returncode == 0  # gRPC is never behind the HTTP thread
+        assert cli(sock, "health").returncode == 0  # gRPC is never behind the HTTP loop
         assert http(url + "/metrics")[0] == "HTTP/1.1 200 OK"
 
 
 def test_a_client_that_trickles_bytes_is_cut_off_and_scrapes_go_on(http_broker):
     """The 2 s limit is per connection, not per read: one byte every 0.25 s for up to 10 s is
-    cut off, and a scrape waiting behind it is then answered."""
+    cut off, and a scrape beside it is answered meanwhile."""
     import socket as socketlib
     import threading
     import urllib.parse
@@ -236,3 +248,185 @@ def test_metrics_listen_errors_stop_the_start(http_broker):
                               capture_output=True, text=True, timeout=HANG_GUARD)
         assert done.returncode == 2, bad
         assert f"--metrics-listen '{bad}': " in done.stderr and why in done.stderr, done.stderr
+
+
+# ---- hostile clients: made-up method names -------------------------------------------------------
+
+def api_method_labels():
+    """Every method label the daemon may report: tensorbroker.v1.Broker's methods (read from
+    broker.proto), the health service's (full names) and the local channel's calls."""
+    proto = os.path.join(os.path.dirname(__file__), "..", "..", "proto", "tensorbroker", "v1",
+                         "broker.proto")
+    with open(proto) as f:
+        broker = set(re.findall(r"^\s*rpc (\w+)\(", f.read(), re.M))
+    assert {"Session", "Create", "Stats", "Ping"} <= broker
+    health = {"/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch"}
+    local = {"Open", "Attach", "Get", "Create", "Seal", "Abort", "Retain", "FetchSegment",
+             "Release"}
+    return broker | health | local
+
+
+def test_made_up_method_names_are_counted_under_one_label(http_broker):
+    """3,000 calls to names the API does not have (other services, and made-up methods of the
+    Broker and Health services) make one `unknown` series, not 3,000; Stats stays small, so
+    `stats` and `health` keep working."""
+    grpc = pytest.importorskip("grpc")
+    _, sock, url = http_broker
+    made_up = ([f"/x.Y/M{i}" for i in range(2000)] +
+               [f"/tensorbroker.v1.Broker/Made{i}" for i in range(500)] +
+               [f"/grpc.health.v1.Health/Made{i}" for i in range(500)])
+    with grpc.insecure_channel("unix:" + sock) as channel:
+        for path in made_up:
+            with pytest.raises(grpc.RpcError) as refused:
+                channel.unary_unary(path)(b"", timeout=HANG_GUARD)
+            assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED, path
+
+    health = cli(sock, "health")
+    assert health.returncode == 0 and health.stdout.strip() == "SERVING", health
+    for args in (("stats",), ("stats", "--json")):
+        done = cli(sock, *args)
+        assert done.returncode == 0, (args, done.stderr)
+    done = cli(sock, "stats", "--prometheus")
+    assert done.returncode == 0, done.stderr
+    status, _, body = http(url + "/metrics")
+    assert status == "HTTP/1.1 200 OK"
+    known = api_method_labels()
+    for text in (done.stdout, body.decode()):
+        got = samples(text)
+        methods = {dict(labels)["method"] for name, labels in got
+                   if name.startswith("tensorbroker_call")}
+        assert "unknown" in methods and methods - {"unknown"} <= known, methods - known
+        unknown = {dict(labels)["code"]: value for (name, labels), value in got.items()
+                   if name == "tensorbroker_calls_total" and dict(labels)["method"] == "unknown"}
+        assert unknown == {"UNIMPLEMENTED": 3000}
+        # Counted, not timed: a made-up call's duration says nothing about the daemon.
+        assert ("tensorbroker_call_duration_seconds_count",
+                frozenset({"method": "unknown"}.items())) not in got
+        assert got[("tensorbroker_calls_total", frozenset(
+            {"method": "/grpc.health.v1.Health/Check", "code": "OK"}.items()))] == 1
+
+
+# ---- hostile clients: slow scrapers ----------------------------------------------------------------
+
+# Prometheus's default scrape_timeout: a scrape that takes longer is a failed scrape. Not a
+# measurement (a scrape takes milliseconds): the old server, one connection at a time with 2 s
+# each, answered a scrape behind 6 slow clients after 8-11 s.
+PROMETHEUS_SCRAPE_TIMEOUT = 10
+
+
+@pytest.fixture
+def http_broker_pid():
+    """Like http_broker; yields (socket, base URL, daemon pid)."""
+    with serving_http() as (_, sock, url, daemon):
+        yield sock, url, daemon.pid
+
+
+def resources(pid):
+    """(open descriptors, threads) of process `pid`."""
+    return len(os.listdir(f"/proc/{pid}/fd")), len(os.listdir(f"/proc/{pid}/task"))
+
+
+def settled_resources(pid, wait=10):
+    """resources(pid) once two readings 0.2 s apart agree (threads start lazily)."""
+    deadline = time.monotonic() + wait
+    last = resources(pid)
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        now = resources(pid)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+def back_to(pid, baseline, wait=10):
+    """resources(pid), polled for up to `wait` seconds until they equal `baseline`."""
+    deadline = time.monotonic() + wait
+    while (now := resources(pid)) != baseline and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return now
+
+
+def scrape(url):
+    """A scrape as Prometheus makes one; prints how long it took."""
+    started = time.monotonic()
+    status, headers, body = http(url + "/metrics", timeout=PROMETHEUS_SCRAPE_TIMEOUT)
+    print(f"scrape: {status} {len(body)} bytes in {(time.monotonic() - started) * 1000:.1f} ms")
+    return status, body
+
+
+def connect(url, rcvbuf=None):
+    parts = urllib.parse.urlsplit(url)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf is not None:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    s.settimeout(HANG_GUARD)
+    s.connect((parts.hostname, parts.port))
+    return s
+
+
+def test_slow_clients_do_not_hold_up_a_scrape(http_broker_pid):
+    """Clients that connect and say nothing, send half a request, trickle one byte at a time
+    or never read their answer are served side by side with a scrape, which gets its full
+    answer at once; then the daemon's descriptors and threads are what they were."""
+    _, url, pid = http_broker_pid
+    assert scrape(url)[0] == "HTTP/1.1 200 OK"
+    baseline = settled_resources(pid)
+    request = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+    stop = threading.Event()
+
+    def trickle(s):
+        try:
+            for byte in request[:-2]:  # never the final blank line
+                if stop.wait(0.1):
+                    return
+                s.sendall(bytes([byte]))
+        except OSError:  # the daemon cut it off
+            pass
+
+    silent = [connect(url) for _ in range(3)]
+    partial = [connect(url) for _ in range(3)]
+    for s in partial:
+        s.sendall(request[:20])
+    trickling = [connect(url) for _ in range(3)]
+    threads = [threading.Thread(target=trickle, args=(s,)) for s in trickling]
+    for t in threads:
+        t.start()
+    # Ask for the answer and never read it, through a small receive buffer.
+    not_reading = [connect(url, rcvbuf=1024) for _ in range(3)]
+    for s in not_reading:
+        s.sendall(request)
+    slow = silent + partial + trickling + not_reading
+    try:
+        for _ in range(3):
+            status, body = scrape(url)
+            assert status == "HTTP/1.1 200 OK"
+            assert b'tensorbroker_capacity_bytes{device="cpu"} 134217728\n' in body
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=HANG_GUARD)
+        for s in slow:
+            s.close()
+    assert back_to(pid, baseline) == baseline
+
+
+def test_over_64_connections_the_oldest_are_closed(http_broker_pid):
+    """At most 64 connections are open: each new one past that closes the oldest, so a flood of
+    idle connections costs the daemon 64 descriptors and never shuts a scraper out."""
+    _, url, pid = http_broker_pid
+    assert scrape(url)[0] == "HTTP/1.1 200 OK"
+    baseline = settled_resources(pid)
+    idle = [connect(url) for _ in range(100)]
+    try:
+        status, body = scrape(url)  # accepted after the 100: the oldest made room for it
+        assert status == "HTTP/1.1 200 OK"
+        assert b'tensorbroker_capacity_bytes{device="cpu"} 134217728\n' in body
+        descriptors, threads = resources(pid)
+        assert descriptors - baseline[0] <= 64 and threads == baseline[1]
+        for s in idle[:37]:  # 36 made room for the other idle ones, 1 for the scrape
+            assert s.recv(1) == b""
+    finally:
+        for s in idle:
+            s.close()
+    assert back_to(pid, baseline) == baseline
