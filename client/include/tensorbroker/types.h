@@ -63,7 +63,7 @@ struct PoolUsage {
 // One gRPC method's calls since the daemon started (Stats): counts by status code and a latency
 // histogram (streams that last a session are counted, not timed).
 struct MethodStats {
-  std::string method;                              // "Create", ..., or a full name
+  std::string method;                              // "Create", ..., or "unknown" (not an API method)
   std::vector<std::pair<int, uint64_t>> calls;     // (grpc status code, count), by code
   std::vector<double> bucket_bounds_seconds;       // upper bounds; +Inf is the last count
   std::vector<uint64_t> bucket_counts;             // per bucket, not cumulative; one more
