@@ -1,6 +1,7 @@
 #include "daemon/daemon_runner.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 #include "common/socket_path.h"
 #include "daemon/access_policy.h"
 #include "daemon/broker_service.h"
+#include "daemon/connection_limits.h"
 #include "daemon/deadline_timer.h"
 #include "daemon/cpu_segment_pool.h"
 #ifdef TENSORBROKER_HAVE_CUDA
@@ -187,6 +189,25 @@ class PendingExpiry {
   bool stopped_ = false;
 };
 
+// Descriptors: two sockets' connections, each segment's two descriptors, gRPC's own. The soft
+// limit (systemd's default is 1024) is raised toward the hard one to fit --max-connections.
+void RaiseDescriptorLimit(uint32_t max_connections) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t wanted = static_cast<rlim_t>(max_connections) * 2 + 8192;
+  if (limit.rlim_cur >= wanted) return;
+  const rlim_t raised = std::min(wanted, limit.rlim_max);
+  if (raised > limit.rlim_cur) {
+    limit.rlim_cur = raised;
+    (void)::setrlimit(RLIMIT_NOFILE, &limit);
+  }
+  if (raised < wanted) {
+    Log(LogLevel::kWarning, "descriptor limit ", raised, " (hard) is below the ", wanted,
+        " that --max-connections ", max_connections,
+        " needs; raise LimitNOFILE= (the unit sets 65536)");
+  }
+}
+
 }  // namespace
 
 std::string SegmentPrefixFor(const std::string& socket_path) {
@@ -253,7 +274,12 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
 
   // The local channel first: a client that reaches the gRPC socket finds it there.
   const std::string local_path = LocalChannelPath(options.socket_path);
-  auto local_channel = LocalChannelServer::Start(local_path, store.get(), &metrics, &policy);
+  ConnectionSettings connections;
+  connections.max_connections = options.max_connections;
+  connections.handshake_timeout = options.handshake_timeout;
+  RaiseDescriptorLimit(options.max_connections);
+  auto local_channel =
+      LocalChannelServer::Start(local_path, store.get(), &metrics, &policy, connections);
   if (!local_channel.ok()) return local_channel.status();
   auto acceptor = UnixSocketAcceptor::Bind(options.socket_path);
   if (!acceptor.ok()) {
@@ -265,6 +291,12 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   grpc::ServerBuilder builder;  // no listening port: connections come from the acceptor
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxPutChunkBytes + (64 << 10)));
+  // A connection with no call in flight this long is closed (GOAWAY; clients reconnect on
+  // their next call). A client's Session stream keeps its connection busy.
+  builder.AddChannelArgument(
+      GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+      static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(options.handshake_timeout),
+                                         INT32_MAX)));
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(MetricsInterceptorFactory(&metrics));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
@@ -274,7 +306,9 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
     ::unlink(local_path.c_str());
     return absl::InternalError("the gRPC server did not start");
   }
-  if (absl::Status started = (*acceptor)->Start(server.get(), &peers); !started.ok()) {
+  ConnectionLimit grpc_limit("socket", options.max_connections, ::getuid());
+  if (absl::Status started = (*acceptor)->Start(server.get(), &peers, &grpc_limit);
+      !started.ok()) {
     server->Shutdown();
     ::unlink(options.socket_path.c_str());
     ::unlink(local_path.c_str());

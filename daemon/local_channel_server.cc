@@ -5,6 +5,9 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -41,7 +44,7 @@ class LocalChannelServer::SessionSink final : public SessionEventSink {
 
 absl::StatusOr<std::unique_ptr<LocalChannelServer>> LocalChannelServer::Start(
     const std::string& path, TensorStore* store, CallMetrics* metrics,
-    const AccessPolicy* policy) {
+    const AccessPolicy* policy, const ConnectionSettings& settings) {
   auto listener = BindUnixListener(path, SOCK_SEQPACKET, "local channel (--socket + \".fd\")");
   if (!listener.ok()) return listener.status();
   UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
@@ -55,7 +58,8 @@ absl::StatusOr<std::unique_ptr<LocalChannelServer>> LocalChannelServer::Start(
     return ErrnoStatus(errno, "epoll_ctl");
   }
   std::unique_ptr<LocalChannelServer> server(
-      new LocalChannelServer(store, metrics, policy, std::move(epoll), std::move(wake)));
+      new LocalChannelServer(store, metrics, policy, settings, std::move(epoll),
+                             std::move(wake)));
   LocalChannelServer* raw = server.get();
   try {
     server->loop_ = std::thread([raw] { raw->Loop(); });
@@ -66,6 +70,7 @@ absl::StatusOr<std::unique_ptr<LocalChannelServer>> LocalChannelServer::Start(
       *std::move(listener), SOCK_NONBLOCK, "local channel", [raw](UniqueFd connection) {
         std::optional<PeerCredentials> peer = PeerCredentialsOf(connection.get(), "local channel");
         if (!peer.has_value()) return;
+        if (!raw->limit_.Admit(peer->uid, raw->open_connections_.load())) return;  // closed
         Handoff handoff;
         handoff.kind = Handoff::Kind::kConnection;
         handoff.socket = std::move(connection);
@@ -78,8 +83,14 @@ absl::StatusOr<std::unique_ptr<LocalChannelServer>> LocalChannelServer::Start(
 }
 
 LocalChannelServer::LocalChannelServer(TensorStore* store, CallMetrics* metrics,
-                                       const AccessPolicy* policy, UniqueFd epoll, UniqueFd wake)
-    : store_(store), policy_(policy), metrics_(metrics), epoll_(std::move(epoll)), wake_(std::move(wake)) {}
+                                       const AccessPolicy* policy,
+                                       const ConnectionSettings& settings, UniqueFd epoll,
+                                       UniqueFd wake)
+    : store_(store),
+      policy_(policy),
+      settings_(settings),
+      limit_("local channel", settings.max_connections, ::getuid()),
+      metrics_(metrics), epoll_(std::move(epoll)), wake_(std::move(wake)) {}
 
 LocalChannelServer::~LocalChannelServer() { Stop(); }
 
@@ -138,8 +149,11 @@ std::optional<absl::StatusOr<TensorGrant>> LocalChannelServer::StartWait(
 }
 
 int LocalChannelServer::NextTimeoutMs() const {
-  if (deadlines_.empty()) return -1;
-  const absl::Duration left = deadlines_.begin()->first - absl::Now();
+  if (deadlines_.empty() && handshakes_.empty()) return -1;
+  absl::Time next = absl::InfiniteFuture();
+  if (!deadlines_.empty()) next = deadlines_.begin()->first;
+  if (!handshakes_.empty()) next = std::min(next, handshakes_.begin()->first);
+  const absl::Duration left = next - absl::Now();
   if (left <= absl::ZeroDuration()) return 0;
   return static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))));
 }
@@ -163,6 +177,7 @@ void LocalChannelServer::Loop() {
     }
     TakeHandoffs();
     ExpireWaits();
+    ExpireHandshakes();
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) break;
   }
@@ -192,6 +207,8 @@ void LocalChannelServer::TakeHandoffs() {
           break;
         }
         connections_.emplace(handoff.connection_id, std::move(connection));
+        open_connections_.store(connections_.size());
+        handshakes_.emplace(absl::Now() + settings_.handshake_timeout, handoff.connection_id);
         break;
       }
       case Handoff::Kind::kWaitAnswered: {
@@ -242,6 +259,20 @@ void LocalChannelServer::ExpireWaits() {
   }
 }
 
+void LocalChannelServer::ExpireHandshakes() {
+  const absl::Time now = absl::Now();
+  while (!handshakes_.empty() && handshakes_.begin()->first <= now) {
+    const uint64_t connection_id = handshakes_.begin()->second;
+    handshakes_.erase(handshakes_.begin());
+    auto it = connections_.find(connection_id);
+    if (it == connections_.end() || it->second->has_session()) continue;
+    Log(LogLevel::kInfo, "local channel: closing a connection of pid=", it->second->peer().pid,
+        " uid=", it->second->peer().uid, ": no session within the handshake timeout (",
+        absl::FormatDuration(settings_.handshake_timeout), ")");
+    Drop(connection_id);
+  }
+}
+
 void LocalChannelServer::Serve(LocalConnection* connection, uint32_t events) {
   const uint64_t id = connection->id();
   if ((events & EPOLLOUT) != 0) {
@@ -280,6 +311,7 @@ void LocalChannelServer::Drop(uint64_t connection_id) {
   (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second->fd(), nullptr);
   connections_.erase(it);  // closes the session it opened, cancels its waits
   sinks_.erase(connection_id);
+  open_connections_.store(connections_.size());
 }
 
 }  // namespace tensorbroker::daemon

@@ -13,6 +13,7 @@
 #define TENSORBROKER_DAEMON_LOCAL_CHANNEL_SERVER_H_
 
 #include <cstdint>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -24,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "common/unique_fd.h"
 #include "daemon/accept_thread.h"
+#include "daemon/connection_limits.h"
 #include "daemon/local_connection.h"
 #include "daemon/tensor_store.h"
 
@@ -35,10 +37,11 @@ class LocalChannelServer final : public LocalConnectionHost {
   // outlive Stop().
   // `metrics` (may be null) counts the calls, and must outlive Stop() too.
   // `policy` turns each connection's credentials into its principal; it must outlive Stop().
-  static absl::StatusOr<std::unique_ptr<LocalChannelServer>> Start(const std::string& path,
-                                                                   TensorStore* store,
-                                                                   CallMetrics* metrics,
-                                                                   const AccessPolicy* policy);
+  // Connections over `settings.max_connections` are closed at once, and those that open or
+  // attach no session within `settings.handshake_timeout` are closed then.
+  static absl::StatusOr<std::unique_ptr<LocalChannelServer>> Start(
+      const std::string& path, TensorStore* store, CallMetrics* metrics,
+      const AccessPolicy* policy, const ConnectionSettings& settings);
   ~LocalChannelServer() override;
   LocalChannelServer(const LocalChannelServer&) = delete;
   LocalChannelServer& operator=(const LocalChannelServer&) = delete;
@@ -70,11 +73,13 @@ class LocalChannelServer final : public LocalConnectionHost {
   class SessionSink;
 
   LocalChannelServer(TensorStore* store, CallMetrics* metrics, const AccessPolicy* policy,
-                     UniqueFd epoll, UniqueFd wake);
+                     const ConnectionSettings& settings, UniqueFd epoll, UniqueFd wake);
   void Hand(Handoff handoff);
   void Loop();
   void TakeHandoffs();
   void ExpireWaits();
+  // Closes the connections that have no session past the handshake timeout.
+  void ExpireHandshakes();
   void Serve(LocalConnection* connection, uint32_t events);
   void Drop(uint64_t connection_id);
   void WatchWrites(LocalConnection* connection);
@@ -82,6 +87,9 @@ class LocalChannelServer final : public LocalConnectionHost {
 
   TensorStore* const store_;
   const AccessPolicy* const policy_;
+  const ConnectionSettings settings_;
+  ConnectionLimit limit_;
+  std::atomic<size_t> open_connections_{0};  // written by the loop, read by the acceptor
   CallMetrics* const metrics_;
   const UniqueFd epoll_;
   const UniqueFd wake_;  // eventfd: handoffs and Stop
@@ -97,6 +105,7 @@ class LocalChannelServer final : public LocalConnectionHost {
   std::map<uint64_t, std::unique_ptr<LocalConnection>> connections_;
   std::map<uint64_t, std::unique_ptr<SessionSink>> sinks_;  // of sessions opened here, by connection
   std::multimap<absl::Time, std::pair<uint64_t, uint64_t>> deadlines_;  // -> connection, waiter
+  std::multimap<absl::Time, uint64_t> handshakes_;  // deadline -> connection without a session
 };
 
 }  // namespace tensorbroker::daemon

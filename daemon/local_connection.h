@@ -61,6 +61,8 @@ class LocalConnection {
   uint64_t id() const { return id_; }
   int fd() const { return socket_.get(); }
   const PeerCredentials& peer() const { return peer_; }
+  // Whether it opened or attached a session yet.
+  bool has_session() const { return !session_id_.empty(); }
 
   // Handles one request datagram. False when the connection must be dropped.
   bool HandleRequest(const std::string& bytes);

@@ -1,6 +1,7 @@
 #include "daemon/peer_registry.h"
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
@@ -37,9 +38,37 @@ std::optional<PeerCredentials> PeerCredentialsOf(int fd, absl::string_view what)
   return std::nullopt;
 }
 
+namespace {
+
+ino_t InodeOf(int fd) {
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISSOCK(info.st_mode)) return 0;
+  return info.st_ino;
+}
+
+}  // namespace
+
 void PeerRegistry::Register(int fd, const PeerCredentials& peer) {
+  const ino_t inode = InodeOf(fd);
   std::lock_guard<std::mutex> lock(mu_);
-  by_fd_[fd] = peer;
+  by_fd_[fd] = Entry{peer, inode};
+}
+
+size_t PeerRegistry::CountOpen() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = by_fd_.begin(); it != by_fd_.end();) {
+    if (it->second.inode == 0 || InodeOf(it->first) != it->second.inode) {
+      it = by_fd_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return by_fd_.size();
+}
+
+size_t PeerRegistry::Size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return by_fd_.size();
 }
 
 std::optional<PeerCredentials> PeerRegistry::Lookup(absl::string_view peer) const {
@@ -48,7 +77,7 @@ std::optional<PeerCredentials> PeerRegistry::Lookup(absl::string_view peer) cons
   std::lock_guard<std::mutex> lock(mu_);
   auto it = by_fd_.find(fd);
   if (it == by_fd_.end()) return std::nullopt;
-  return it->second;
+  return it->second.peer;
 }
 
 std::string PeerRegistry::Describe(absl::string_view peer) const {

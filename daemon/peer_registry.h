@@ -36,6 +36,11 @@ std::optional<PeerCredentials> PeerCredentialsOf(int fd, absl::string_view what)
 class PeerRegistry {
  public:
   void Register(int fd, const PeerCredentials& peer);
+  // Connections still open: entries whose descriptor still refers to the socket registered
+  // (gRPC closes connections without telling); the others are forgotten. O(entries).
+  size_t CountOpen();
+  // Entries, open or not (an upper bound of the connections open).
+  size_t Size() const;
   // The credentials of the connection gRPC calls `peer`; nullopt for other peers.
   std::optional<PeerCredentials> Lookup(absl::string_view peer) const;
   // "pid=123 uid=1000" for log lines; "pid=? uid=?" when unknown.
@@ -43,7 +48,11 @@ class PeerRegistry {
 
  private:
   mutable std::mutex mu_;
-  std::unordered_map<int, PeerCredentials> by_fd_;  // guarded by mu_
+  struct Entry {
+    PeerCredentials peer;
+    ino_t inode = 0;  // of the socket: a reused descriptor number refers to another one
+  };
+  std::unordered_map<int, Entry> by_fd_;  // guarded by mu_
 };
 
 }  // namespace tensorbroker::daemon

@@ -226,12 +226,15 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std:
   // numpy) would then make or stream all of it. Its logical size must fit in the pool.
   const uint64_t capacity = pool->Stats().capacity_bytes;
   const std::optional<uint64_t> logical = LogicalBytes(spec);
-  if (!logical.has_value() || *logical > capacity) {
+  if (!logical.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "shape: name '", spec.name, "' would hold ",
-        logical.has_value() ? FormatByteSize(*logical) : std::string("more than 2^64 bytes"),
+        "shape: name '", spec.name, "' would hold more than 2^64 bytes of elements"));
+  }
+  if (*logical > capacity) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "shape: name '", spec.name, "' holds ", FormatByteSize(*logical),
         " of elements, more than the capacity of ", FormatByteSize(capacity),
-        " (whatever the strides)"));
+        " (whatever its strides)"));
   }
   if (absl::Status s = CheckQuotaLocked(spec); !s.ok()) return s;
   std::vector<std::string> removed;

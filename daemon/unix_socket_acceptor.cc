@@ -22,11 +22,17 @@ absl::StatusOr<std::unique_ptr<UnixSocketAcceptor>> UnixSocketAcceptor::Bind(
 
 UnixSocketAcceptor::~UnixSocketAcceptor() { Stop(); }
 
-absl::Status UnixSocketAcceptor::Start(grpc::Server* server, PeerRegistry* peers) {
+absl::Status UnixSocketAcceptor::Start(grpc::Server* server, PeerRegistry* peers,
+                                       ConnectionLimit* limit) {
   auto thread = AcceptThread::Start(
-      std::move(listener_), SOCK_NONBLOCK, "socket", [server, peers](UniqueFd connection) {
+      std::move(listener_), SOCK_NONBLOCK, "socket", [server, peers, limit](UniqueFd connection) {
         std::optional<PeerCredentials> peer = PeerCredentialsOf(connection.get(), "socket");
         if (!peer.has_value()) return;
+        // The registry also holds connections gRPC has closed since: count only when it might
+        // matter.
+        size_t open = peers->Size();
+        if (open >= limit->max_connections()) open = peers->CountOpen();
+        if (!limit->Admit(peer->uid, open)) return;  // closed here
         peers->Register(connection.get(), *peer);
         grpc::AddInsecureChannelFromFd(server, connection.release());  // gRPC owns it now
       });

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "common/unique_fd.h"
 #include "daemon/accept_thread.h"
+#include "daemon/connection_limits.h"
 #include "daemon/peer_registry.h"
 
 namespace tensorbroker::daemon {
@@ -31,8 +32,9 @@ class UnixSocketAcceptor {
   UnixSocketAcceptor& operator=(const UnixSocketAcceptor&) = delete;
 
   // Starts accepting for `server` (started, outliving this acceptor's thread), recording each
-  // client in `peers` (outliving the server's calls). INTERNAL if no thread could start.
-  absl::Status Start(grpc::Server* server, PeerRegistry* peers);
+  // client in `peers` (outliving the server's calls). A connection over `limit` (outliving the
+  // thread too) is closed at once. INTERNAL if no thread could start.
+  absl::Status Start(grpc::Server* server, PeerRegistry* peers, ConnectionLimit* limit);
   // Stops accepting and closes the listening socket; the socket file stays (the caller unlinks
   // it). Idempotent.
   void Stop();

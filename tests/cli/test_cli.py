@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(
     not (CLI and DAEMON), reason="set TENSORBROKER_CLI and TENSORBROKERD to the binaries")
 
 STAT_KEYS = {"name", "dtype", "shape", "strides", "nbytes", "device", "sealed", "mutable",
-             "version", "leases", "created_unix_ms"}
+             "version", "leases", "created_unix_ms", "owner_uid", "readers"}
 STATS_KEYS = {"capacity_bytes", "used_bytes", "reserved_bytes", "tensors", "leases",
               "clients", "segments", "pending"}
 POOL_KEYS = {"device", "capacity_bytes", "used_bytes", "reserved_bytes", "segments"}
@@ -270,7 +270,7 @@ def test_ls_with_prefix(broker):
 
 def test_stats(broker):
     before = broker.json("stats")
-    assert set(before) == STATS_KEYS | {"pools"}
+    assert set(before) == STATS_KEYS | {"pools", "users"}
     assert all(isinstance(before[k], int) for k in STATS_KEYS)
     assert before["capacity_bytes"] == 256 << 20
     # Every memory pool: the CPU one first, with the top-level figures; then each GPU served.

@@ -85,7 +85,9 @@ TEST(DaemonSettings, UnknownKeysAndBadValuesNameWhereTheyCameFrom) {
   auto unknown = ResolveSettings({{"capacty", "4G", "f.conf:2"}}, kDefaultCapacity);
   EXPECT_EQ(unknown.status().message(),
             "f.conf:2: unknown key 'capacty' (keys: socket, capacity, cuda-capacity, log-level, "
-            "metrics-listen)");
+            "metrics-listen, admin-group, default-readers, quota-bytes, quota-tensors, "
+            "pending-timeout, handshake-timeout, max-connections, readers[PREFIX], "
+            "publishers[PREFIX], quota-bytes[USER], quota-tensors[USER])");
   auto bad_size = ResolveSettings({{"capacity", "lots", "f.conf:1"}}, kDefaultCapacity);
   EXPECT_EQ(bad_size.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(bad_size.status().message().substr(0, 19), "f.conf:1: capacity ");
@@ -149,7 +151,10 @@ TEST_F(ConfigFileOnDisk, FlagsOverrideTheFileAndPrintConfigReadsBack) {
   EXPECT_EQ(printed, "# tensorbrokerd's effective configuration (config file: " + path_ +
                          ")\nsocket = /tmp/from-file.sock\ncapacity = 67108864  # 64.0 MiB\n"
                          "cuda-capacity = 1073741824  # 1.0 GiB per GPU\nlog-level = debug\n"
-                         "metrics-listen = [::1]:9464\n");
+                         "metrics-listen = [::1]:9464\n# admin-group: not set: root only\n"
+                         "default-readers = *\nquota-bytes = 0  # unlimited\n"
+                         "quota-tensors = 0  # unlimited\npending-timeout = 1m\n"
+                         "handshake-timeout = 10s\nmax-connections = 4096\n");
   // What --print-config prints is a config file that means the same.
   auto again = ParseConfigText(printed, "printed");
   ASSERT_TRUE(again.ok()) << again.status();
@@ -159,6 +164,63 @@ TEST_F(ConfigFileOnDisk, FlagsOverrideTheFileAndPrintConfigReadsBack) {
   EXPECT_EQ(same->capacity_bytes, options->capacity_bytes);
   EXPECT_EQ(same->cuda_capacity_bytes, options->cuda_capacity_bytes);
   EXPECT_EQ(same->log_level, options->log_level);
+}
+
+TEST_F(ConfigFileOnDisk, TenancySettingsParseAndPrintBack) {
+  Write("admin-group = root\ndefault-readers = uid:0, gid:0\nquota-bytes = 1G\n"
+        "quota-tensors = 100\npending-timeout = 1500ms\nhandshake-timeout = 3\n"
+        "max-connections = 64\nreaders[team/] = uid:1000,user:root\n"
+        "publishers[team/] = group:root\nquota-bytes[root] = 2G\n"
+        "quota-tensors[uid:1000] = 7\n");
+  CommandLine command_line;
+  command_line.config_path = path_;
+  command_line.config_given = true;
+  auto options = LoadDaemonOptions(command_line, kDefaultCapacity);
+  ASSERT_TRUE(options.ok()) << options.status();
+  const AccessConfig& access = options->access;
+  EXPECT_EQ(access.admin_gid, std::optional<uint32_t>(0));
+  EXPECT_EQ(access.default_readers.Entries(), (std::vector<std::string>{"uid:0", "gid:0"}));
+  EXPECT_EQ(access.default_quota.bytes, 1ull << 30);
+  EXPECT_EQ(access.default_quota.tensors, 100u);
+  EXPECT_EQ(options->pending_timeout, absl::Milliseconds(1500));
+  EXPECT_EQ(options->handshake_timeout, absl::Seconds(3));
+  EXPECT_EQ(options->max_connections, 64u);
+  ASSERT_EQ(access.prefix_rules.count("team/"), 1u);
+  EXPECT_EQ(access.prefix_rules.at("team/").readers->Entries(),
+            (std::vector<std::string>{"uid:0", "uid:1000"}));
+  EXPECT_EQ(access.prefix_rules.at("team/").publishers->Entries(),
+            (std::vector<std::string>{"gid:0"}));
+  const AccessPolicy policy(access);
+  EXPECT_EQ(policy.QuotaFor(0).bytes, 2ull << 30);
+  EXPECT_EQ(policy.QuotaFor(0).tensors, 100u);
+  EXPECT_EQ(policy.QuotaFor(1000).bytes, 1ull << 30);
+  EXPECT_EQ(policy.QuotaFor(1000).tensors, 7u);
+  // What --print-config prints reads back to the same settings.
+  auto again = ParseConfigText(FormatConfig(*options), "printed");
+  ASSERT_TRUE(again.ok()) << again.status();
+  auto same = ResolveSettings(*again, kDefaultCapacity);
+  ASSERT_TRUE(same.ok()) << same.status();
+  same->config_path = options->config_path;
+  EXPECT_EQ(FormatConfig(*same), FormatConfig(*options));
+}
+
+TEST_F(ConfigFileOnDisk, BadTenancySettingsNameTheKey) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"quota-bytes[nosuchuser] = 1G", ": quota-bytes[nosuchuser][0]: no user named 'nosuchuser'"},
+      {"readers[team/] = bogus", ": readers[team/][0]: 'bogus' is not uid:N, gid:N, user:NAME, group:NAME or *"},
+      {"readers[] = *", ": readers[]: the prefix is empty"},
+      {"pending-timeout = soon", ": pending-timeout: 'soon' is not a duration (e.g. 60s, 1m30s, 500ms)"},
+      {"max-connections = 0", ": max-connections must be more than 0"},
+      {"admin-group = nosuchgroup", ": admin-group[0]: no group named 'nosuchgroup'"},
+  };
+  for (const auto& [line, message] : cases) {
+    Write(line + "\n");
+    CommandLine command_line;
+    command_line.config_path = path_;
+    command_line.config_given = true;
+    auto options = LoadDaemonOptions(command_line, kDefaultCapacity);
+    EXPECT_EQ(options.status().message(), path_ + ":1" + message) << line;
+  }
 }
 
 TEST_F(ConfigFileOnDisk, AnAbsentDefaultFileIsFineAnAbsentExplicitOneIsNot) {

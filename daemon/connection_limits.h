@@ -1,0 +1,50 @@
+// How many client connections each of the daemon's sockets holds at most, and how long a
+// connection may stay silent (no call on the gRPC socket, no session on the local channel)
+// before it is closed: --max-connections and --handshake-timeout. Connections of the daemon's
+// own uid (its health check and watchdog ping) have `kReservedConnections` more, so that no
+// flood by another user makes the daemon fail its own health check.
+// Thread-safe: Admit may be called from any thread.
+#ifndef TENSORBROKER_DAEMON_CONNECTION_LIMITS_H_
+#define TENSORBROKER_DAEMON_CONNECTION_LIMITS_H_
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/time/time.h"
+
+namespace tensorbroker::daemon {
+
+inline constexpr size_t kReservedConnections = 16;
+
+struct ConnectionSettings {
+  size_t max_connections = 4096;
+  absl::Duration handshake_timeout = absl::Seconds(10);
+};
+
+class ConnectionLimit {
+ public:
+  // `what` names the socket in log lines; `own_uid` is the daemon's.
+  ConnectionLimit(std::string what, size_t max_connections, uid_t own_uid);
+
+  // Whether a new connection of `uid` may join the `open` ones. A refusal is logged (at most
+  // one line per 10 s, with the count refused meanwhile).
+  bool Admit(uid_t uid, size_t open);
+  size_t max_connections() const { return max_; }
+
+ private:
+  const std::string what_;
+  const size_t max_;
+  const uid_t own_uid_;
+  std::mutex mu_;
+  absl::Time last_logged_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  uint64_t refused_since_log_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace tensorbroker::daemon
+
+#endif  // TENSORBROKER_DAEMON_CONNECTION_LIMITS_H_
