@@ -71,6 +71,7 @@ absl::StatusOr<std::unique_ptr<LocalChannelServer>> LocalChannelServer::Start(
         std::optional<PeerCredentials> peer = PeerCredentialsOf(connection.get(), "local channel");
         if (!peer.has_value()) return;
         if (!raw->limit_.Admit(peer->uid, raw->open_connections_.load())) return;  // closed
+        ++raw->open_connections_;  // only this thread adds: the check above stays true
         Handoff handoff;
         handoff.kind = Handoff::Kind::kConnection;
         handoff.socket = std::move(connection);
@@ -109,7 +110,10 @@ void LocalChannelServer::Hand(Handoff handoff) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (handoff.kind == Handoff::Kind::kConnection) {
-      if (stopping_) return;
+      if (stopping_) {
+        --open_connections_;
+        return;
+      }
       handoff.connection_id = next_connection_id_++;
     }
     handoffs_.push_back(std::move(handoff));
@@ -204,10 +208,10 @@ void LocalChannelServer::TakeHandoffs() {
         event.data.u64 = handoff.connection_id;
         if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, connection->fd(), &event) != 0) {
           Log(LogLevel::kWarning, "local channel: epoll_ctl: ", std::strerror(errno));
+          --open_connections_;
           break;
         }
         connections_.emplace(handoff.connection_id, std::move(connection));
-        open_connections_.store(connections_.size());
         handshakes_.emplace(absl::Now() + settings_.handshake_timeout, handoff.connection_id);
         break;
       }
@@ -311,7 +315,7 @@ void LocalChannelServer::Drop(uint64_t connection_id) {
   (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second->fd(), nullptr);
   connections_.erase(it);  // closes the session it opened, cancels its waits
   sinks_.erase(connection_id);
-  open_connections_.store(connections_.size());
+  --open_connections_;
 }
 
 }  // namespace tensorbroker::daemon

@@ -89,7 +89,8 @@ class LocalChannelServer final : public LocalConnectionHost {
   const AccessPolicy* const policy_;
   const ConnectionSettings settings_;
   ConnectionLimit limit_;
-  std::atomic<size_t> open_connections_{0};  // written by the loop, read by the acceptor
+  // Admitted by the acceptor and not yet dropped by the loop (handed-over ones included).
+  std::atomic<size_t> open_connections_{0};
   CallMetrics* const metrics_;
   const UniqueFd epoll_;
   const UniqueFd wake_;  // eventfd: handoffs and Stop

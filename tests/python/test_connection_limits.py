@@ -1,0 +1,147 @@
+"""Connection floods against a real tensorbrokerd: --max-connections and --handshake-timeout.
+
+Before these limits, ~1,000 idle connections from any member of the socket's group reached
+systemd's default descriptor limit and the daemon's own health check failed ("Too many open
+files"); under the unit's watchdog that restarts the daemon and drops every tensor. Here a
+forked child running as uid 65534 (with the socket's group, 0) opens more connections than the
+limit on both sockets and sends nothing: the daemon closes the excess at once and the rest when
+the handshake timeout ends, its own uid (root here) still gets SERVING from the health service
+meanwhile, and its descriptors and threads return to their baseline.
+"""
+
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import grpc
+import pytest
+
+from tensorbroker.v1 import broker_pb2 as pb
+from tensorbroker.v1 import broker_pb2_grpc as pbg
+from tb_health import health_pb2, health_pb2_grpc
+
+NOBODY = 65534
+MAX_CONNECTIONS = 32
+FLOOD = 100  # per socket
+HANDSHAKE_TIMEOUT_S = 3
+HANG_GUARD = 60  # seconds; a bound on waits, never a measurement
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as uid 65534")
+
+
+def counts(pid):
+    return len(os.listdir(f"/proc/{pid}/fd")), len(os.listdir(f"/proc/{pid}/task"))
+
+
+def wait_for(predicate, what):
+    deadline = time.monotonic() + HANG_GUARD
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def closed(sock):
+    """True when the peer closed `sock` (EOF after draining whatever it had sent)."""
+    while True:
+        try:
+            data = sock.recv(65536, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return False
+        except ConnectionResetError:
+            return True
+        if not data:
+            return True
+
+
+@pytest.fixture
+def daemon():
+    binary = os.environ.get("TENSORBROKERD")
+    assert binary and os.path.exists(binary), "set TENSORBROKERD to the tensorbrokerd binary"
+    workdir = tempfile.mkdtemp(prefix="tblimits.")
+    os.chmod(workdir, 0o750)  # the socket's group (0) may enter, as /run/tensorbroker
+    sock = os.path.join(workdir, "broker.sock")
+    proc = subprocess.Popen([binary, "--socket", sock, "--log-level", "warning",
+                             "--max-connections", str(MAX_CONNECTIONS),
+                             "--handshake-timeout", f"{HANDSHAKE_TIMEOUT_S}s"])
+    # Serving once both sockets exist (no connection is made: the flood must come first).
+    wait_for(lambda: os.path.exists(sock) and os.path.exists(sock + ".fd"), "the sockets")
+    yield proc, sock
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=HANG_GUARD) == 0
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def flood_as_nobody(sock, report, release):
+    """In a forked child as uid 65534: FLOOD idle connections to each socket; writes to `report`
+    how many the daemon closed at once on each, then, once `release` is readable, how many it
+    closed in all (after the handshake timeout)."""
+    os.setgroups([0])
+    os.setresgid(0, 0, 0)
+    os.setresuid(NOBODY, NOBODY, NOBODY)
+    grpc_socks = []
+    local_socks = []
+    for _ in range(FLOOD):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(sock)
+        grpc_socks.append(s)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.connect(sock + ".fd")
+        local_socks.append(s)
+
+    def count_closed(socks):
+        return sum(1 for s in socks if closed(s))
+
+    # The daemon accepts all of them in a moment; the excess is closed as it is accepted.
+    deadline = time.monotonic() + HANG_GUARD
+    while (count_closed(grpc_socks) < FLOOD - MAX_CONNECTIONS or
+           count_closed(local_socks) < FLOOD - MAX_CONNECTIONS) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.write(report, f"{count_closed(grpc_socks)} {count_closed(local_socks)}\n".encode())
+    select.select([release], [], [], HANG_GUARD)
+    deadline = time.monotonic() + HANG_GUARD
+    while (count_closed(grpc_socks) < FLOOD or count_closed(local_socks) < FLOOD) and \
+            time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.write(report, f"{count_closed(grpc_socks)} {count_closed(local_socks)}\n".encode())
+
+
+def test_idle_connection_floods_are_bounded_and_the_health_check_still_serves(daemon):
+    proc, sock = daemon
+    fds_before, threads_before = counts(proc.pid)
+    report_r, report_w = os.pipe()
+    release_r, release_w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            flood_as_nobody(sock, report_w, release_r)
+            code = 0
+        finally:
+            os._exit(code)
+    report = os.fdopen(report_r)
+    # Of 100 idle connections on each socket, the daemon kept 32 and closed the 68 others.
+    assert report.readline().split() == [str(FLOOD - MAX_CONNECTIONS)] * 2
+    fds_during, threads_during = counts(proc.pid)
+    assert fds_during <= fds_before + 2 * MAX_CONNECTIONS
+    assert threads_during == threads_before
+    # The daemon's own uid still connects (its reserve), and the health service says SERVING.
+    with grpc.insecure_channel("unix:" + sock) as channel:
+        health = health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(service=""), timeout=HANG_GUARD)
+        assert health.status == health_pb2.HealthCheckResponse.SERVING
+        pbg.BrokerStub(channel).Ping(pb.Empty(), timeout=HANG_GUARD)
+    # Silent connections are closed once the handshake timeout has passed: all of them.
+    os.write(release_w, b"x")
+    assert report.readline().split() == [str(FLOOD)] * 2
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    wait_for(lambda: counts(proc.pid) == (fds_before, threads_before),
+             "the daemon's descriptors and threads to return to their baseline")
+    # And it serves as before.
+    with grpc.insecure_channel("unix:" + sock) as channel:
+        pbg.BrokerStub(channel).Ping(pb.Empty(), timeout=HANG_GUARD)
