@@ -35,7 +35,8 @@ void WaitingGet::Start(const std::string& session_id, const std::string& name,
 }
 
 void WaitingGet::OnCancel() {
-  if (waiter_id_ != 0 && store_->CancelWait(waiter_id_)) {
+  const uint64_t waiter_id = waiter_id_.load();
+  if (waiter_id != 0 && store_->CancelWait(waiter_id)) {
     Complete(absl::CancelledError("the client cancelled the Get while it waited"));
   }
 }

@@ -13,6 +13,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -43,7 +44,7 @@ class WaitingGet final : public grpc::ServerUnaryReactor {
   TensorStore* const store_;
   DeadlineTimer* const timer_;
   const Answer answer_;
-  uint64_t waiter_id_ = 0;  // set by Start, before any OnCancel
+  std::atomic<uint64_t> waiter_id_{0};  // set by Start, before any OnCancel
   std::mutex mu_;
   uint64_t timer_id_ ABSL_GUARDED_BY(mu_) = 0;
   bool completed_ ABSL_GUARDED_BY(mu_) = false;
