@@ -23,7 +23,7 @@ class LeaseTable {
   // The object `lease_id` held by `session` keeps alive; the same errors as Remove.
   absl::StatusOr<uint64_t> ObjectOf(const std::string& session, uint64_t lease_id) const;
   // Ends `lease_id` held by `session`; returns the object it kept alive. NOT_FOUND for an
-  // unknown lease, PERMISSION_DENIED for a lease of another session.
+  // unknown lease and for a lease of another session alike (ids are no oracle).
   absl::StatusOr<uint64_t> Remove(const std::string& session, uint64_t lease_id);
   // Ends every lease of `session`; returns their objects (one entry per lease).
   std::vector<uint64_t> RemoveSession(const std::string& session);

@@ -82,11 +82,7 @@ std::vector<std::string> ReadersFromPython(py::handle readers) {
       if (!PyUnicode_Check(entry.ptr())) throw py::cast_error();
       entries.push_back(entry.cast<std::string>());
     }
-  } catch (const py::error_already_set&) {
-    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
-        "readers ", std::string(py::str(py::repr(readers))),
-        " is not a string or a sequence of strings (uid:N, gid:N, user:NAME, group:NAME, *)")));
-  } catch (const py::cast_error&) {
+  } catch (const std::exception&) {  // not iterable (error_already_set), not a str (cast_error)
     throw StatusError(absl::InvalidArgumentError(absl::StrCat(
         "readers ", std::string(py::str(py::repr(readers))),
         " is not a string or a sequence of strings (uid:N, gid:N, user:NAME, group:NAME, *)")));
