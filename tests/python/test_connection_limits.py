@@ -129,11 +129,14 @@ def test_idle_connection_floods_are_bounded_and_the_health_check_still_serves(da
     fds_during, threads_during = counts(proc.pid)
     assert fds_during <= fds_before + 2 * MAX_CONNECTIONS
     assert threads_during == threads_before
-    # The daemon's own uid still connects (its reserve), and the health service says SERVING.
+    # The daemon's own uid still connects (its reserve): `tensorbroker health` says SERVING.
+    health = subprocess.run([os.environ["TENSORBROKER_CLI"], "--socket", sock, "health"],
+                            capture_output=True, text=True, timeout=HANG_GUARD)
+    assert (health.returncode, health.stdout.strip()) == (0, "SERVING")
     with grpc.insecure_channel("unix:" + sock) as channel:
-        health = health_pb2_grpc.HealthStub(channel).Check(
+        check = health_pb2_grpc.HealthStub(channel).Check(
             health_pb2.HealthCheckRequest(service=""), timeout=HANG_GUARD)
-        assert health.status == health_pb2.HealthCheckResponse.SERVING
+        assert check.status == health_pb2.HealthCheckResponse.SERVING
         pbg.BrokerStub(channel).Ping(pb.Empty(), timeout=HANG_GUARD)
     # Silent connections are closed once the handshake timeout has passed: all of them.
     os.write(release_w, b"x")
