@@ -609,8 +609,9 @@ ListPage TensorStore::List(const Principal& caller, const std::string& prefix, s
                            const std::string& page_token) {
   Locked lock(this);
   ListPage page;
-  auto it = page_token.empty() ? published_.lower_bound(prefix)
-                               : published_.upper_bound(std::max(page_token, prefix));
+  // The token is the last name of the previous page: this one starts after it.
+  auto it = page_token < prefix ? published_.lower_bound(prefix)
+                                : published_.upper_bound(page_token);
   for (; it != published_.end() && absl::StartsWith(it->first, prefix); ++it) {
     const TensorObject& object = *objects_.at(it->second.object_id);
     if (!MayReadLocked(caller, object)) continue;

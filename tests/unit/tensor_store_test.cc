@@ -287,13 +287,186 @@ TEST_F(TensorStoreTest, DescriptorsFollowTheLease) {
   EXPECT_FALSE(read_only->writable);
   EXPECT_EQ(::fcntl(read_only->fd.get(), F_GETFL) & O_ACCMODE, O_RDONLY);
   EXPECT_EQ(read_only->segment, got->block.segment);
-  // Only the lease's holder may ask.
+  // Only the lease's holder may ask; to anyone else the id is unknown.
   EXPECT_EQ(store_->DescriptorFor(session_, got->lease_id).status().code(),
-            absl::StatusCode::kPermissionDenied);
+            absl::StatusCode::kNotFound);
   EXPECT_EQ(store_->DescriptorFor(consumer, 999999).status().code(),
             absl::StatusCode::kNotFound);
   store_->CloseSession(consumer);
   ASSERT_TRUE(store_->Release(session_, created->lease_id).ok());
+}
+
+
+// A store with quotas and a short pending timeout, for the tenancy rules.
+class TenancyTest : public ::testing::Test {
+ protected:
+  TenancyTest() {
+    CpuSegmentPoolOptions options;
+    options.capacity_bytes = 64 << 20;
+    options.name_prefix = absl::StrCat("tb-tenancytest-", ::getpid(), "-");
+    options.pooled_segment_bytes = 4 << 20;
+    options.dedicated_threshold = 1 << 20;
+    StoreOptions store_options;
+    store_options.pending_timeout = absl::Seconds(5);
+    store_options.quota_for = [](uint32_t uid) {
+      return uid == kBob.uid ? Quota{1024, 2} : Quota{};
+    };
+    store_ = std::make_unique<TensorStore>(std::make_unique<CpuSegmentPool>(options),
+                                           std::move(store_options));
+    alice_ = store_->OpenSession(kAlice, 1, "alice", nullptr);
+    bob_ = store_->OpenSession(kBob, 2, "bob", nullptr);
+  }
+  TensorSpec Spec(const std::string& name, uint64_t bytes, PrincipalSet readers,
+                  bool replace = false) {
+    TensorSpec spec;
+    spec.name = name;
+    spec.dtype = {kDLUInt, 8, 1};
+    spec.shape = {static_cast<int64_t>(bytes)};
+    spec.strides = {1};
+    spec.nbytes = bytes;
+    spec.replace = replace;
+    spec.readers = std::move(readers);
+    return spec;
+  }
+  absl::Status Publish(const std::string& session, const TensorSpec& spec) {
+    auto grant = store_->Create(session, spec);
+    if (!grant.ok()) return grant.status();
+    if (auto sealed = store_->Seal(session, spec.name); !sealed.ok()) return sealed.status();
+    return store_->Release(session, grant->lease_id);
+  }
+  static PrincipalSet Only(const std::string& entry) {
+    return *PrincipalSet::Parse({entry}, "readers");
+  }
+
+  static inline const Principal kBob{1001, {1001}, false};
+  std::unique_ptr<TensorStore> store_;
+  std::string alice_, bob_;
+};
+
+TEST_F(TenancyTest, ATensorYouMayNotReadDoesNotExistForYou) {
+  ASSERT_TRUE(Publish(alice_, Spec("secret", 8, Only("uid:1000"))).ok());
+  ASSERT_TRUE(Publish(alice_, Spec("shared", 8, Only("uid:1001"))).ok());
+  EXPECT_EQ(store_->Get(bob_, "secret", absl::InfinitePast()).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->Stat(kBob, "secret").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->BeginRead(kBob, "secret").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->Delete(kBob, "secret").code(), absl::StatusCode::kNotFound);
+  const ListPage page = store_->List(kBob, "", 10);
+  ASSERT_EQ(page.tensors.size(), 1u);
+  EXPECT_EQ(page.tensors[0].name, "shared");
+  EXPECT_EQ(store_->Stats(kBob).tensors, 1u);
+  EXPECT_EQ(store_->Stats(kRoot).tensors, 2u);  // an administrator sees everything
+  auto got = store_->Get(bob_, "shared", absl::InfinitePast());
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->info.owner_uid, 1000u);
+  EXPECT_EQ(got->info.readers, std::vector<std::string>{"uid:1001"});
+  // Different readers never share a segment: a descriptor reaches its whole segment.
+  auto secret = store_->Get(alice_, "secret", absl::InfinitePast());
+  ASSERT_TRUE(secret.ok());
+  EXPECT_NE(secret->block.segment, got->block.segment);
+}
+
+TEST_F(TenancyTest, OnlyTheOwnerOrAnAdministratorReplacesOrDeletes) {
+  ASSERT_TRUE(Publish(alice_, Spec("name", 8, PrincipalSet::Anyone())).ok());
+  auto stolen = store_->Create(bob_, Spec("name", 8, PrincipalSet::Anyone(), /*replace=*/true));
+  EXPECT_EQ(stolen.status(),
+            absl::PermissionDeniedError(absl::StrCat("name 'name' belongs to ", DescribeUid(1000),
+                                                     "; only its owner or an administrator "
+                                                     "may replace it")));
+  EXPECT_EQ(store_->Delete(kBob, "name"),
+            absl::PermissionDeniedError(absl::StrCat("name 'name' belongs to ", DescribeUid(1000),
+                                                     "; only its owner or an administrator "
+                                                     "may delete it")));
+  ASSERT_TRUE(Publish(alice_, Spec("name", 8, PrincipalSet::Anyone(), true)).ok());
+  const std::string root = store_->OpenSession(kRoot, 3, "root", nullptr);
+  ASSERT_TRUE(Publish(root, Spec("name", 8, PrincipalSet::Anyone(), true)).ok());
+  EXPECT_EQ(store_->Stat(kBob, "name")->owner_uid, 1000u);  // still alice's name
+  EXPECT_TRUE(store_->Delete(kRoot, "name").ok());
+}
+
+TEST_F(TenancyTest, AWaiterThatMayNotReadKeepsWaiting) {
+  uint64_t waiter = 0;
+  int answers = 0;
+  auto now = store_->GetOrWait(bob_, "later", absl::Now() + absl::Seconds(30), &waiter,
+                               [&](absl::StatusOr<TensorGrant>) { ++answers; });
+  ASSERT_FALSE(now.has_value());
+  ASSERT_TRUE(Publish(alice_, Spec("later", 8, Only("uid:1000"))).ok());
+  EXPECT_EQ(answers, 0);
+  EXPECT_TRUE(store_->CancelWait(waiter));
+}
+
+TEST_F(TenancyTest, QuotasNameTheQuotaAndTheUsage) {
+  ASSERT_TRUE(Publish(bob_, Spec("b/1", 600, PrincipalSet::Anyone())).ok());
+  EXPECT_EQ(store_->Create(bob_, Spec("b/2", 600, PrincipalSet::Anyone())).status(),
+            absl::ResourceExhaustedError(absl::StrCat(
+                "quota-bytes: name 'b/2' needs 600 B; ", DescribeUid(1001),
+                " holds 600 B in 1 tensor(s) of its quota of 1.0 KiB (release or delete "
+                "tensors, or ask for a larger quota)")));
+  ASSERT_TRUE(Publish(bob_, Spec("b/2", 100, PrincipalSet::Anyone())).ok());
+  EXPECT_EQ(store_->Create(bob_, Spec("b/3", 1, PrincipalSet::Anyone())).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(Publish(alice_, Spec("a/1", 4096, PrincipalSet::Anyone())).ok());  // no quota
+  const BrokerStats stats = store_->Stats(kBob);
+  ASSERT_EQ(stats.users.size(), 1u);  // only bob's own row
+  EXPECT_EQ(stats.users[0].uid, 1001u);
+  EXPECT_EQ(stats.users[0].bytes, 700u);
+  EXPECT_EQ(stats.users[0].tensors, 2u);
+  EXPECT_EQ(stats.users[0].quota_bytes, 1024u);
+  EXPECT_EQ(store_->Stats(kRoot).users.size(), 2u);
+  ASSERT_TRUE(store_->Delete(kBob, "b/1").ok());
+  EXPECT_TRUE(Publish(bob_, Spec("b/3", 300, PrincipalSet::Anyone())).ok());
+}
+
+TEST_F(TenancyTest, PendingTensorsPastTheTimeoutAreAbortedAndTheirNamesFreed) {
+  auto created = store_->Create(alice_, Spec("slow", 8, PrincipalSet::Anyone()));
+  ASSERT_TRUE(created.ok());
+  int expired_puts = 0;
+  auto put = store_->BeginPut(kBob, Spec("stalled", 8, PrincipalSet::Anyone()),
+                              [&] { ++expired_puts; });
+  ASSERT_TRUE(put.ok());
+  EXPECT_EQ(store_->ExpirePending(absl::Now()), 0u);
+  EXPECT_EQ(store_->ExpirePending(absl::Now() + absl::Seconds(6)), 2u);
+  EXPECT_EQ(expired_puts, 1);
+  EXPECT_EQ(store_->Stats(kRoot).pending, 0u);
+  EXPECT_EQ(store_->Seal(alice_, "slow").status(),
+            absl::DeadlineExceededError("name 'slow' was aborted: not sealed within the "
+                                        "daemon's pending timeout (5s)"));
+  EXPECT_EQ(store_->CommitPut(*put).status().code(), absl::StatusCode::kDeadlineExceeded);
+  // The names are free again, and the memory goes with the last lease.
+  EXPECT_TRUE(Publish(bob_, Spec("slow", 8, PrincipalSet::Anyone())).ok());
+  EXPECT_TRUE(Publish(alice_, Spec("stalled", 8, PrincipalSet::Anyone())).ok());
+  ASSERT_TRUE(store_->Release(alice_, created->lease_id).ok());
+  EXPECT_EQ(store_->Stats(kRoot).used_bytes, 512u);  // the two 8-byte tensors, 256-aligned
+}
+
+TEST_F(TenancyTest, ListComesInPages) {
+  for (int i = 0; i < 25; ++i) {
+    ASSERT_TRUE(Publish(alice_, Spec(absl::StrCat("p/", 100 + i), 1, PrincipalSet::Anyone())).ok());
+  }
+  ASSERT_TRUE(Publish(alice_, Spec("q/x", 1, PrincipalSet::Anyone())).ok());
+  std::vector<std::string> names;
+  std::string token;
+  int pages = 0;
+  do {
+    ListPage page = store_->List(kBob, "p/", 10, token);
+    for (const TensorInfo& info : page.tensors) names.push_back(info.name);
+    token = page.next_page_token;
+    ++pages;
+  } while (!token.empty());
+  EXPECT_EQ(pages, 3);
+  ASSERT_EQ(names.size(), 25u);
+  EXPECT_EQ(names.front(), "p/100");
+  EXPECT_EQ(names.back(), "p/124");
+}
+
+TEST_F(TenancyTest, LogicalSizeMayNotExceedTheCapacityWhateverTheStrides) {
+  TensorSpec spec = Spec("huge", 1, PrincipalSet::Anyone());
+  spec.shape = {int64_t{1} << 31, int64_t{1} << 31};
+  spec.strides = {0, 0};
+  EXPECT_EQ(store_->Create(alice_, spec).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  spec.shape = {int64_t{1} << 40, int64_t{1} << 40};
+  EXPECT_EQ(store_->Create(alice_, spec).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
