@@ -96,7 +96,10 @@ void LocalChannel::QueueRelease(uint64_t lease_id) {
 absl::Status LocalChannel::Sync() {
   {
     std::lock_guard<std::mutex> lock(send_mu_);
-    if (releases_.empty() && dropped_.empty()) return absl::OkStatus();
+    // Releases the flusher sent may still be on their way: then a barrier waits for them too.
+    if (releases_.empty() && dropped_.empty() && flushed_before_ <= answered_.load()) {
+      return absl::OkStatus();
+    }
   }
   return Call(v1::LocalRequest()).status();  // a barrier
 }
@@ -124,6 +127,7 @@ void LocalChannel::FlushLoop() {
     v1::LocalRequest request;  // request_id 0: no reply
     DrainQueuesLocked(&request);
     (void)SendLocked(request);
+    flushed_before_ = next_request_id_;
   }
 }
 
@@ -140,6 +144,9 @@ absl::StatusOr<LocalAnswer> LocalChannel::Call(v1::LocalRequest request) {
   }
   auto answer = Await(request_id);
   if (!answer.ok()) return answer.status();
+  for (uint64_t seen = answered_.load(); seen < request_id &&
+                                         !answered_.compare_exchange_weak(seen, request_id);) {
+  }
   if (answer->reply.code() != 0) {
     return absl::Status(static_cast<absl::StatusCode>(answer->reply.code()),
                         answer->reply.message());

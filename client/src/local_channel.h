@@ -15,6 +15,7 @@
 #ifndef TENSORBROKER_CLIENT_SRC_LOCAL_CHANNEL_H_
 #define TENSORBROKER_CLIENT_SRC_LOCAL_CHANNEL_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -74,6 +75,10 @@ class LocalChannel {
 
   std::mutex send_mu_;                    // one request on the wire at a time; guards queues
   uint64_t next_request_id_ = 1;          // guarded by send_mu_
+  // The flusher's last send went out before every request with this id or more: once one of
+  // them is answered, the daemon has done those releases. 0: nothing flushed.
+  uint64_t flushed_before_ = 0;           // guarded by send_mu_
+  std::atomic<uint64_t> answered_{0};     // the highest request id answered
   std::vector<uint64_t> releases_;        // guarded by send_mu_
   std::vector<std::string> dropped_;      // guarded by send_mu_
   bool stopping_ = false;                 // guarded by send_mu_

@@ -38,10 +38,10 @@ def counts(pid):
     return len(os.listdir(f"/proc/{pid}/fd")), len(os.listdir(f"/proc/{pid}/task"))
 
 
-def wait_for(predicate, what):
+def wait_for(predicate, what, describe=lambda: ""):
     deadline = time.monotonic() + HANG_GUARD
     while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what} {describe()}"
         time.sleep(0.05)
 
 
@@ -144,7 +144,8 @@ def test_idle_connection_floods_are_bounded_and_the_health_check_still_serves(da
     _, status = os.waitpid(child, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     wait_for(lambda: counts(proc.pid) == (fds_before, threads_before),
-             "the daemon's descriptors and threads to return to their baseline")
+             "the daemon's descriptors and threads to return to their baseline",
+             lambda: f"(baseline {(fds_before, threads_before)}, now {counts(proc.pid)})")
     # And it serves as before.
     with grpc.insecure_channel("unix:" + sock) as channel:
         pbg.BrokerStub(channel).Ping(pb.Empty(), timeout=HANG_GUARD)
