@@ -14,12 +14,10 @@ uint64_t LeaseTable::Add(const std::string& session, uint64_t object_id) {
 absl::StatusOr<uint64_t> LeaseTable::ObjectOf(const std::string& session,
                                               uint64_t lease_id) const {
   auto it = leases_.find(lease_id);
-  if (it == leases_.end()) {
-    return absl::NotFoundError(absl::StrCat("lease_id ", lease_id, " is not a live lease"));
-  }
-  if (it->second.session != session) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("lease_id ", lease_id, " belongs to another session"));
+  // One answer whether the id is unknown or another session's: ids must not be probed.
+  if (it == leases_.end() || it->second.session != session) {
+    return absl::NotFoundError(
+        absl::StrCat("lease_id ", lease_id, " is not a live lease of this session"));
   }
   return it->second.object_id;
 }

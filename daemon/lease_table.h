@@ -22,8 +22,9 @@ class LeaseTable {
   uint64_t Add(const std::string& session, uint64_t object_id);
   // The object `lease_id` held by `session` keeps alive; the same errors as Remove.
   absl::StatusOr<uint64_t> ObjectOf(const std::string& session, uint64_t lease_id) const;
-  // Ends `lease_id` held by `session`; returns the object it kept alive. NOT_FOUND for an
-  // unknown lease, PERMISSION_DENIED for a lease of another session.
+  // Ends `lease_id` held by `session`; returns the object it kept alive. NOT_FOUND, with the
+  // same message, for an unknown lease and for a lease of another session (a caller must not
+  // learn which ids other sessions hold).
   absl::StatusOr<uint64_t> Remove(const std::string& session, uint64_t lease_id);
   // Ends every lease of `session`; returns their objects (one entry per lease).
   std::vector<uint64_t> RemoveSession(const std::string& session);

@@ -457,10 +457,10 @@ TEST_F(MalformedTest, SessionAndLeaseErrors) {
   RawBroker other(socket());
   const std::string other_session = other.OpenSession();
   ASSERT_FALSE(other_session.empty());
-  // proto: PERMISSION_DENIED "the caller may not touch that object".
-  ExpectRaw(other.Release(other_session, grant.lease_id()), grpc::StatusCode::PERMISSION_DENIED,
+  // NOT_FOUND, as for an unknown id: lease ids of other sessions must not be probed.
+  ExpectRaw(other.Release(other_session, grant.lease_id()), grpc::StatusCode::NOT_FOUND,
             "lease", "Release of another session's lease");
-  ExpectRaw(other.Retain(other_session, grant.lease_id()), grpc::StatusCode::PERMISSION_DENIED,
+  ExpectRaw(other.Retain(other_session, grant.lease_id()), grpc::StatusCode::NOT_FOUND,
             "lease_id", "Retain of another session's lease");
   EXPECT_EQ(LeasesOf(client(), "sess/a"), 1);
   ASSERT_TRUE(raw_->Release(session_, grant.lease_id()).ok());

@@ -287,9 +287,9 @@ TEST_F(TensorStoreTest, DescriptorsFollowTheLease) {
   EXPECT_FALSE(read_only->writable);
   EXPECT_EQ(::fcntl(read_only->fd.get(), F_GETFL) & O_ACCMODE, O_RDONLY);
   EXPECT_EQ(read_only->segment, got->block.segment);
-  // Only the lease's holder may ask.
+  // Only the lease's holder may ask; to anyone else the lease does not exist.
   EXPECT_EQ(store_->DescriptorFor(session_, got->lease_id).status().code(),
-            absl::StatusCode::kPermissionDenied);
+            absl::StatusCode::kNotFound);
   EXPECT_EQ(store_->DescriptorFor(consumer, 999999).status().code(),
             absl::StatusCode::kNotFound);
   store_->CloseSession(consumer);
