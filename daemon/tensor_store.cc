@@ -197,25 +197,34 @@ absl::Status TensorStore::CheckQuotaLocked(const TensorSpec& spec) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std::string& owner,
-                                                                      const Principal& caller,
-                                                                      const TensorSpec& spec) {
-  if (absl::Status s = CheckServing(); !s.ok()) return s;
-  if (pending_.count(spec.name) > 0) {
+absl::Status TensorStore::CheckNameLocked(const Principal& caller, TensorSpec* spec) const {
+  if (pending_.count(spec->name) > 0) {
     return absl::AlreadyExistsError(absl::StrCat(
-        "name '", spec.name, "' is being created by another request and is not sealed yet"));
+        "name '", spec->name, "' is being created by another request and is not sealed yet"));
   }
-  if (auto published = published_.find(spec.name); published != published_.end()) {
-    if (!spec.replace) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "name '", spec.name, "' is already published (set replace to overwrite)"));
-    }
-    if (!caller.admin && published->second.owner_uid != caller.uid) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "name '", spec.name, "' belongs to ", DescribeUid(published->second.owner_uid),
-          "; only its owner or an administrator may replace it"));
-    }
+  auto published = published_.find(spec->name);
+  if (published == published_.end()) return absl::OkStatus();
+  if (!spec->replace) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "name '", spec->name, "' is already published (set replace to overwrite)"));
   }
+  const uint32_t name_owner = published->second.owner_uid;
+  if (!caller.admin && name_owner != caller.uid) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("name '", spec->name, "' belongs to ", DescribeUid(name_owner),
+                     "; only its owner or an administrator may replace it"));
+  }
+  // An administrator's version of another user's name stays readable by the name's owner, who
+  // may still replace or delete it: the owner joins its readers (and so its segment's key).
+  if (name_owner != spec->owner_uid) spec->readers = spec->readers.WithUid(name_owner);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(
+    const std::string& owner, const Principal& caller, const TensorSpec& requested) {
+  if (absl::Status s = CheckServing(); !s.ok()) return s;
+  TensorSpec spec = requested;
+  if (absl::Status s = CheckNameLocked(caller, &spec); !s.ok()) return s;
   MemoryPool* pool = PoolForLocked(spec.device);
   if (pool == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -202,6 +202,40 @@ TEST_F(TensorStoreTest, PutAndReadTickets) {
   EXPECT_EQ(store_->Stat(kRoot, "q").status().code(), absl::StatusCode::kNotFound);
 }
 
+// A name stays its owner's when an administrator publishes a version of it: the owner reads
+// and deletes it whatever readers the administrator gave, and that version shares no segment
+// with the administrator's tensors that the owner may not read.
+TEST_F(TensorStoreTest, AnAdministratorsVersionOfAnotherUsersNameStaysItsOwners) {
+  auto alices = store_->BeginPut(kAlice, Spec("theirs", 2));
+  ASSERT_TRUE(alices.ok()) << alices.status();
+  ASSERT_TRUE(store_->CommitPut(*alices).ok());
+  auto only_root = PrincipalSet::Parse({"uid:0"}, "readers");
+  ASSERT_TRUE(only_root.ok());
+  TensorSpec by_root = Spec("theirs", 2, /*replace=*/true);
+  by_root.readers = *only_root;
+  auto ticket = store_->BeginPut(kRoot, by_root);
+  ASSERT_TRUE(ticket.ok()) << ticket.status();
+  auto info = store_->CommitPut(*ticket);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->owner_uid, 1000u);
+  EXPECT_EQ(info->readers, (std::vector<std::string>{"uid:0", "uid:1000"}));
+  EXPECT_TRUE(store_->Stat(kAlice, "theirs").ok());
+
+  TensorSpec private_spec = Spec("roots", 2);
+  private_spec.readers = *only_root;
+  auto roots = store_->Create(session_, private_spec);
+  ASSERT_TRUE(roots.ok()) << roots.status();
+  auto theirs = store_->Get(session_, "theirs", absl::InfinitePast());
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  EXPECT_NE(theirs->block.segment, roots->block.segment);
+  ASSERT_TRUE(store_->Release(session_, theirs->lease_id).ok());
+  ASSERT_TRUE(store_->Abort(session_, "roots").ok());
+  ASSERT_TRUE(store_->Release(session_, roots->lease_id).ok());
+
+  EXPECT_TRUE(store_->Delete(kAlice, "theirs").ok());
+  EXPECT_EQ(store_->Stat(kRoot, "theirs").status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(TensorStoreTest, SessionsBelongToTheirUid) {
   const std::string mine = store_->OpenSession(kAlice, 2, "uid 1000", nullptr);
   EXPECT_TRUE(store_->CheckSessionUser(mine, 1000).ok());
