@@ -232,10 +232,12 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(
         spec.device.device_type == kDLCUDA ? " (--cuda-capacity is 0)" : ""));
   }
   // Strides may make a huge tensor out of a few bytes; whoever reads it compactly (Read,
-  // numpy) would then make or stream all of it. Its logical size must fit in the pool.
+  // numpy) would then make or stream all of it. Its logical size must fit in the pool. (A
+  // tensor whose elements fit its buffer is only too large for the pool: RESOURCE_EXHAUSTED
+  // from the allocation below, as for any capacity shortage.)
   const uint64_t capacity = pool->Stats().capacity_bytes;
   const std::optional<uint64_t> logical = LogicalBytes(spec);
-  if (!logical.has_value() || *logical > capacity) {
+  if (!logical.has_value() || (*logical > spec.nbytes && *logical > capacity)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "shape: name '", spec.name, "' would hold ",
         logical.has_value() ? FormatByteSize(*logical) : std::string("more than 2^64 bytes"),
