@@ -136,6 +136,12 @@ bool PrincipalSet::Allows(const Principal& principal) const {
   return false;
 }
 
+PrincipalSet PrincipalSet::WithUid(uint32_t uid) const {
+  PrincipalSet set = *this;
+  if (!set.anyone_) set.uids_.insert(uid);
+  return set;
+}
+
 std::vector<std::string> PrincipalSet::Entries() const {
   if (anyone_) return {"*"};
   std::vector<std::string> entries;

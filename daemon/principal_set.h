@@ -31,6 +31,8 @@ class PrincipalSet {
   static absl::StatusOr<PrincipalSet> ParseList(absl::string_view text, absl::string_view field);
 
   bool Allows(const Principal& principal) const;
+  // This set with `uid` added (unchanged when it admits anyone already).
+  PrincipalSet WithUid(uint32_t uid) const;
   bool anyone() const { return anyone_; }
   // Canonical entries, numbers only: {"*"} or {"uid:1000", "gid:27"} (uids first, sorted).
   std::vector<std::string> Entries() const;

@@ -197,25 +197,34 @@ absl::Status TensorStore::CheckQuotaLocked(const TensorSpec& spec) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std::string& owner,
-                                                                      const Principal& caller,
-                                                                      const TensorSpec& spec) {
-  if (absl::Status s = CheckServing(); !s.ok()) return s;
-  if (pending_.count(spec.name) > 0) {
+absl::Status TensorStore::CheckNameLocked(const Principal& caller, TensorSpec* spec) const {
+  if (pending_.count(spec->name) > 0) {
     return absl::AlreadyExistsError(absl::StrCat(
-        "name '", spec.name, "' is being created by another request and is not sealed yet"));
+        "name '", spec->name, "' is being created by another request and is not sealed yet"));
   }
-  if (auto published = published_.find(spec.name); published != published_.end()) {
-    if (!spec.replace) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "name '", spec.name, "' is already published (set replace to overwrite)"));
-    }
-    if (!caller.admin && published->second.owner_uid != caller.uid) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "name '", spec.name, "' belongs to ", DescribeUid(published->second.owner_uid),
-          "; only its owner or an administrator may replace it"));
-    }
+  auto published = published_.find(spec->name);
+  if (published == published_.end()) return absl::OkStatus();
+  if (!spec->replace) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "name '", spec->name, "' is already published (set replace to overwrite)"));
   }
+  const uint32_t name_owner = published->second.owner_uid;
+  if (!caller.admin && name_owner != caller.uid) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("name '", spec->name, "' belongs to ", DescribeUid(name_owner),
+                     "; only its owner or an administrator may replace it"));
+  }
+  // An administrator's version of another user's name stays readable by the name's owner, who
+  // may still replace or delete it: the owner joins its readers (and so its segment's key).
+  if (name_owner != spec->owner_uid) spec->readers = spec->readers.WithUid(name_owner);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(
+    const std::string& owner, const Principal& caller, const TensorSpec& requested) {
+  if (absl::Status s = CheckServing(); !s.ok()) return s;
+  TensorSpec spec = requested;
+  if (absl::Status s = CheckNameLocked(caller, &spec); !s.ok()) return s;
   MemoryPool* pool = PoolForLocked(spec.device);
   if (pool == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -223,18 +232,17 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std:
         spec.device.device_type == kDLCUDA ? " (--cuda-capacity is 0)" : ""));
   }
   // Strides may make a huge tensor out of a few bytes; whoever reads it compactly (Read,
-  // numpy) would then make or stream all of it. Its logical size must fit in the pool.
+  // numpy) would then make or stream all of it. Its logical size must fit in the pool. (A
+  // tensor whose elements fit its buffer is only too large for the pool: RESOURCE_EXHAUSTED
+  // from the allocation below, as for any capacity shortage.)
   const uint64_t capacity = pool->Stats().capacity_bytes;
   const std::optional<uint64_t> logical = LogicalBytes(spec);
-  if (!logical.has_value()) {
+  if (!logical.has_value() || (*logical > spec.nbytes && *logical > capacity)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "shape: name '", spec.name, "' would hold more than 2^64 bytes of elements"));
-  }
-  if (*logical > capacity) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "shape: name '", spec.name, "' holds ", FormatByteSize(*logical),
+        "shape: name '", spec.name, "' would hold ",
+        logical.has_value() ? FormatByteSize(*logical) : std::string("more than 2^64 bytes"),
         " of elements, more than the capacity of ", FormatByteSize(capacity),
-        " (whatever its strides)"));
+        " (whatever the strides)"));
   }
   if (absl::Status s = CheckQuotaLocked(spec); !s.ok()) return s;
   std::vector<std::string> removed;

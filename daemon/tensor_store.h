@@ -8,8 +8,9 @@
 // Tenancy: every call names its principal (a session's, or the caller's for the calls without
 // one). A name belongs to the uid that first published it: replace and Delete are for that uid
 // or an administrator. A tensor is visible (Get, Stat, List, Read, waits) only to its owner,
-// its readers and administrators; to anyone else it does not exist (NOT_FOUND). Each uid's
-// bytes and tensors are counted against its quota.
+// its readers and administrators; to anyone else it does not exist (NOT_FOUND). A version an
+// administrator publishes over another user's name has the name's owner among its readers.
+// Each uid's bytes and tensors are counted against its quota.
 //
 // Inputs are assumed validated for form (name, dtype, shape, readers) by the caller; the store
 // checks state (sessions, ownership, visibility, existence, capacity, quotas) and answers with
@@ -255,6 +256,11 @@ class TensorStore {
   TensorObject* VisibleLocked(const Principal& caller, const std::string& name)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::Status CheckQuotaLocked(const TensorSpec& spec) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Whether `caller` may publish `spec->name` now (not pending; replace allowed for the name's
+  // owner or an administrator); adds the name's owner to the readers of an administrator's
+  // version.
+  absl::Status CheckNameLocked(const Principal& caller, TensorSpec* spec) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::StatusOr<TensorObject*> ReserveLocked(const std::string& owner, const Principal& caller,
                                               const TensorSpec& spec)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

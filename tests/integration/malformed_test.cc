@@ -453,11 +453,11 @@ TEST_F(MalformedTest, SessionAndLeaseErrors) {
   v1::TensorGrant grant;
   ASSERT_TRUE(raw_->Get(session_, "sess/a", 0, &grant).ok());
   EXPECT_EQ(LeasesOf(client(), "sess/a"), 1);
-  // Another session cannot release it, and learns nothing from trying: the same NOT_FOUND as
-  // for an id that does not exist.
+  // Another session cannot release it.
   RawBroker other(socket());
   const std::string other_session = other.OpenSession();
   ASSERT_FALSE(other_session.empty());
+  // NOT_FOUND, as for an unknown id: lease ids of other sessions must not be probed.
   ExpectRaw(other.Release(other_session, grant.lease_id()), grpc::StatusCode::NOT_FOUND,
             "lease", "Release of another session's lease");
   ExpectRaw(other.Retain(other_session, grant.lease_id()), grpc::StatusCode::NOT_FOUND,

@@ -38,9 +38,15 @@ std::string DescribeWaitStatus(int status) {
 
 absl::StatusOr<PeerProcess> PeerProcess::Start(const std::string& socket_path,
                                                std::vector<std::string> args) {
+  return StartProgram(PeerBinaryPath(), socket_path, std::move(args));
+}
+
+absl::StatusOr<PeerProcess> PeerProcess::StartProgram(const std::string& program,
+                                                      const std::string& socket_path,
+                                                      std::vector<std::string> args) {
   // A peer that died must not kill the test with SIGPIPE when we write to it.
   signal(SIGPIPE, SIG_IGN);
-  std::vector<std::string> argv = {PeerBinaryPath()};
+  std::vector<std::string> argv = {program};
   argv.insert(argv.end(), args.begin(), args.end());
   argv.push_back("--socket");
   argv.push_back(socket_path);

@@ -27,6 +27,10 @@ class PeerProcess {
   // Runs `tensorbroker_test_peer <args...> --socket <socket_path>`.
   static absl::StatusOr<PeerProcess> Start(const std::string& socket_path,
                                            std::vector<std::string> args);
+  // Runs another peer program the same way: `program <args...> --socket <socket_path>`.
+  static absl::StatusOr<PeerProcess> StartProgram(const std::string& program,
+                                                  const std::string& socket_path,
+                                                  std::vector<std::string> args);
 
   PeerProcess(PeerProcess&& other) noexcept;
   PeerProcess& operator=(PeerProcess&& other) noexcept;
