@@ -142,8 +142,8 @@ grpc::Status BrokerService::DoAbort(grpc::CallbackServerContext* context,
 
 grpc::ServerReadReactor<v1::PutRequest>* BrokerService::Put(grpc::CallbackServerContext* context,
                                                             v1::TensorInfo* response) {
-  return new PutReactor(context, parts_.store, parts_.policy, Caller(context), Client(context),
-                        response);
+  return new PutReactor(context, parts_.store, parts_.policy, parts_.timer,
+                        parts_.pending_timeout, Caller(context), Client(context), response);
 }
 
 grpc::ServerWriteReactor<v1::ReadResponse>* BrokerService::Read(

@@ -48,6 +48,7 @@ struct ServiceParts {
   const PeerRegistry* peers = nullptr;
   const AccessPolicy* policy = nullptr;
   DeadlineTimer* timer = nullptr;
+  absl::Duration pending_timeout = absl::Seconds(60);  // --pending-timeout
 };
 
 class BrokerService final : public v1::Broker::CallbackService {

@@ -257,6 +257,7 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   parts.peers = &peers;
   parts.policy = &policy;
   parts.timer = timer.get();
+  parts.pending_timeout = options.pending_timeout;
   BrokerService service(parts);
   // The operator's view (Prometheus) sees everything, like an administrator.
   const Principal operator_view{static_cast<uint32_t>(::getuid()), {}, true};

@@ -13,11 +13,13 @@
 namespace tensorbroker::daemon {
 
 PutReactor::PutReactor(grpc::CallbackServerContext* context, TensorStore* store,
-                       const AccessPolicy* policy, absl::StatusOr<Principal> caller,
+                       const AccessPolicy* policy, DeadlineTimer* timer,
+                       absl::Duration pending_timeout, absl::StatusOr<Principal> caller,
                        std::string client, v1::TensorInfo* response)
     : context_(context),
       store_(store),
       policy_(policy),
+      timer_(timer),
       caller_(std::move(caller)),
       client_(std::move(client)),
       response_(response) {
@@ -26,7 +28,27 @@ PutReactor::PutReactor(grpc::CallbackServerContext* context, TensorStore* store,
     End(absl::PermissionDeniedError(caller_.status().message()));
     return;
   }
+  // Until the header comes, nothing is reserved, but the call would be held all the same.
+  header_timer_ = timer_->Schedule(absl::Now() + pending_timeout, [shared = shared_, this] {
+    EndFromOutside(shared, this, /*only_without_header=*/true, "",
+                   absl::DeadlineExceededError(
+                       "header: no Put header within the daemon's pending timeout"));
+  });
   StartRead(&message_);
+}
+
+void PutReactor::EndFromOutside(const std::shared_ptr<Shared>& shared, PutReactor* reactor,
+                                bool only_without_header, const std::string& name,
+                                const absl::Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(shared->mu);
+    if (shared->finished || (only_without_header && shared->header_seen)) return;
+    shared->finished = true;
+  }
+  // Not finished until now, so the reactor is alive (gRPC deletes it only after Finish).
+  LogCallFailure("Put", [&] { return NameField(name); }, [&] { return reactor->client_; },
+                 status);
+  reactor->Finish(ToGrpcStatus(status));
 }
 
 absl::Status PutReactor::Begin() {
@@ -34,6 +56,8 @@ absl::Status PutReactor::Begin() {
     return absl::InvalidArgumentError("header: the first Put message must carry the header");
   }
   const v1::PutRequest::Header& header = message_.header();
+  shared_->header_seen = true;  // OnReadDone holds shared_->mu
+  timer_->Cancel(header_timer_);
   name_ = header.name();
   auto spec = MakeSpec(header.name(), header.dtype(), header.shape(), {}, 0, header.mutable_(),
                        header.replace(), header.has_device(), header.device());
@@ -45,17 +69,10 @@ absl::Status PutReactor::Begin() {
   // The store calls this from the timer's thread if the stream stalls past the pending
   // timeout. `this` is touched only by whoever claims `finished`, before Finish.
   auto on_expired = [shared = shared_, this, timeout_name = name_] {
-    {
-      std::lock_guard<std::mutex> lock(shared->mu);
-      if (shared->finished) return;
-      shared->finished = true;
-    }
-    const absl::Status status = absl::DeadlineExceededError(absl::StrCat(
-        "name '", timeout_name, "': the Put did not finish within the daemon's pending "
-        "timeout; its name is free again"));
-    LogCallFailure("Put", [&] { return NameField(timeout_name); }, [&] { return client_; },
-                   status);
-    Finish(ToGrpcStatus(status));
+    EndFromOutside(shared, this, /*only_without_header=*/false, timeout_name,
+                   absl::DeadlineExceededError(absl::StrCat(
+                       "name '", timeout_name, "': the Put did not finish within the daemon's "
+                       "pending timeout; its name is free again")));
   };
   auto ticket = store_->BeginPut(*caller_, *spec, std::move(on_expired));
   if (!ticket.ok()) return ticket.status();
@@ -111,6 +128,7 @@ void PutReactor::OnReadDone(bool ok) {
 
 void PutReactor::End(absl::Status status) {
   shared_->finished = true;
+  timer_->Cancel(header_timer_);
   if (status.ok() && ticket_.has_value()) {
     auto view = store_->CommitPut(*ticket_);
     ticket_.reset();

@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/access_policy.h"
+#include "daemon/deadline_timer.h"
 #include "daemon/tensor_store.h"
 #include "tensorbroker/v1/broker.pb.h"
 
@@ -28,9 +29,11 @@ namespace tensorbroker::daemon {
 class PutReactor final : public grpc::ServerReadReactor<v1::PutRequest> {
  public:
   // `caller` is the call's principal (an error refuses the call); `client` names it in logs.
+  // A stream that sends no header within `pending_timeout` ends then (DEADLINE_EXCEEDED);
+  // `timer` outlives the call.
   PutReactor(grpc::CallbackServerContext* context, TensorStore* store,
-             const AccessPolicy* policy, absl::StatusOr<Principal> caller, std::string client,
-             v1::TensorInfo* response);
+             const AccessPolicy* policy, DeadlineTimer* timer, absl::Duration pending_timeout,
+             absl::StatusOr<Principal> caller, std::string client, v1::TensorInfo* response);
 
   void OnReadDone(bool ok) override;
   void OnDone() override;
@@ -39,7 +42,13 @@ class PutReactor final : public grpc::ServerReadReactor<v1::PutRequest> {
   struct Shared {
     std::mutex mu;
     bool finished = false;
+    bool header_seen = false;
   };
+  // Ends the call with `status` unless it has ended or `only_without_header` and the header
+  // came; used from other threads (the timer, the store's expiry).
+  static void EndFromOutside(const std::shared_ptr<Shared>& shared, PutReactor* reactor,
+                             bool only_without_header, const std::string& name,
+                             const absl::Status& status);
   // The first message: validates the header and reserves the tensor.
   absl::Status Begin();
   absl::Status Append();
@@ -50,6 +59,8 @@ class PutReactor final : public grpc::ServerReadReactor<v1::PutRequest> {
   grpc::CallbackServerContext* const context_;
   TensorStore* const store_;
   const AccessPolicy* const policy_;
+  DeadlineTimer* const timer_;
+  uint64_t header_timer_ = 0;
   const absl::StatusOr<Principal> caller_;
   const std::string client_;
   v1::TensorInfo* const response_;
