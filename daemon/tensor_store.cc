@@ -223,10 +223,11 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std:
         spec.device.device_type == kDLCUDA ? " (--cuda-capacity is 0)" : ""));
   }
   // Strides may make a huge tensor out of a few bytes; whoever reads it compactly (Read,
-  // numpy) would then make or stream all of it. Its logical size must fit in the pool.
+  // numpy) would then make or stream all of it. Its logical size must fit in the pool. A buffer
+  // that does not fit itself is the pool's to refuse (RESOURCE_EXHAUSTED, naming the capacity).
   const uint64_t capacity = pool->Stats().capacity_bytes;
   const std::optional<uint64_t> logical = LogicalBytes(spec);
-  if (!logical.has_value() || *logical > capacity) {
+  if (spec.nbytes <= capacity && (!logical.has_value() || *logical > capacity)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "shape: name '", spec.name, "' would hold ",
         logical.has_value() ? FormatByteSize(*logical) : std::string("more than 2^64 bytes"),
