@@ -211,8 +211,11 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std:
           "name '", spec.name, "' is already published (set replace to overwrite)"));
     }
     if (!caller.admin && published->second.owner_uid != caller.uid) {
+      // The name is taken either way; whose it is stays unsaid to one who may not see it.
+      const bool visible = MayReadLocked(caller, *objects_.at(published->second.object_id));
       return absl::PermissionDeniedError(absl::StrCat(
-          "name '", spec.name, "' belongs to ", DescribeUid(published->second.owner_uid),
+          "name '", spec.name, "' belongs to ",
+          visible ? DescribeUid(published->second.owner_uid) : "another user",
           "; only its owner or an administrator may replace it"));
     }
   }
