@@ -8,6 +8,8 @@ stubs generated from broker.proto, the CLI and the Python package:
   descriptors.
 - Read sent chunks just over 4 MiB, so a gRPC client with default limits (4 MiB in) failed on
   any tensor over 4 MiB. Now chunks are at most 1 MiB: a default channel reads 12 MiB.
+- Strides that spread one byte over a huge shape are refused (Read would stream all of it);
+  Reads and Puts a client abandons give back their leases, reservations and names.
 - 20,000 names made one 5.8 MB List reply, which `ls` and list() could not receive. Now List
   answers a page at a time (each reply well under 4 MiB); `ls`, `ls --json` and list() follow
   the pages and see every name.
@@ -200,14 +202,16 @@ def start_waiting(stubs, session, prefix):
 def check_serving(daemon, futures, baseline):
     """While `futures` wait: health, Ping and Stats answer, and the daemon's threads stay
     within THREAD_SLACK of `baseline`, its descriptors at it."""
+    # Counted first: the health check's own connection is closed by the daemon only when it
+    # notices the CLI has gone.
+    fds, threads = resources(daemon.pid)
+    assert threads <= baseline[1] + THREAD_SLACK, (baseline, (fds, threads))
+    assert fds == baseline[0], "waiting Gets opened descriptors"
     health = cli(daemon, "health", "--timeout", "30")
     assert (health.returncode, health.stdout.strip()) == (0, "SERVING"), health.stderr
     assert daemon.stub.Ping(pb.Empty(), timeout=HANG_GUARD) == pb.Empty()
     stats = daemon.stub.Stats(pb.StatsRequest(), timeout=HANG_GUARD)
     assert stats.clients == 1
-    fds, threads = resources(daemon.pid)
-    assert threads <= baseline[1] + THREAD_SLACK, (baseline, (fds, threads))
-    assert fds == baseline[0], "waiting Gets opened descriptors"
     assert not any(f.done() for f in futures), "a Get answered before its name existed"
 
 
