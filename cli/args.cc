@@ -121,11 +121,14 @@ not yet sealed).
 
 Options:
   --json   print one JSON object with the keys capacity_bytes, used_bytes, reserved_bytes,
-           tensors, leases, clients, segments, pending and pools (one per memory pool)
+           tensors, leases, clients, segments, pending, pools (one per memory pool) and
+           users (uid, user, bytes, tensors, quota_bytes, quota_tensors: every user for an
+           administrator, else you)
   --prometheus
            print the metrics in Prometheus's text format, for node_exporter's textfile
            collector: per device capacity/used/reserved bytes and segments, tensors, leases,
-           clients, pending tensors, tensorbroker_calls_total{method,code} and the
+           clients, pending tensors, per user tensorbroker_user_bytes, _user_tensors and
+           their quotas {uid,user}, tensorbroker_calls_total{method,code} and the
            tensorbroker_call_duration_seconds histogram per method
 )";
 

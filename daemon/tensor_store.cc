@@ -210,9 +210,12 @@ absl::Status TensorStore::CheckNameLocked(const Principal& caller, TensorSpec* s
   }
   const uint32_t name_owner = published->second.owner_uid;
   if (!caller.admin && name_owner != caller.uid) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("name '", spec->name, "' belongs to ", DescribeUid(name_owner),
-                     "; only its owner or an administrator may replace it"));
+    // The name is taken either way; whose it is stays unsaid to one who may not see it.
+    const bool visible = MayReadLocked(caller, *objects_.at(published->second.object_id));
+    return absl::PermissionDeniedError(absl::StrCat(
+        "name '", spec->name, "' belongs to ",
+        visible ? DescribeUid(name_owner) : "another user",
+        "; only its owner or an administrator may replace it"));
   }
   // An administrator's version of another user's name stays readable by the name's owner, who
   // may still replace or delete it: the owner joins its readers (and so its segment's key).

@@ -74,7 +74,8 @@ replace: publish a new version if the name is taken (holders of the old one keep
     name's owner (the uid that first published it) or an administrator may.
 readers: who may read it besides you and the daemon's administrators: a list such as
     ["uid:1000", "group:ml"] (or one string "uid:1000,group:ml"); "*" is anyone who may
-    connect. None: the daemon's default for the name. To others it does not exist (NotFound).)doc")
+    connect. None: the daemon's default for the name; [] or "" (no one) is refused, since on
+    the wire it would mean that default. To others it does not exist (NotFound).)doc")
       .def("create", &PyClient::Create, py::arg("name"), py::arg("shape"), py::arg("dtype"),
            py::arg("mutable") = false, py::arg("replace") = false, py::kw_only(),
            py::arg("device") = "cpu", py::arg("pinned") = false, py::arg("readers") = py::none(),

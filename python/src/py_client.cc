@@ -65,18 +65,9 @@ std::vector<int64_t> ShapeFromPython(py::handle shape) {
   return dims;
 }
 
-// None: no readers named (the daemon's default); "a,b": entries split at commas; or an
-// iterable of strings.
-std::vector<std::string> ReadersFromPython(py::handle readers) {
+// The entries of a readers argument that is not a string: an iterable of strings.
+std::vector<std::string> ReaderSequence(py::handle readers) {
   std::vector<std::string> entries;
-  if (readers.is_none()) return entries;
-  if (PyUnicode_Check(readers.ptr())) {
-    for (absl::string_view entry :
-         absl::StrSplit(readers.cast<std::string>(), ',', absl::SkipWhitespace())) {
-      entries.emplace_back(absl::StripAsciiWhitespace(entry));
-    }
-    return entries;
-  }
   try {
     for (py::handle entry : py::iter(readers)) {
       if (!PyUnicode_Check(entry.ptr())) throw py::cast_error();
@@ -86,6 +77,29 @@ std::vector<std::string> ReadersFromPython(py::handle readers) {
     throw StatusError(absl::InvalidArgumentError(absl::StrCat(
         "readers ", std::string(py::str(py::repr(readers))),
         " is not a string or a sequence of strings (uid:N, gid:N, user:NAME, group:NAME, *)")));
+  }
+  return entries;
+}
+
+// None: no readers named (the daemon's default); "a,b": entries split at commas; or an
+// iterable of strings. One that names no one ([], "") is refused: on the wire no readers means
+// the daemon's default, often "*", the opposite of what "no readers" says.
+std::vector<std::string> ReadersFromPython(py::handle readers) {
+  std::vector<std::string> entries;
+  if (readers.is_none()) return entries;
+  if (PyUnicode_Check(readers.ptr())) {
+    for (absl::string_view entry :
+         absl::StrSplit(readers.cast<std::string>(), ',', absl::SkipWhitespace())) {
+      entries.emplace_back(absl::StripAsciiWhitespace(entry));
+    }
+  } else {
+    entries = ReaderSequence(readers);
+  }
+  if (entries.empty()) {
+    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+        "readers ", std::string(py::str(py::repr(readers))),
+        " names no one: pass None for the daemon's default, or \"uid:N\" with your own uid "
+        "for no reader but you")));
   }
   return entries;
 }

@@ -7,7 +7,9 @@ would reach for first, so ``except KeyError`` or ``except TimeoutError`` work to
     ├── NotFound(KeyError)              no tensor published under that name
     ├── AlreadyExists                   name taken (pass replace=True to publish a new version)
     ├── InvalidArgument(ValueError)     malformed name, dtype, shape, strides or object
-    ├── CapacityError(MemoryError)      the broker's --capacity or /dev/shm is full
+    ├── ResourceExhausted(MemoryError)  a limit ran out: the broker's --capacity, /dev/shm, or
+    │                                   the caller's --quota-bytes / --quota-tensors
+    │                                   (CapacityError is its earlier name)
     ├── Timeout(TimeoutError)           get() waited `timeout` seconds and nothing was published
     ├── PermissionDenied(PermissionError) the socket or object belongs to someone else
     ├── Unavailable(ConnectionError)    no daemon answers (not running, or shutting down)
@@ -23,6 +25,7 @@ __all__ = [
     "NotFound",
     "AlreadyExists",
     "InvalidArgument",
+    "ResourceExhausted",
     "CapacityError",
     "Timeout",
     "PermissionDenied",
@@ -61,10 +64,16 @@ class InvalidArgument(Error, ValueError):
     code = "INVALID_ARGUMENT"
 
 
-class CapacityError(Error, MemoryError):
-    """The broker's capacity (--capacity) or /dev/shm has no room for the tensor."""
+class ResourceExhausted(Error, MemoryError):
+    """A limit ran out: the broker's capacity (--capacity, --cuda-capacity) or /dev/shm has no
+    room for the tensor, or the caller's quota (--quota-bytes, --quota-tensors) would be
+    exceeded. The message names the limit ("capacity", "quota-bytes", ...) and the usage."""
 
     code = "RESOURCE_EXHAUSTED"
+
+
+#: The earlier name of :class:`ResourceExhausted` (from before quotas), the same class.
+CapacityError = ResourceExhausted
 
 
 class Timeout(Error, TimeoutError):
@@ -99,7 +108,7 @@ _BY_CODE = {
     "ALREADY_EXISTS": AlreadyExists,
     "INVALID_ARGUMENT": InvalidArgument,
     "OUT_OF_RANGE": InvalidArgument,
-    "RESOURCE_EXHAUSTED": CapacityError,
+    "RESOURCE_EXHAUSTED": ResourceExhausted,
     "DEADLINE_EXCEEDED": Timeout,
     "PERMISSION_DENIED": PermissionDenied,
     "UNAVAILABLE": Unavailable,

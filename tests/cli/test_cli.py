@@ -28,6 +28,7 @@ STAT_KEYS = {"name", "dtype", "shape", "strides", "nbytes", "device", "sealed", 
 STATS_KEYS = {"capacity_bytes", "used_bytes", "reserved_bytes", "tensors", "leases",
               "clients", "segments", "pending"}
 POOL_KEYS = {"device", "capacity_bytes", "used_bytes", "reserved_bytes", "segments"}
+USER_KEYS = {"uid", "user", "bytes", "tensors", "quota_bytes", "quota_tensors"}
 
 
 class Broker:
@@ -286,6 +287,13 @@ def test_stats(broker):
     assert after["tensors"] == before["tensors"] + 1
     assert after["used_bytes"] >= before["used_bytes"] + 8000
     assert after["used_bytes"] <= after["capacity_bytes"]
+    # What each user holds (every user for root, an administrator): this one 8000 bytes more.
+    def mine(stats):
+        rows = [u for u in stats["users"] if u["uid"] == os.getuid()]
+        return rows[0] if rows else {"bytes": 0, "tensors": 0}
+    assert all(set(u) == USER_KEYS for u in after["users"])
+    assert mine(after)["bytes"] == mine(before)["bytes"] + 8000
+    assert mine(after)["tensors"] == mine(before)["tensors"] + 1
     human = broker.ok("stats").out
     assert "256.0 MiB" in human
     assert "tensors:" in human

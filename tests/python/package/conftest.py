@@ -31,7 +31,7 @@ def dies_with_test(sig):
 
 
 class Daemon:
-    def __init__(self, *extra_args):
+    def __init__(self, *extra_args, stderr=None):
         binary = os.environ.get("TENSORBROKERD")
         assert binary and os.path.exists(binary), "set TENSORBROKERD to the tensorbrokerd binary"
         self.dir = tempfile.mkdtemp(prefix="tbpkg.")
@@ -43,7 +43,7 @@ class Daemon:
 
         self.proc = subprocess.Popen(
             [binary, "--socket", self.socket, "--log-level", "warning", *extra_args], env=env,
-            preexec_fn=dies_with_test(signal.SIGTERM))
+            stderr=stderr, preexec_fn=dies_with_test(signal.SIGTERM))
         wait_until_serving(self.socket, self.proc)
 
     def stop(self):
