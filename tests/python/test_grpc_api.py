@@ -13,11 +13,8 @@ left behind.
 import errno
 import mmap
 import os
-import shutil
 import signal
 import socket
-import subprocess
-import tempfile
 import threading
 import time
 
@@ -26,10 +23,10 @@ import numpy as np
 import pytest
 
 from tensorbroker.v1 import broker_pb2 as pb
-from tensorbroker.v1 import broker_pb2_grpc as pbg
 from tensorbroker.v1 import local_pb2 as lpb
 from tb_health import health_pb2, health_pb2_grpc
 
+from raw_daemon import RawDaemon
 from raw_grpc_example import RawClient
 
 README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
@@ -37,38 +34,6 @@ README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
 FLOAT32 = pb.DataType(code=2, bits=32, lanes=1)
 MIB = 1 << 20
 RPC_TIMEOUT = 30  # seconds; a hang guard, never a measurement
-
-
-class Daemon:
-    def __init__(self):
-        binary = os.environ.get("TENSORBROKERD")
-        assert binary and os.path.exists(binary), "set TENSORBROKERD to the tensorbrokerd binary"
-        self.dir = tempfile.mkdtemp(prefix="tbpy.")
-        self.socket = os.path.join(self.dir, "broker.sock")
-        self.proc = subprocess.Popen([binary, "--socket", self.socket, "--log-level", "warning"])
-        self.channel = grpc.insecure_channel("unix:" + self.socket)
-        self.stub = pbg.BrokerStub(self.channel)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                self.stub.Ping(pb.Empty(), timeout=1)
-                break
-            except grpc.RpcError:
-                assert self.proc.poll() is None, "tensorbrokerd exited during start-up"
-                assert time.monotonic() < deadline, "tensorbrokerd did not answer Ping"
-                time.sleep(0.02)
-
-    def stop(self, sig=signal.SIGTERM):
-        self.channel.close()
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        return self.proc.wait(timeout=30)
-
-    def cleanup(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class Session:
@@ -95,7 +60,7 @@ class Session:
 
 @pytest.fixture(scope="module")
 def daemon():
-    d = Daemon()
+    d = RawDaemon()
     yield d
     d.cleanup()
 

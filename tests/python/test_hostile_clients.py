@@ -20,14 +20,10 @@ timeouts guard against hangs and measure nothing.
 """
 
 import collections
-import ctypes
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -38,6 +34,7 @@ import pytest
 from tensorbroker.v1 import broker_pb2 as pb
 from tensorbroker.v1 import broker_pb2_grpc as pbg
 
+from raw_daemon import RawDaemon, dies_with_test
 from raw_grpc_example import RawClient
 
 DAEMON = os.environ.get("TENSORBROKERD", "")
@@ -46,50 +43,12 @@ PACKAGE_PATH = os.environ.get("TENSORBROKER_PACKAGE_PATH", "")
 MIB = 1 << 20
 GRPC_DEFAULT_RECEIVE_LIMIT = 4 * MIB
 HANG_GUARD = 120  # seconds; only against hangs, never a measurement
-PR_SET_PDEATHSIG = 1
-
-
-def dies_with_test():
-    """preexec_fn: the child gets SIGTERM when this test process dies, however it dies."""
-    def arm():
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-    return arm
-
-
-class Daemon:
-    def __init__(self):
-        assert DAEMON and os.path.exists(DAEMON), "set TENSORBROKERD to the tensorbrokerd binary"
-        self.dir = tempfile.mkdtemp(prefix="tbhostile.")
-        self.socket = os.path.join(self.dir, "broker.sock")
-        self.proc = subprocess.Popen([DAEMON, "--socket", self.socket, "--log-level", "warning"],
-                                     preexec_fn=dies_with_test())
-        self.pid = self.proc.pid
-        self.channel = grpc.insecure_channel("unix:" + self.socket)
-        self.stub = pbg.BrokerStub(self.channel)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                self.stub.Ping(pb.Empty(), timeout=1)
-                break
-            except grpc.RpcError:
-                assert self.proc.poll() is None, "tensorbrokerd exited during start-up"
-                assert time.monotonic() < deadline, "tensorbrokerd did not answer Ping"
-                time.sleep(0.05)
-
-    def stop(self):
-        self.channel.close()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(timeout=HANG_GUARD)
-        shutil.rmtree(self.dir, ignore_errors=True)
-        return code
-
-
 @pytest.fixture(scope="module")
 def daemon():
-    d = Daemon()
+    d = RawDaemon(prefix="tbhostile.")
     yield d
-    assert d.stop() == 0, "tensorbrokerd did not exit cleanly"
+    assert d.stop(timeout=HANG_GUARD) == 0, "tensorbrokerd did not exit cleanly"
+    d.cleanup()
 
 
 class Session:
