@@ -1,8 +1,11 @@
 #include "daemon/peer_registry.h"
 
+#include <grp.h>
+#include <pwd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -12,6 +15,33 @@
 #include "daemon/log.h"
 
 namespace tensorbroker::daemon {
+
+namespace {
+
+// A principal is a uid: its groups include every group the system's group database gives it
+// (getgrouplist), not only those its process holds now. Nothing when the uid has no name.
+void AppendGroupsOfUser(uid_t uid, gid_t gid, std::vector<gid_t>* groups) {
+  passwd entry{};
+  passwd* found = nullptr;
+  std::vector<char> buffer(16384);
+  if (::getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) != 0 || found == nullptr) {
+    return;
+  }
+  std::vector<gid_t> listed(64);
+  int count = static_cast<int>(listed.size());
+  if (::getgrouplist(found->pw_name, gid, listed.data(), &count) < 0) {
+    listed.resize(static_cast<size_t>(count));  // it said how many there are
+    if (::getgrouplist(found->pw_name, gid, listed.data(), &count) < 0) return;
+  }
+  listed.resize(static_cast<size_t>(count));
+  for (gid_t listed_gid : listed) {
+    if (std::find(groups->begin(), groups->end(), listed_gid) == groups->end()) {
+      groups->push_back(listed_gid);
+    }
+  }
+}
+
+}  // namespace
 
 std::optional<PeerCredentials> PeerCredentialsOf(int fd, absl::string_view what) {
   ucred credentials{};
@@ -28,6 +58,7 @@ std::optional<PeerCredentials> PeerCredentialsOf(int fd, absl::string_view what)
     socklen_t bytes = static_cast<socklen_t>(peer.groups.size() * sizeof(gid_t));
     if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, peer.groups.data(), &bytes) == 0) {
       peer.groups.resize(bytes / sizeof(gid_t));
+      AppendGroupsOfUser(peer.uid, peer.gid, &peer.groups);
       return peer;
     }
     if (errno != ERANGE) break;

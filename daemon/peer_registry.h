@@ -25,12 +25,14 @@ struct PeerCredentials {
   pid_t pid = 0;
   uid_t uid = 0;
   gid_t gid = 0;
-  std::vector<gid_t> groups;  // supplementary groups of the peer process (SO_PEERGROUPS)
+  // The peer process's supplementary groups (SO_PEERGROUPS), then the other groups the
+  // system's group database gives its uid (getgrouplist).
+  std::vector<gid_t> groups;
 };
 
 // The kernel's credentials of the peer of connected Unix socket `fd` (SO_PEERCRED, and the
-// process's supplementary groups from SO_PEERGROUPS); nullopt, with a warning naming `what`
-// logged, when the kernel cannot say (the connection is refused).
+// process's supplementary groups from SO_PEERGROUPS) and its uid's group list; nullopt, with a
+// warning naming `what` logged, when the kernel cannot say (the connection is refused).
 std::optional<PeerCredentials> PeerCredentialsOf(int fd, absl::string_view what);
 
 class PeerRegistry {
