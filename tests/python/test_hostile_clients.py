@@ -40,6 +40,20 @@ from raw_grpc_example import RawClient
 DAEMON = os.environ.get("TENSORBROKERD", "")
 CLI = os.environ.get("TENSORBROKER_CLI", "")
 PACKAGE_PATH = os.environ.get("TENSORBROKER_PACKAGE_PATH", "")
+
+
+def package_env():
+    """The environment of a child that imports the package: on its path, with the sanitizer
+    runtime preloaded when the build is instrumented (TENSORBROKER_PYTHON_PRELOAD)."""
+    assert PACKAGE_PATH, "set TENSORBROKER_PACKAGE_PATH to the build's python/ directory"
+    env = dict(os.environ, PYTHONPATH=PACKAGE_PATH)
+    preload = os.environ.get("TENSORBROKER_PYTHON_PRELOAD", "")
+    if preload:
+        env["LD_PRELOAD"] = preload
+        env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=1"  # CPython keeps memory at exit
+    return env
+
+
 MIB = 1 << 20
 GRPC_DEFAULT_RECEIVE_LIMIT = 4 * MIB
 HANG_GUARD = 120  # seconds; only against hangs, never a measurement
@@ -87,8 +101,7 @@ def put(stub, name, array, dtype=FLOAT32, chunk=MIB):
 
 def package(daemon, script, *args):
     """Runs `script` in a child Python that imports the tensorbroker package; its stdout."""
-    assert PACKAGE_PATH, "set TENSORBROKER_PACKAGE_PATH to the build's python/ directory"
-    env = dict(os.environ, PYTHONPATH=PACKAGE_PATH)
+    env = package_env()
     done = subprocess.run([sys.executable, "-c", script, daemon.socket, *args], env=env,
                           capture_output=True, text=True, timeout=HANG_GUARD)
     assert done.returncode == 0, done.stderr
@@ -397,7 +410,7 @@ print(json.dumps({"count": len(names), "unique": len(set(names)), "sorted": name
 @pytest.fixture(scope="module")
 def many_names(daemon):
     """20,000 published names, many/00000 .. many/19999, put by a few package processes."""
-    env = dict(os.environ, PYTHONPATH=PACKAGE_PATH)
+    env = package_env()
     share = NAMES // PRODUCERS
     producers = [subprocess.Popen([sys.executable, "-c", PUT_MANY, daemon.socket, str(p * share),
                                    str(share)], env=env, stderr=subprocess.PIPE, text=True,
