@@ -142,8 +142,9 @@ def flood_round(proc, sock):
     report = os.fdopen(report_r)
     # Of 100 idle connections on each socket, the daemon kept 32 and closed the 68 others.
     assert report.readline().split() == [str(FLOOD - MAX_CONNECTIONS)] * 2
+    # Bounded by the limit, not by the flood (+16: pollers gRPC may open under load).
     fds_during, _ = counts(proc.pid)
-    assert fds_during <= fds_before + 2 * MAX_CONNECTIONS
+    assert fds_during <= fds_before + 2 * MAX_CONNECTIONS + 16 < fds_before + 2 * FLOOD
     # The daemon's own uid still connects (its reserve): `tensorbroker health` says SERVING.
     health = subprocess.run([os.environ["TENSORBROKER_CLI"], "--socket", sock, "health"],
                             capture_output=True, text=True, timeout=HANG_GUARD)
@@ -169,7 +170,8 @@ def test_idle_connection_floods_are_bounded_and_the_health_check_still_serves(da
     flood_round(proc, sock)
     baseline = settled_counts(proc.pid)
     flood_round(proc, sock)
-    wait_for(lambda: counts(proc.pid) == baseline,
+    # gRPC's executor also lets idle threads go: threads come back to the baseline or below.
+    wait_for(lambda: counts(proc.pid)[0] == baseline[0] and counts(proc.pid)[1] <= baseline[1],
              "the daemon's descriptors and threads to return to their baseline",
              lambda: f"(baseline {baseline}, now {counts(proc.pid)})")
     # And it serves as before.
