@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -32,12 +33,26 @@ std::vector<char*> CStrings(std::vector<std::string>& strings) {
   return pointers;
 }
 
+// `env`, plus the sanitizers' settings of this process (suppressions, leak checking) unless
+// `env` sets them: a program under test runs as the suite runs it.
+std::vector<std::string> WithSanitizerSettings(const std::vector<std::string>& env) {
+  std::vector<std::string> environment = env;
+  for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"}) {
+    const char* value = std::getenv(name);
+    const std::string prefix = std::string(name) + "=";
+    bool given = false;
+    for (const std::string& entry : env) given = given || entry.rfind(prefix, 0) == 0;
+    if (value != nullptr && !given) environment.push_back(prefix + value);
+  }
+  return environment;
+}
+
 }  // namespace
 
 absl::StatusOr<UidProcess> UidProcess::Start(uid_t uid, gid_t gid,
                                              const std::vector<std::string>& argv,
                                              const std::vector<std::string>& env) {
-  std::vector<std::string> args = argv, environment = env;
+  std::vector<std::string> args = argv, environment = WithSanitizerSettings(env);
   std::vector<char*> cargs = CStrings(args), cenv = CStrings(environment);
   const bool same_user = uid == ::geteuid() && gid == ::getegid();  // then nothing to drop
   int out[2], err[2];
