@@ -126,7 +126,7 @@ def settled_counts(pid):
 def flood_round(proc, sock):
     """One flood by uid 65534 while the daemon's own uid checks its health; returns once the
     daemon closed every connection of the flood."""
-    fds_before, threads_before = counts(proc.pid)
+    fds_before, _ = counts(proc.pid)
     report_r, report_w = os.pipe()
     release_r, release_w = os.pipe()
     child = os.fork()
@@ -170,8 +170,11 @@ def test_idle_connection_floods_are_bounded_and_the_health_check_still_serves(da
     flood_round(proc, sock)
     baseline = settled_counts(proc.pid)
     flood_round(proc, sock)
-    # gRPC's executor also lets idle threads go: threads come back to the baseline or below.
-    wait_for(lambda: counts(proc.pid)[0] == baseline[0] and counts(proc.pid)[1] <= baseline[1],
+    # Descriptors come back exactly. Threads are not per connection: they stay within what
+    # gRPC's executor may add or let go on its own (up to two per core).
+    slack = 2 * os.cpu_count()
+    wait_for(lambda: counts(proc.pid)[0] == baseline[0] and
+             abs(counts(proc.pid)[1] - baseline[1]) <= slack,
              "the daemon's descriptors and threads to return to their baseline",
              lambda: f"(baseline {baseline}, now {counts(proc.pid)})")
     # And it serves as before.
