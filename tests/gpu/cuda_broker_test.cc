@@ -99,7 +99,9 @@ TEST_F(CudaBrokerTest, CreateSealGetSharesTheDaemonsDeviceMemory) {
   EXPECT_EQ(DeviceFloats(got->dl_tensor), values);
   got.reset();
   EXPECT_EQ(CurrentProcessMappings().open_cuda_slabs, 0u);
-  ASSERT_OK_AND_ASSIGN(stats, client().Stats());
+  // The consumer's release is queued on its own connection; its Stats carries it to the daemon
+  // first (another Client's call would not wait for it).
+  ASSERT_OK_AND_ASSIGN(stats, consumer->Stats());
   gpu = GpuPool(stats);
   ASSERT_NE(gpu, nullptr);
   EXPECT_EQ(gpu->used_bytes, 0u);

@@ -6,6 +6,7 @@
 #
 #   bash tests/gpu/run.sh --build DIR      # a build tree of this project made on this machine
 #   bash tests/gpu/run.sh --bundle FILE    # what tests/gpu/make-bundle.sh packed elsewhere
+#   ... --keep DIR                         # unpack and build in DIR and leave it there
 #
 # --bundle is for GPU machines that cannot build the project (no apt, gRPC or Boost, like the
 # H200 machine lent to this project): the binaries come prebuilt with their libraries, and only
@@ -16,11 +17,12 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 repo=$(pwd)
 python=${PYTHON:-python3}
-mode=""; source_path=""
+mode=""; source_path=""; keep=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) mode=build; source_path=$2; shift 2 ;;
     --bundle) mode=bundle; source_path=$2; shift 2 ;;
+    --keep) keep=$2; shift 2 ;;
     *) echo "run.sh: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
 done
@@ -36,8 +38,12 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,uuid --format=csv,nohead
 "$python" -c 'import cupy; print("cupy", cupy.__version__)' 2>&1 | tail -1
 ldd --version | head -1
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+if [ -n "$keep" ]; then
+  work=$keep; mkdir -p "$work"   # kept for a look afterwards
+else
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+fi
 if [ "$mode" = build ]; then
   build=$(cd "$source_path" && pwd)
   daemon=$build/daemon/tensorbrokerd
@@ -61,11 +67,18 @@ else
   pybind_include=$("$python" -c 'import pybind11; print(pybind11.get_include())' 2>/dev/null ||
                    echo /usr/include)
   pythonpath=$b/python
-  ${CXX:-c++} -O2 -std=c++17 -shared -fPIC -fvisibility=hidden \
-    -I"$b/src" -I"$b/include" -I"$pybind_include" -I"$py_include" \
-    "$b"/src/python/src/*.cc "$b"/src/common/dtype_names.cc "$b"/src/common/tensor_layout.cc \
-    -L"$b/lib" -ltensorbroker_client "$b"/lib/libabsl_*.so* -Wl,-rpath,"$b/lib" \
-    -o "$pythonpath/tensorbroker/_core$suffix" || { echo "run.sh: extension build failed"; exit 1; }
+  # One compiler per source, all cores at once (a single c++ call takes a minute of device time).
+  mkdir -p "$b/obj"
+  export CXX=${CXX:-c++} B=$b PYBIND_INCLUDE=$pybind_include PY_INCLUDE=$py_include
+  printf '%s\n' "$b"/src/python/src/*.cc "$b"/src/common/dtype_names.cc \
+      "$b"/src/common/tensor_layout.cc |
+    xargs -P "$(nproc)" -I{} sh -c '$CXX -O2 -std=c++17 -fPIC -fvisibility=hidden \
+      -I"$B/src" -I"$B/include" -I"$PYBIND_INCLUDE" -I"$PY_INCLUDE" \
+      -c "$1" -o "$B/obj/$(basename "$1" .cc).o"' _ {} &&
+  $CXX -shared "$b"/obj/*.o -L"$b/lib" -ltensorbroker_client "$b"/lib/libabsl_*.so* \
+    -Wl,--version-script="$b/src/python/src/exports.map" -Wl,-rpath,"$b/lib" \
+    -o "$pythonpath/tensorbroker/_core$suffix" ||
+    { echo "run.sh: extension build failed"; exit 1; }
   PYTHONPATH=$pythonpath "$python" -c 'import tensorbroker; print("built tensorbroker",
 tensorbroker.__version__, tensorbroker._core.__file__)' || exit 1
 fi

@@ -168,6 +168,14 @@ def test_stub_matches_the_module():
     assert tensorbroker.connect.__doc__ and tensorbroker.Client.get.__doc__
 
 
+def test_the_extension_exports_its_entry_point_alone():
+    # Anything else it exported could interpose on the C++ runtime's or another extension's
+    # symbols (python/src/exports.map).
+    done = subprocess.run(["nm", "-D", "--defined-only", _core.__file__], capture_output=True,
+                          text=True, check=True)
+    assert [line.split()[-1] for line in done.stdout.splitlines()] == ["PyInit__core"]
+
+
 def test_cmake_install_puts_an_importable_package_where_debian_python_looks(tmp_path):
     build = os.path.dirname(os.path.dirname(tensorbroker.__file__))  # <build>/python
     build = os.path.dirname(build)
