@@ -84,11 +84,19 @@ void ReadReactor::End(const absl::Status& status) {
   } else {
     LogCallFailure("Read", [&] { return NameField(name_); }, [&] { return client_; }, status);
   }
+  // The lease goes before the status does: a caller who has seen the stream end sees it gone.
+  ReleaseTicket();
   Finish(ToGrpcStatus(status));
 }
 
+void ReadReactor::ReleaseTicket() {
+  if (!ticket_.has_value()) return;
+  store_->EndRead(ticket_->lease_id);
+  ticket_.reset();
+}
+
 void ReadReactor::OnDone() {
-  if (ticket_.has_value()) store_->EndRead(ticket_->lease_id);
+  ReleaseTicket();
   delete this;
 }
 

@@ -34,6 +34,7 @@ class ReadReactor final : public grpc::ServerWriteReactor<v1::ReadResponse> {
   absl::Status Begin(const Principal& caller, size_t max_chunk);
   void WriteNext();
   void End(const absl::Status& status);
+  void ReleaseTicket();  // ends the read's lease, once
 
   TensorStore* const store_;
   const std::string client_;
