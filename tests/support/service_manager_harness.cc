@@ -1,0 +1,174 @@
+#include "tests/support/service_manager_harness.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+extern char** environ;
+
+namespace tensorbroker::testing {
+namespace {
+
+constexpr size_t kMaxMessage = 4096;
+constexpr size_t kMaxFdsPerMessage = 64;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ServiceManagerHarness>> ServiceManagerHarness::Create(
+    const std::string& directory) {
+  const std::string path = directory + "/notify";
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(address.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("path too long: ", path));
+  }
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  UniqueFd socket(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!socket.valid() ||
+      ::bind(socket.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    return absl::InternalError(absl::StrCat("notify socket ", path, ": ", std::strerror(errno)));
+  }
+  return std::unique_ptr<ServiceManagerHarness>(
+      new ServiceManagerHarness(path, std::move(socket)));
+}
+
+bool ServiceManagerHarness::ReadOne() {
+  char text[kMaxMessage + 1];
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFdsPerMessage)];
+  iovec iov{text, kMaxMessage};
+  msghdr message{};
+  message.msg_iov = &iov;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof(control);
+  const ssize_t n = ::recvmsg(socket_.get(), &message, MSG_CMSG_CLOEXEC);
+  if (n < 0) return false;
+  std::vector<UniqueFd> fds;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      fds.emplace_back(fd);
+    }
+  }
+  const std::string body(text, static_cast<size_t>(n));
+  messages_.push_back(body);
+  std::map<std::string, std::string> fields;
+  for (absl::string_view line : absl::StrSplit(body, '\n', absl::SkipEmpty())) {
+    const size_t equals = line.find('=');
+    if (equals == absl::string_view::npos) continue;
+    fields[std::string(line.substr(0, equals))] = std::string(line.substr(equals + 1));
+  }
+  // As systemd does: descriptors without FDSTORE=1 are closed; FDNAME defaults to "stored".
+  const std::string name = fields.count("FDNAME") ? fields["FDNAME"] : "stored";
+  if (fields["FDSTORE"] == "1") {
+    for (UniqueFd& fd : fds) stored_.emplace(name, std::move(fd));
+  }
+  if (fields["FDSTOREREMOVE"] == "1") stored_.erase(name);
+  if (fields["READY"] == "1") ready_ = true;
+  return true;
+}
+
+size_t ServiceManagerHarness::Drain() {
+  size_t read = 0;
+  while (ReadOne()) ++read;
+  return read;
+}
+
+bool ServiceManagerHarness::WaitFor(const std::function<bool()>& done, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    Drain();
+    if (done()) return true;
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return false;
+    pollfd p{socket_.get(), POLLIN, 0};
+    (void)::poll(&p, 1, static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1,
+                                                             100)));
+  }
+}
+
+std::vector<std::string> ServiceManagerHarness::StoredNames() const {
+  std::vector<std::string> names;
+  for (const auto& [name, fd] : stored_) names.push_back(name);
+  return names;
+}
+
+std::vector<int> ServiceManagerHarness::StoredFds(const std::string& name) const {
+  std::vector<int> fds;
+  auto [first, last] = stored_.equal_range(name);
+  for (auto it = first; it != last; ++it) fds.push_back(it->second.get());
+  return fds;
+}
+
+absl::StatusOr<pid_t> ServiceManagerHarness::Start(
+    const std::vector<std::string>& argv,
+    const std::vector<std::pair<std::string, int>>& sockets) {
+  std::vector<std::pair<std::string, int>> passed = sockets;
+  for (const auto& [name, fd] : stored_) passed.emplace_back(name, fd.get());
+  std::vector<std::string> names;
+  for (const auto& [name, fd] : passed) names.push_back(name);
+
+  // Everything the child needs, made before fork(): LISTEN_PID's digits are written after it.
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const absl::string_view entry(*e);
+    if (absl::StartsWith(entry, "NOTIFY_SOCKET=") || absl::StartsWith(entry, "LISTEN_")) continue;
+    env.emplace_back(entry);
+  }
+  env.push_back("NOTIFY_SOCKET=" + path_);
+  env.push_back(absl::StrCat("LISTEN_FDS=", passed.size()));
+  env.push_back("LISTEN_FDNAMES=" + absl::StrJoin(names, ":"));
+  env.push_back("LISTEN_PID=0000000000");  // filled in by the child
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  char* listen_pid = env.back().data() + std::strlen("LISTEN_PID=");
+  std::vector<std::string> args = argv;
+  std::vector<char*> argvp;
+  for (std::string& a : args) argvp.push_back(a.data());
+  argvp.push_back(nullptr);
+  std::vector<int> sources;
+  for (const auto& [name, fd] : passed) sources.push_back(fd);
+
+  ready_ = false;
+  const pid_t pid = ::fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  if (pid == 0) {
+    // Move every source above the target range first, so no dup2 overwrites a later source.
+    const int base = 3 + static_cast<int>(sources.size()) + 64;
+    for (size_t i = 0; i < sources.size(); ++i) {
+      sources[i] = ::fcntl(sources[i], F_DUPFD_CLOEXEC, base);
+      if (sources[i] < 0) ::_exit(126);
+    }
+    for (size_t i = 0; i < sources.size(); ++i) {
+      if (::dup2(sources[i], 3 + static_cast<int>(i)) < 0) ::_exit(126);  // dup2 clears CLOEXEC
+    }
+    // Right-aligned digits, then shifted left over the leading padding.
+    char digits[16];
+    int n = 0;
+    for (pid_t self = ::getpid(); self > 0; self /= 10) {
+      digits[n++] = static_cast<char>('0' + self % 10);
+    }
+    for (int i = 0; i < n; ++i) listen_pid[i] = digits[n - 1 - i];
+    listen_pid[n] = '\0';
+    ::execve(argvp[0], argvp.data(), envp.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+}  // namespace tensorbroker::testing

@@ -1,0 +1,66 @@
+// Plays the service manager's documented part for tests, since systemd is not PID 1 on the
+// machines that run them: a $NOTIFY_SOCKET that reads sd_notify(3) messages, keeps the
+// descriptors sent with FDSTORE=1 under their FDNAME (dropping every one named by
+// FDSTOREREMOVE=1), notes READY=1, and hands what it keeps to the next process it starts
+// through LISTEN_FDS, LISTEN_FDNAMES and LISTEN_PID (sd_listen_fds(3)), after any sockets
+// given first, as a socket unit would.
+//
+// Fork safety: Start() builds everything before fork() and only dup2()s and exec()s after it.
+// Not thread-safe; one owner. Messages are read when asked (Drain, WaitFor).
+#ifndef TENSORBROKER_TESTS_SUPPORT_SERVICE_MANAGER_HARNESS_H_
+#define TENSORBROKER_TESTS_SUPPORT_SERVICE_MANAGER_HARNESS_H_
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/unique_fd.h"
+
+namespace tensorbroker::testing {
+
+class ServiceManagerHarness {
+ public:
+  // A notification socket at `directory`/notify (the directory must exist).
+  static absl::StatusOr<std::unique_ptr<ServiceManagerHarness>> Create(
+      const std::string& directory);
+
+  const std::string& notify_socket() const { return path_; }
+  // Reads every message already waiting; returns how many.
+  size_t Drain();
+  // Reads messages until `done()` holds (true) or `timeout` passes (false).
+  bool WaitFor(const std::function<bool()>& done, absl::Duration timeout);
+
+  // The names of the kept descriptors, sorted, one entry per descriptor.
+  std::vector<std::string> StoredNames() const;
+  // The kept descriptors under `name` (borrowed).
+  std::vector<int> StoredFds(const std::string& name) const;
+  bool ready() const { return ready_; }
+  const std::vector<std::string>& messages() const { return messages_; }
+
+  // Starts `argv` (argv[0] a path) with $NOTIFY_SOCKET set and, as descriptors 3, 4, ...,
+  // the `sockets` (name, borrowed descriptor) then every kept descriptor, named in
+  // $LISTEN_FDNAMES. Resets ready(). Returns the child's pid; the caller waits for it.
+  absl::StatusOr<pid_t> Start(const std::vector<std::string>& argv,
+                              const std::vector<std::pair<std::string, int>>& sockets = {});
+
+ private:
+  ServiceManagerHarness(std::string path, UniqueFd socket)
+      : path_(std::move(path)), socket_(std::move(socket)) {}
+  bool ReadOne();  // one message, if one is waiting
+
+  std::string path_;
+  UniqueFd socket_;
+  std::multimap<std::string, UniqueFd> stored_;
+  std::vector<std::string> messages_;
+  bool ready_ = false;
+};
+
+}  // namespace tensorbroker::testing
+
+#endif  // TENSORBROKER_TESTS_SUPPORT_SERVICE_MANAGER_HARNESS_H_
