@@ -42,6 +42,7 @@ absl::StatusOr<CpuSegmentPool::Segment*> CpuSegmentPool::NewSegment(
   Segment* raw = segment.get();
   segments_.emplace(name, std::move(segment));
   reserved_bytes_ += size;
+  if (options_.journal != nullptr) options_.journal->SegmentCreated(raw->memory);
   return raw;
 }
 
@@ -136,6 +137,7 @@ void CpuSegmentPool::RemoveIdle(const std::function<bool(const Segment&)>& shoul
     }
     reserved_bytes_ -= it->second->memory.size();
     removed_segments->push_back(it->first);
+    if (options_.journal != nullptr) options_.journal->SegmentRemoved(it->first);
     it = segments_.erase(it);
   }
 }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/byte_size.h"
 #include "common/errno_status.h"
+#include "common/proto_convert.h"
 #include "common/tensor_layout.h"
 #include "daemon/log.h"
 
@@ -347,18 +348,25 @@ TensorInfo TensorStore::PublishLocked(TensorObject* object, const Principal& by)
   object->pending = false;
   object->sealed = true;
   object->version = next_version_++;
+  TensorObject* previous = nullptr;
   if (auto old = published_.find(name); old != published_.end()) {
-    TensorObject* previous = objects_.at(old->second.object_id).get();
+    previous = objects_.at(old->second.object_id).get();
     Log(LogLevel::kInfo, "'", LogSafe(name), "' replaced (version ", previous->version, " -> ",
         object->version, ", owner ", DescribeUid(old->second.owner_uid), ") by ",
         DescribeUid(by.uid));
     previous->published = false;
     old->second.object_id = object->id;
-    MaybeFreeLocked(previous);
   } else {
     published_.emplace(name, PublishedName{object->id, object->spec.owner_uid});
   }
   object->published = true;
+  // The new version is recorded before the old one's record goes: a kill in between leaves both,
+  // and adoption keeps the higher.
+  JournalPublishedLocked(*object);
+  if (previous != nullptr) {
+    JournalUnpublishedLocked(*previous);
+    MaybeFreeLocked(previous);
+  }
   AnswerWaitersLocked([&](const Waiter& w) -> std::optional<absl::StatusOr<TensorGrant>> {
     if (w.name != name) return std::nullopt;
     auto session = sessions_.find(w.session_id);
@@ -593,8 +601,27 @@ absl::Status TensorStore::Delete(const Principal& caller, const std::string& nam
       DescribeUid(owner), ") by ", DescribeUid(caller.uid));
   published_.erase(it);
   object->published = false;
+  JournalUnpublishedLocked(*object);
   MaybeFreeLocked(object);
   return absl::OkStatus();
+}
+
+void TensorStore::JournalPublishedLocked(const TensorObject& object) {
+  if (options_.journal == nullptr || object.block.device.device_type != kDLCPU) return;
+  v1::TensorRecord record;
+  TensorInfo info = ViewLocked(object);
+  info.leases = 0;  // leases end with the instance
+  ToProto(info, record.mutable_info());
+  record.set_publisher_uid(object.spec.owner_uid);
+  record.set_segment(object.block.segment);
+  record.set_offset(object.block.offset);
+  record.set_block_size(object.block.size);
+  options_.journal->TensorPublished(record);
+}
+
+void TensorStore::JournalUnpublishedLocked(const TensorObject& object) {
+  if (options_.journal == nullptr || object.block.device.device_type != kDLCPU) return;
+  options_.journal->TensorUnpublished(object.version);
 }
 
 void TensorStore::MaybeFreeLocked(TensorObject* object) {

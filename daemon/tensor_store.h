@@ -37,6 +37,7 @@
 #include "absl/time/time.h"
 #include "daemon/lease_table.h"
 #include "daemon/memory_pool.h"
+#include "daemon/persistence_journal.h"
 #include "daemon/principal.h"
 #include "daemon/principal_set.h"
 #include "daemon/quota.h"
@@ -67,6 +68,9 @@ struct StoreOptions {
   absl::Duration pending_timeout = absl::Seconds(60);
   // Each uid's quota; null: no quotas.
   std::function<Quota(uint32_t uid)> quota_for;
+  // Told of each CPU tensor version published and unpublished (persistence_journal.h); may be
+  // null. Must outlive the store.
+  PersistenceJournal* journal = nullptr;
 };
 
 // One page of List.
@@ -270,6 +274,9 @@ class TensorStore {
   TensorInfo PublishLocked(TensorObject* object, const Principal& by)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropPendingLocked(TensorObject* object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells the journal (if any) that `object`'s version is published / no longer is (CPU only).
+  void JournalPublishedLocked(const TensorObject& object) ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void JournalUnpublishedLocked(const TensorObject& object) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   TensorGrant GrantLocked(const std::string& session_id, TensorObject* object, bool writable)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A Get's answer now: a grant, or nullopt when `name` is not published (for this session).

@@ -1,0 +1,37 @@
+// What a restarted daemon needs to adopt the sealed CPU tensors, told as it happens: segments
+// as they are created and removed, tensor versions as they are published and unpublished.
+//
+// Order is what makes a kill at any instant safe: calls are made under the store's lock, in
+// the order of the changes. A version is told published only once its bytes are final (at
+// Seal or at the end of a Put), and told unpublished (Delete, replace) before its memory can
+// be freed or reused; a segment is told created before any version in it, and removed after
+// every version in it was unpublished. So a record that survives a kill names bytes that were
+// final and never reused; a replace that a kill interrupts leaves two versions of a name, and
+// the higher one wins at adoption.
+//
+// Implementations must not call back into the store. A failure to record is the
+// implementation's to log: the tensor is served all the same, it just would not survive.
+#ifndef TENSORBROKER_DAEMON_PERSISTENCE_JOURNAL_H_
+#define TENSORBROKER_DAEMON_PERSISTENCE_JOURNAL_H_
+
+#include <cstdint>
+#include <string>
+
+#include "tensorbroker/v1/state.pb.h"
+
+namespace tensorbroker::daemon {
+
+class MemfdSegment;
+
+class PersistenceJournal {
+ public:
+  virtual ~PersistenceJournal() = default;
+  virtual void SegmentCreated(const MemfdSegment& segment) = 0;
+  virtual void SegmentRemoved(const std::string& segment) = 0;
+  virtual void TensorPublished(const v1::TensorRecord& record) = 0;
+  virtual void TensorUnpublished(uint64_t version) = 0;
+};
+
+}  // namespace tensorbroker::daemon
+
+#endif  // TENSORBROKER_DAEMON_PERSISTENCE_JOURNAL_H_

@@ -1,0 +1,171 @@
+// The TensorStore's persistence journal as the service manager sees it: a real store on a real
+// CpuSegmentPool, journaling through FdStoreJournal into the descriptor store that
+// tests/support/service_manager_harness.h keeps. Checks what is kept, what each record says,
+// and the order that makes a kill at any instant safe (persistence_journal.h).
+#include "daemon/fd_store_journal.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/cpu_segment_pool.h"
+#include "daemon/tensor_record.h"
+#include "daemon/tensor_store.h"
+#include "tests/support/service_manager_harness.h"
+
+namespace tensorbroker::daemon {
+namespace {
+
+using ::tensorbroker::testing::ServiceManagerHarness;
+
+const Principal kRoot{0, {0}, true};
+
+class PersistenceJournalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/tbjournal.XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    auto harness = ServiceManagerHarness::Create(dir_);
+    ASSERT_TRUE(harness.ok()) << harness.status();
+    harness_ = std::move(*harness);
+    ::setenv("NOTIFY_SOCKET", harness_->notify_socket().c_str(), 1);
+    journal_ = std::make_unique<FdStoreJournal>(FdStore::FromEnvironment());
+    CpuSegmentPoolOptions pool;
+    pool.capacity_bytes = 64 << 20;
+    pool.name_prefix = absl::StrCat("tb-journaltest-", ::getpid(), "-");
+    pool.pooled_segment_bytes = 4 << 20;
+    pool.dedicated_threshold = 1 << 20;
+    pool.journal = journal_.get();
+    StoreOptions options;
+    options.journal = journal_.get();
+    store_ = std::make_unique<TensorStore>(std::make_unique<CpuSegmentPool>(pool), options);
+    session_ = store_->OpenSession(kRoot, 1, "test", nullptr);
+  }
+  void TearDown() override {
+    store_.reset();
+    ::unsetenv("NOTIFY_SOCKET");
+    harness_.reset();
+    ::unlink((dir_ + "/notify").c_str());
+    ::rmdir(dir_.c_str());
+  }
+
+  static TensorSpec Spec(const std::string& name, bool replace = false, bool is_mutable = false) {
+    TensorSpec spec;
+    spec.name = name;
+    spec.dtype = {kDLFloat, 32, 1};
+    spec.shape = {2, 2};
+    spec.strides = {2, 1};
+    spec.nbytes = 16;
+    spec.replace = replace;
+    spec.is_mutable = is_mutable;
+    return spec;
+  }
+  // Creates and seals `name`; returns the creator's grant (its lease still held).
+  TensorGrant Publish(const TensorSpec& spec) {
+    auto grant = store_->Create(session_, spec);
+    EXPECT_TRUE(grant.ok()) << grant.status();
+    EXPECT_TRUE(store_->Seal(session_, spec.name).ok());
+    return *grant;
+  }
+  // The descriptor store once every message sent so far has been read.
+  std::vector<std::string> Stored() {
+    harness_->Drain();
+    return harness_->StoredNames();
+  }
+  // The FDSTORE / FDSTOREREMOVE messages in the order they came, as "+name" / "-name".
+  std::vector<std::string> Changes() {
+    harness_->Drain();
+    std::vector<std::string> changes;
+    for (const std::string& m : harness_->messages()) {
+      const size_t name = m.find("FDNAME=");
+      if (name == std::string::npos) continue;
+      changes.push_back((absl::StartsWith(m, "FDSTOREREMOVE=1") ? "-" : "+") +
+                        m.substr(name + 7, m.find('\n', name) - name - 7));
+    }
+    return changes;
+  }
+
+  std::string dir_;
+  std::unique_ptr<ServiceManagerHarness> harness_;
+  std::unique_ptr<FdStoreJournal> journal_;
+  std::unique_ptr<TensorStore> store_;
+  std::string session_;
+};
+
+TEST_F(PersistenceJournalTest, APublishedVersionIsKeptWithItsSegmentAndSaysEverything) {
+  TensorSpec spec = Spec("frames/0");
+  spec.readers = *PrincipalSet::Parse({"uid:1000", "gid:27"}, "readers");
+  const TensorGrant grant = Publish(spec);
+  const std::string segment = SegmentFdName(grant.block.segment);
+  EXPECT_EQ(Stored(), (std::vector<std::string>{"r-1", segment}));
+  EXPECT_EQ(Changes(), (std::vector<std::string>{"+" + segment, "+r-1"}));
+
+  auto record = ReadTensorRecord(harness_->StoredFds("r-1").at(0));
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_EQ(record->info().name(), "frames/0");
+  EXPECT_EQ(record->info().version(), 1u);
+  EXPECT_EQ(std::vector<int64_t>(record->info().shape().begin(), record->info().shape().end()),
+            (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(std::vector<int64_t>(record->info().strides().begin(),
+                                 record->info().strides().end()),
+            (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(record->info().nbytes(), 16u);
+  EXPECT_EQ(record->info().dtype().code(), kDLFloat);
+  EXPECT_EQ(record->info().dtype().bits(), 32u);
+  EXPECT_EQ(record->info().leases(), 0u);
+  EXPECT_TRUE(record->info().sealed());
+  EXPECT_EQ(record->info().owner_uid(), 0u);
+  EXPECT_EQ(std::vector<std::string>(record->info().readers().begin(),
+                                     record->info().readers().end()),
+            (std::vector<std::string>{"uid:1000", "gid:27"}));
+  EXPECT_EQ(record->publisher_uid(), 0u);
+  EXPECT_EQ(record->segment(), grant.block.segment);
+  EXPECT_EQ(record->offset(), grant.block.offset);
+  EXPECT_EQ(record->block_size(), grant.block.size);
+}
+
+TEST_F(PersistenceJournalTest, ReplaceRecordsTheNewVersionBeforeDroppingTheOld) {
+  const TensorGrant first = Publish(Spec("t"));
+  Publish(Spec("t", /*replace=*/true));
+  const std::string segment = SegmentFdName(first.block.segment);
+  EXPECT_EQ(Changes(), (std::vector<std::string>{"+" + segment, "+r-1", "+r-2", "-r-1"}));
+  EXPECT_EQ(Stored(), (std::vector<std::string>{"r-2", segment}));
+  ASSERT_TRUE(store_->Delete(kRoot, "t").ok());
+  // The idle pooled segment is kept for reuse; no record names it.
+  EXPECT_EQ(Stored(), std::vector<std::string>{segment});
+}
+
+TEST_F(PersistenceJournalTest, PendingTensorsAreNeverRecorded) {
+  auto grant = store_->Create(session_, Spec("pending"));
+  ASSERT_TRUE(grant.ok()) << grant.status();
+  EXPECT_EQ(Stored(), std::vector<std::string>{SegmentFdName(grant->block.segment)});
+  ASSERT_TRUE(store_->Abort(session_, "pending").ok());
+  EXPECT_EQ(Stored(), std::vector<std::string>{SegmentFdName(grant->block.segment)});
+}
+
+TEST_F(PersistenceJournalTest, ADeletedVersionsRecordGoesBeforeItsMemoryDoes) {
+  // A mutable tensor has a segment of its own, removed with its last lease.
+  const TensorGrant grant = Publish(Spec("m", false, /*is_mutable=*/true));
+  const std::string segment = SegmentFdName(grant.block.segment);
+  ASSERT_TRUE(store_->Delete(kRoot, "m").ok());
+  EXPECT_EQ(Stored(), std::vector<std::string>{segment});  // still leased by its creator
+  ASSERT_TRUE(store_->Release(session_, grant.lease_id).ok());
+  EXPECT_EQ(Stored(), std::vector<std::string>{});
+  EXPECT_EQ(Changes(), (std::vector<std::string>{"+" + segment, "+r-1", "-r-1", "-" + segment}));
+}
+
+TEST_F(PersistenceJournalTest, ShuttingDownDropsNothingFromTheStore) {
+  const TensorGrant grant = Publish(Spec("kept"));
+  ASSERT_TRUE(store_->Release(session_, grant.lease_id).ok());
+  store_->CloseSession(session_);
+  store_.reset();
+  EXPECT_EQ(Stored(), (std::vector<std::string>{"r-1", SegmentFdName(grant.block.segment)}));
+}
+
+}  // namespace
+}  // namespace tensorbroker::daemon
