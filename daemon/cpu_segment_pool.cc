@@ -142,6 +142,56 @@ void CpuSegmentPool::RemoveIdle(const std::function<bool(const Segment&)>& shoul
   }
 }
 
+absl::Status CpuSegmentPool::AdoptSegment(const std::string& name, UniqueFd read_write) {
+  if (segments_.count(name) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("segment ", name, " is already there"));
+  }
+  auto memory = MemfdSegment::Adopt(name, std::move(read_write));
+  if (!memory.ok()) return memory.status();
+  const uint64_t size = memory->size();
+  auto segment = std::make_unique<Segment>(Segment{std::move(*memory),
+                                                   OffsetAllocator(size, kDataAlignment),
+                                                   BlockKind::kImmutable, "", false});
+  segment->adopted = true;
+  segment->claimed = false;
+  segments_.emplace(name, std::move(segment));
+  reserved_bytes_ += size;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Block> CpuSegmentPool::AdoptBlock(const std::string& segment_name,
+                                                 uint64_t offset, uint64_t size, BlockKind kind,
+                                                 const std::string& sharing_key) {
+  auto it = segments_.find(segment_name);
+  if (it == segments_.end() || !it->second->adopted) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("segment ", segment_name, " was not handed over"));
+  }
+  Segment& segment = *it->second;
+  const bool dedicated =
+      kind == BlockKind::kMutable || RoundUp(size, kDataAlignment) > options_.dedicated_threshold;
+  if (segment.claimed && (segment.kind != kind || segment.owner != sharing_key ||
+                          segment.dedicated || dedicated)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "segment ", segment_name, " already holds a tensor it may not share with this one"));
+  }
+  if (!segment.allocator.AllocateAt(offset, size)) {
+    return absl::InvalidArgumentError(absl::StrCat("bytes [", offset, ", +", size,
+                                                   ") are not free in segment ", segment_name,
+                                                   " of ", segment.memory.size(), " bytes"));
+  }
+  segment.claimed = true;
+  segment.kind = kind;
+  segment.owner = sharing_key;
+  segment.dedicated = dedicated;
+  used_bytes_ += segment.allocator.SizeAt(offset);
+  return MakeBlock(segment, offset);
+}
+
+void CpuSegmentPool::RemoveUnclaimed(std::vector<std::string>* removed_segments) {
+  RemoveIdle([](const Segment& s) { return !s.claimed; }, removed_segments);
+}
+
 PoolStats CpuSegmentPool::Stats() const {
   PoolStats stats;
   stats.capacity_bytes = options_.capacity_bytes;

@@ -48,6 +48,20 @@ class CpuSegmentPool final : public MemoryPool {
   void Free(const Block& block, std::vector<std::string>* removed_segments) override;
   PoolStats Stats() const override;
 
+  // Adoption, before the pool serves: the segments a previous instance created, then the
+  // blocks its published tensors occupy, then RemoveUnclaimed. Segments keep their names.
+  // INVALID_ARGUMENT (saying why) for a descriptor that is not a segment, or a name taken.
+  absl::Status AdoptSegment(const std::string& name, UniqueFd read_write);
+  // The block [offset, offset + size) of the adopted `segment` for a tensor of `kind` and
+  // `sharing_key`. INVALID_ARGUMENT when the segment is unknown or not adopted, the range is
+  // not free or out of bounds, or the segment holds blocks of another kind or key, or is a
+  // dedicated one already holding its block.
+  absl::StatusOr<Block> AdoptBlock(const std::string& segment, uint64_t offset, uint64_t size,
+                                   BlockKind kind, const std::string& sharing_key);
+  // Removes the adopted segments that no block was adopted into (memory no name refers to);
+  // appends their names.
+  void RemoveUnclaimed(std::vector<std::string>* removed_segments);
+
  private:
   struct Segment {
     MemfdSegment memory;
@@ -55,6 +69,8 @@ class CpuSegmentPool final : public MemoryPool {
     BlockKind kind;
     std::string owner;  // the sharing key: owner uid and readers
     bool dedicated;
+    bool adopted = false;  // from a previous instance
+    bool claimed = true;   // false for an adopted segment until a block is adopted into it
   };
 
   // Creates a segment, first dropping idle pooled segments if capacity is short.

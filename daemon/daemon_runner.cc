@@ -25,14 +25,18 @@
 #include "common/prometheus_format.h"
 #include "common/socket_path.h"
 #include "daemon/access_policy.h"
+#include "daemon/adoption.h"
 #include "daemon/broker_service.h"
 #include "daemon/connection_limits.h"
 #include "daemon/deadline_timer.h"
+#include "daemon/fd_store.h"
+#include "daemon/fd_store_journal.h"
 #include "daemon/cpu_segment_pool.h"
 #ifdef TENSORBROKER_HAVE_CUDA
 #include "daemon/cuda_slab_pool.h"
 #endif
 #include "daemon/instance_lock.h"
+#include "daemon/listen_fds.h"
 #include "daemon/log.h"
 #include "daemon/metrics_http_server.h"
 #include "daemon/metrics_interceptor.h"
@@ -110,11 +114,13 @@ void Reload(const DaemonOptions& running, const OptionsLoader& reload) {
 // The CPU pool, then one pool per GPU this daemon serves, each GPU logged (or why there are
 // none). `name_prefix` makes segment and slab names unique to this instance.
 std::vector<std::unique_ptr<MemoryPool>> MakePools(const DaemonOptions& options,
-                                                   const std::string& name_prefix) {
+                                                   const std::string& name_prefix,
+                                                   PersistenceJournal* journal) {
   std::vector<std::unique_ptr<MemoryPool>> pools;
   CpuSegmentPoolOptions cpu;
   cpu.capacity_bytes = options.capacity_bytes;
   cpu.name_prefix = name_prefix;
+  cpu.journal = journal;
   pools.push_back(std::make_unique<CpuSegmentPool>(cpu));
   auto gpus = CudaDevices();
   if (!gpus.ok()) {
@@ -137,6 +143,28 @@ std::vector<std::unique_ptr<MemoryPool>> MakePools(const DaemonOptions& options,
 #endif
   }
   return pools;
+}
+
+// The descriptors the service manager handed over, adopted into `cpu_pool` (adoption.h), with
+// a log line saying what came back.
+Adoption AdoptHandedDescriptors(CpuSegmentPool* cpu_pool, const FdStore& fd_store) {
+  auto handed = TakeListenFds();
+  if (!handed.ok()) {
+    Log(LogLevel::kWarning, "adoption: ", handed.status().message(), "; adopting nothing");
+    return Adoption{};
+  }
+  if (handed->empty()) return Adoption{};
+  Adoption adopted = AdoptStoredDescriptors(*std::move(handed), cpu_pool, fd_store);
+  Log(LogLevel::kNotice, "adopted ", adopted.tensors.size(), " CPU tensors (",
+      FormatByteSize(adopted.bytes), ") in ", adopted.segments,
+      " segments from the previous instance; freed ", adopted.segments_freed,
+      " segments no tensor was in; dropped ", adopted.records_dropped,
+      " records; CUDA tensors do not survive a restart");
+  for (const NamedFd& other : adopted.others) {
+    Log(LogLevel::kWarning, "adoption: descriptor '", LogSafe(other.name),
+        "' is neither a segment nor a record; closed");
+  }
+  return adopted;
 }
 
 // Calls TensorStore::ExpirePending periodically on the timer, until Stop (or destruction),
@@ -239,11 +267,26 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   // A fresh instance id in every name: a client that outlives this daemon must never mistake a
   // successor's segment (or slab) for one it has cached.
   const AccessPolicy policy(options.access);
+  // Before adoption, which opens a second descriptor of every segment handed over.
+  RaiseDescriptorLimit(options.max_connections);
+  // Under systemd, published CPU tensors are kept with the service manager (its descriptor
+  // store) and adopted from what it hands back at the next start.
+  const FdStore fd_store = FdStore::FromEnvironment();
+  std::unique_ptr<FdStoreJournal> journal;
+  if (fd_store.enabled()) journal = std::make_unique<FdStoreJournal>(fd_store);
   StoreOptions store_options;
   store_options.pending_timeout = options.pending_timeout;
   store_options.quota_for = [&policy](uint32_t uid) { return policy.QuotaFor(uid); };
-  auto store = std::make_unique<TensorStore>(
-      MakePools(options, absl::StrCat(prefix, InstanceId(), "-")), std::move(store_options));
+  store_options.journal = journal.get();
+  auto pools = MakePools(options, absl::StrCat(prefix, InstanceId(), "-"), journal.get());
+  Adoption adopted = AdoptHandedDescriptors(static_cast<CpuSegmentPool*>(pools[0].get()),
+                                            fd_store);
+  auto store = std::make_unique<TensorStore>(std::move(pools), std::move(store_options));
+  for (TensorStore::AdoptedTensor& tensor : adopted.tensors) {
+    if (absl::Status taken = store->AdoptPublished(std::move(tensor)); !taken.ok()) {
+      Log(LogLevel::kWarning, "adoption: ", taken.message());
+    }
+  }
   SessionRegistry sessions;
   CallMetrics metrics;
   PeerRegistry peers;
@@ -278,7 +321,6 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   ConnectionSettings connections;
   connections.max_connections = options.max_connections;
   connections.handshake_timeout = options.handshake_timeout;
-  RaiseDescriptorLimit(options.max_connections);
   auto local_channel =
       LocalChannelServer::Start(local_path, store.get(), &metrics, &policy, connections);
   if (!local_channel.ok()) return local_channel.status();
@@ -345,6 +387,9 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   timer.reset();
   metrics_http.reset();
   local_channel->reset();
+  // What the descriptor store holds now is what the next instance adopts: tearing the store
+  // down frees memory here, not there.
+  if (journal != nullptr) journal->Stop();
   store.reset();  // closes every segment
   ::unlink(options.socket_path.c_str());
   ::unlink(local_path.c_str());

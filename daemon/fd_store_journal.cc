@@ -28,15 +28,18 @@ std::string SegmentFdName(const std::string& segment) { return "s-" + segment; }
 std::string RecordFdName(uint64_t version) { return absl::StrCat("r-", version); }
 
 void FdStoreJournal::SegmentCreated(const MemfdSegment& segment) {
+  if (stopped()) return;
   WarnIfNotStored(store_.Store(SegmentFdName(segment.name()), segment.read_write_fd()),
                   absl::StrCat("segment ", segment.name()));
 }
 
 void FdStoreJournal::SegmentRemoved(const std::string& segment) {
+  if (stopped()) return;
   WarnIfNotRemoved(store_.Remove(SegmentFdName(segment)), absl::StrCat("segment ", segment));
 }
 
 void FdStoreJournal::TensorPublished(const v1::TensorRecord& record) {
+  if (stopped()) return;
   const std::string what =
       absl::StrCat("'", LogSafe(record.info().name()), "' version ", record.info().version());
   auto fd = WriteTensorRecord(record);
@@ -49,6 +52,7 @@ void FdStoreJournal::TensorPublished(const v1::TensorRecord& record) {
 }
 
 void FdStoreJournal::TensorUnpublished(uint64_t version) {
+  if (stopped()) return;
   WarnIfNotRemoved(store_.Remove(RecordFdName(version)),
                    absl::StrCat("the record of version ", version));
 }

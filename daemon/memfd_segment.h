@@ -31,6 +31,10 @@ class MemfdSegment {
   // `name` is the segment's key on the wire and the memfd's label in /proc/<pid>/maps
   // ("/memfd:<name> (deleted)"). RESOURCE_EXHAUSTED when memory cannot hold `size` bytes.
   static absl::StatusOr<MemfdSegment> Create(const std::string& name, uint64_t size);
+  // Takes over the read-write descriptor of a segment a previous instance created (kept by the
+  // service manager or handed over): it must still be what Create made, a memfd of this uid,
+  // mode 0600, its size sealed, a whole number of pages. INVALID_ARGUMENT saying what is not.
+  static absl::StatusOr<MemfdSegment> Adopt(const std::string& name, UniqueFd read_write);
 
   MemfdSegment(MemfdSegment&&) = default;
   MemfdSegment& operator=(MemfdSegment&&) = default;
@@ -48,6 +52,8 @@ class MemfdSegment {
 
  private:
   MemfdSegment() = default;
+  // Opens the read-only descriptor and maps read_write_ (size_ bytes).
+  absl::Status OpenViews();
 
   std::string name_;
   uint64_t size_ = 0;

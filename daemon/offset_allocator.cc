@@ -24,6 +24,24 @@ std::optional<uint64_t> OffsetAllocator::Allocate(uint64_t bytes) {
   return std::nullopt;
 }
 
+bool OffsetAllocator::AllocateAt(uint64_t offset, uint64_t bytes) {
+  if (bytes == 0) bytes = 1;
+  if (offset % alignment_ != 0 || bytes > capacity_) return false;
+  const uint64_t size = (bytes + alignment_ - 1) & ~(alignment_ - 1);
+  auto it = free_.upper_bound(offset);
+  if (it == free_.begin()) return false;
+  --it;  // the free range starting at or before `offset`
+  const uint64_t start = it->first;
+  const uint64_t end = start + it->second;
+  if (offset + size > end || offset + size < offset) return false;
+  free_.erase(it);
+  if (offset > start) free_.emplace(start, offset - start);
+  if (offset + size < end) free_.emplace(offset + size, end - offset - size);
+  allocated_.emplace(offset, size);
+  used_ += size;
+  return true;
+}
+
 bool OffsetAllocator::Free(uint64_t offset) {
   auto found = allocated_.find(offset);
   if (found == allocated_.end()) return false;

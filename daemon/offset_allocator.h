@@ -20,6 +20,9 @@ class OffsetAllocator {
   // Reserves at least `bytes` (rounded up to the alignment; 0 counts as 1) and returns the
   // offset, or nullopt when no free range is large enough.
   std::optional<uint64_t> Allocate(uint64_t bytes);
+  // Reserves exactly [offset, offset + `bytes` rounded up) when it is aligned and free (to take
+  // back what a previous instance had allocated); false, changing nothing, otherwise.
+  bool AllocateAt(uint64_t offset, uint64_t bytes);
   // Returns a range from Allocate. Returns false (and changes nothing) for an unknown offset.
   bool Free(uint64_t offset);
 

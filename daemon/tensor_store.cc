@@ -54,6 +54,10 @@ std::optional<uint64_t> LogicalBytes(const TensorSpec& spec) {
 
 }  // namespace
 
+std::string SharingKeyOf(const TensorSpec& spec) {
+  return absl::StrCat(spec.owner_uid, "/", spec.readers.Key());
+}
+
 class TensorStore::Locked {
  public:
   explicit Locked(const TensorStore* store)
@@ -250,11 +254,7 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(
   }
   if (absl::Status s = CheckQuotaLocked(spec); !s.ok()) return s;
   std::vector<std::string> removed;
-  // Immutable tensors share segments only with tensors of the same owner and the same readers:
-  // a reader's descriptor reaches the whole segment.
-  auto block = pool->Allocate(spec.nbytes,
-                              spec.is_mutable ? BlockKind::kMutable : BlockKind::kImmutable,
-                              absl::StrCat(spec.owner_uid, "/", spec.readers.Key()), &removed);
+  auto block = pool->Allocate(spec.nbytes, BlockKindOf(spec), SharingKeyOf(spec), &removed);
   NotifySegmentsRemovedLocked(removed);
   if (!block.ok()) {
     return absl::Status(block.status().code(), absl::StrCat("name '", spec.name, "' (",
@@ -603,6 +603,29 @@ absl::Status TensorStore::Delete(const Principal& caller, const std::string& nam
   object->published = false;
   JournalUnpublishedLocked(*object);
   MaybeFreeLocked(object);
+  return absl::OkStatus();
+}
+
+absl::Status TensorStore::AdoptPublished(AdoptedTensor tensor) {
+  Locked lock(this);
+  const std::string name = tensor.spec.name;
+  if (published_.count(name) != 0 || pending_.count(name) != 0) {
+    return absl::AlreadyExistsError(absl::StrCat("name '", name, "' is taken"));
+  }
+  auto object = std::make_unique<TensorObject>();
+  object->id = next_object_id_++;
+  object->spec = std::move(tensor.spec);
+  object->block = std::move(tensor.block);
+  object->published = true;
+  object->sealed = true;
+  object->version = tensor.version;
+  object->created_unix_ms = tensor.created_unix_ms;
+  Usage& usage = usage_[object->spec.owner_uid];
+  usage.bytes += object->spec.nbytes;
+  ++usage.tensors;
+  next_version_ = std::max(next_version_, tensor.version + 1);
+  published_.emplace(name, PublishedName{object->id, tensor.name_owner});
+  objects_.emplace(object->id, std::move(object));
   return absl::OkStatus();
 }
 

@@ -61,6 +61,14 @@ struct TensorSpec {
   PrincipalSet readers = PrincipalSet::Anyone();  // besides the owner and administrators
 };
 
+// How a tensor's block is kept in a pool: its kind, and the key of the tensors it may share a
+// segment with (the same owner and the same readers: a reader's descriptor reaches the whole
+// segment).
+inline BlockKind BlockKindOf(const TensorSpec& spec) {
+  return spec.is_mutable ? BlockKind::kMutable : BlockKind::kImmutable;
+}
+std::string SharingKeyOf(const TensorSpec& spec);
+
 // How the store behaves, fixed for its life.
 struct StoreOptions {
   // A Create not sealed, or a Put not finished, this long after it began is aborted by
@@ -209,6 +217,18 @@ class TensorStore {
 
   // Wakes every waiting Get (they answer UNAVAILABLE) and refuses new work.
   void Shutdown();
+
+  // A tensor a previous instance published, taken back before serving (adoption.h).
+  struct AdoptedTensor {
+    TensorSpec spec;          // owner_uid: who published this version (their quota)
+    uint32_t name_owner = 0;  // the uid the name belongs to
+    uint64_t version = 0;
+    int64_t created_unix_ms = 0;
+    Block block;              // from the CPU pool's AdoptBlock
+  };
+  // Publishes it as it was; versions published later are higher than every adopted one. Not
+  // told to the journal: its record is kept already. ALREADY_EXISTS when the name is taken.
+  absl::Status AdoptPublished(AdoptedTensor tensor);
 
  private:
   struct TensorObject {

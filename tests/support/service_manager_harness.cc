@@ -2,12 +2,14 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -39,11 +41,35 @@ absl::StatusOr<std::unique_ptr<ServiceManagerHarness>> ServiceManagerHarness::Cr
       ::bind(socket.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
     return absl::InternalError(absl::StrCat("notify socket ", path, ": ", std::strerror(errno)));
   }
+  UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake.valid()) return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
   return std::unique_ptr<ServiceManagerHarness>(
-      new ServiceManagerHarness(path, std::move(socket)));
+      new ServiceManagerHarness(path, std::move(socket), std::move(wake)));
 }
 
-bool ServiceManagerHarness::ReadOne() {
+ServiceManagerHarness::ServiceManagerHarness(std::string path, UniqueFd socket, UniqueFd wake)
+    : path_(std::move(path)), socket_(std::move(socket)), wake_(std::move(wake)) {
+  reader_ = std::thread([this] { ReadLoop(); });
+}
+
+ServiceManagerHarness::~ServiceManagerHarness() {
+  const uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof(one));
+  reader_.join();
+}
+
+void ServiceManagerHarness::ReadLoop() {
+  while (true) {
+    pollfd fds[2] = {{socket_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0 && errno != EINTR) return;
+    if (fds[1].revents != 0) return;
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    while (ReadOneLocked()) {
+    }
+  }
+}
+
+bool ServiceManagerHarness::ReadOneLocked() {
   char text[kMaxMessage + 1];
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFdsPerMessage)];
   iovec iov{text, kMaxMessage};
@@ -82,32 +108,56 @@ bool ServiceManagerHarness::ReadOne() {
   return true;
 }
 
-size_t ServiceManagerHarness::Drain() {
-  size_t read = 0;
-  while (ReadOne()) ++read;
-  return read;
+void ServiceManagerHarness::Drain() {
+  // The reader takes the lock for each batch; once it is ours and nothing is waiting, every
+  // message sent before this call has been read.
+  while (true) {
+    {
+      std::lock_guard<std::recursive_mutex> lock(mu_);
+      pollfd p{socket_.get(), POLLIN, 0};
+      if (::poll(&p, 1, 0) == 0) return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 bool ServiceManagerHarness::WaitFor(const std::function<bool()>& done, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
     Drain();
-    if (done()) return true;
-    const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) return false;
-    pollfd p{socket_.get(), POLLIN, 0};
-    (void)::poll(&p, 1, static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1,
-                                                             100)));
+    {
+      std::lock_guard<std::recursive_mutex> lock(mu_);
+      if (done()) return true;
+    }
+    if (absl::Now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
 
+void ServiceManagerHarness::Keep(const std::string& name, UniqueFd fd) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  stored_.emplace(name, std::move(fd));
+}
+
+bool ServiceManagerHarness::ready() const {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  return ready_;
+}
+
+std::vector<std::string> ServiceManagerHarness::messages() const {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  return messages_;
+}
+
 std::vector<std::string> ServiceManagerHarness::StoredNames() const {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
   std::vector<std::string> names;
   for (const auto& [name, fd] : stored_) names.push_back(name);
   return names;
 }
 
 std::vector<int> ServiceManagerHarness::StoredFds(const std::string& name) const {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
   std::vector<int> fds;
   auto [first, last] = stored_.equal_range(name);
   for (auto it = first; it != last; ++it) fds.push_back(it->second.get());
@@ -117,6 +167,7 @@ std::vector<int> ServiceManagerHarness::StoredFds(const std::string& name) const
 absl::StatusOr<pid_t> ServiceManagerHarness::Start(
     const std::vector<std::string>& argv,
     const std::vector<std::pair<std::string, int>>& sockets) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);  // no descriptor goes while we fork
   std::vector<std::pair<std::string, int>> passed = sockets;
   for (const auto& [name, fd] : stored_) passed.emplace_back(name, fd.get());
   std::vector<std::string> names;
@@ -130,13 +181,16 @@ absl::StatusOr<pid_t> ServiceManagerHarness::Start(
     env.emplace_back(entry);
   }
   env.push_back("NOTIFY_SOCKET=" + path_);
-  env.push_back(absl::StrCat("LISTEN_FDS=", passed.size()));
-  env.push_back("LISTEN_FDNAMES=" + absl::StrJoin(names, ":"));
-  env.push_back("LISTEN_PID=0000000000");  // filled in by the child
+  char* listen_pid = nullptr;
+  if (!passed.empty()) {  // as systemd: no variables when there is nothing to pass
+    env.push_back(absl::StrCat("LISTEN_FDS=", passed.size()));
+    env.push_back("LISTEN_FDNAMES=" + absl::StrJoin(names, ":"));
+    env.push_back("LISTEN_PID=0000000000");  // filled in by the child
+  }
   std::vector<char*> envp;
   for (std::string& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
-  char* listen_pid = env.back().data() + std::strlen("LISTEN_PID=");
+  if (!passed.empty()) listen_pid = env.back().data() + std::strlen("LISTEN_PID=");
   std::vector<std::string> args = argv;
   std::vector<char*> argvp;
   for (std::string& a : args) argvp.push_back(a.data());
@@ -158,13 +212,15 @@ absl::StatusOr<pid_t> ServiceManagerHarness::Start(
       if (::dup2(sources[i], 3 + static_cast<int>(i)) < 0) ::_exit(126);  // dup2 clears CLOEXEC
     }
     // Right-aligned digits, then shifted left over the leading padding.
-    char digits[16];
-    int n = 0;
-    for (pid_t self = ::getpid(); self > 0; self /= 10) {
-      digits[n++] = static_cast<char>('0' + self % 10);
+    if (listen_pid != nullptr) {
+      char digits[16];
+      int n = 0;
+      for (pid_t self = ::getpid(); self > 0; self /= 10) {
+        digits[n++] = static_cast<char>('0' + self % 10);
+      }
+      for (int i = 0; i < n; ++i) listen_pid[i] = digits[n - 1 - i];
+      listen_pid[n] = '\0';
     }
-    for (int i = 0; i < n; ++i) listen_pid[i] = digits[n - 1 - i];
-    listen_pid[n] = '\0';
     ::execve(argvp[0], argvp.data(), envp.data());
     ::_exit(127);
   }

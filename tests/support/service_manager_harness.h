@@ -5,8 +5,10 @@
 // through LISTEN_FDS, LISTEN_FDNAMES and LISTEN_PID (sd_listen_fds(3)), after any sockets
 // given first, as a socket unit would.
 //
-// Fork safety: Start() builds everything before fork() and only dup2()s and exec()s after it.
-// Not thread-safe; one owner. Messages are read when asked (Drain, WaitFor).
+// A thread of its own reads every message as it comes, as the service manager does: a
+// datagram socket's queue is short (net.unix.max_dgram_qlen, 10 by default), and a sender whose
+// message finds it full waits. Fork safety: Start() builds everything before fork() and only
+// dup2()s and exec()s after it. Methods are for one owner thread; they lock against the reader.
 #ifndef TENSORBROKER_TESTS_SUPPORT_SERVICE_MANAGER_HARNESS_H_
 #define TENSORBROKER_TESTS_SUPPORT_SERVICE_MANAGER_HARNESS_H_
 
@@ -15,6 +17,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -31,17 +35,21 @@ class ServiceManagerHarness {
       const std::string& directory);
 
   const std::string& notify_socket() const { return path_; }
-  // Reads every message already waiting; returns how many.
-  size_t Drain();
-  // Reads messages until `done()` holds (true) or `timeout` passes (false).
+  ~ServiceManagerHarness();
+  // Waits until every message already sent has been read.
+  void Drain();
+  // Waits until `done()` holds (true) or `timeout` passes (false). `done` runs under the lock
+  // and may call the accessors below.
   bool WaitFor(const std::function<bool()>& done, absl::Duration timeout);
 
   // The names of the kept descriptors, sorted, one entry per descriptor.
   std::vector<std::string> StoredNames() const;
   // The kept descriptors under `name` (borrowed).
   std::vector<int> StoredFds(const std::string& name) const;
-  bool ready() const { return ready_; }
-  const std::vector<std::string>& messages() const { return messages_; }
+  // Keeps `fd` under `name` as if FDSTORE=1 had sent it (to hand a process something else).
+  void Keep(const std::string& name, UniqueFd fd);
+  bool ready() const;
+  std::vector<std::string> messages() const;
 
   // Starts `argv` (argv[0] a path) with $NOTIFY_SOCKET set and, as descriptors 3, 4, ...,
   // the `sockets` (name, borrowed descriptor) then every kept descriptor, named in
@@ -50,15 +58,19 @@ class ServiceManagerHarness {
                               const std::vector<std::pair<std::string, int>>& sockets = {});
 
  private:
-  ServiceManagerHarness(std::string path, UniqueFd socket)
-      : path_(std::move(path)), socket_(std::move(socket)) {}
-  bool ReadOne();  // one message, if one is waiting
+  ServiceManagerHarness(std::string path, UniqueFd socket, UniqueFd wake);
+  void ReadLoop();
+  bool ReadOneLocked();  // one message, if one is waiting
 
-  std::string path_;
-  UniqueFd socket_;
+  const std::string path_;
+  const UniqueFd socket_;
+  const UniqueFd wake_;  // an eventfd that stops the reader
+  // Recursive: WaitFor's `done` may call the accessors, which lock too.
+  mutable std::recursive_mutex mu_;
   std::multimap<std::string, UniqueFd> stored_;
   std::vector<std::string> messages_;
   bool ready_ = false;
+  std::thread reader_;
 };
 
 }  // namespace tensorbroker::testing

@@ -53,5 +53,24 @@ TEST(OffsetAllocator, RejectsUnknownAndDoubleFrees) {
   EXPECT_EQ(a.used(), 0u);
 }
 
+TEST(OffsetAllocator, AllocateAtTakesExactlyAFreeAlignedRange) {
+  OffsetAllocator allocator(4096, 256);
+  EXPECT_TRUE(allocator.AllocateAt(1024, 300));  // [1024, 1536)
+  EXPECT_EQ(allocator.SizeAt(1024), 512u);
+  EXPECT_FALSE(allocator.AllocateAt(1280, 1)) << "inside a taken range";
+  EXPECT_FALSE(allocator.AllocateAt(768, 512)) << "overlaps the taken range";
+  EXPECT_FALSE(allocator.AllocateAt(100, 1)) << "not aligned";
+  EXPECT_FALSE(allocator.AllocateAt(3840, 512)) << "past the end";
+  EXPECT_TRUE(allocator.AllocateAt(0, 1024));
+  EXPECT_TRUE(allocator.AllocateAt(3840, 256));
+  EXPECT_EQ(allocator.used(), 1024u + 512u + 256u);
+  // What is left is still found by Allocate, and frees coalesce as usual.
+  EXPECT_EQ(allocator.Allocate(2304), std::optional<uint64_t>(1536));
+  EXPECT_FALSE(allocator.Allocate(1).has_value());
+  EXPECT_TRUE(allocator.Free(1024));
+  EXPECT_TRUE(allocator.Free(0));
+  EXPECT_EQ(allocator.Allocate(1536), std::optional<uint64_t>(0));
+}
+
 }  // namespace
 }  // namespace tensorbroker::daemon

@@ -159,12 +159,15 @@ TEST_F(PersistenceJournalTest, ADeletedVersionsRecordGoesBeforeItsMemoryDoes) {
   EXPECT_EQ(Changes(), (std::vector<std::string>{"+" + segment, "+r-1", "-r-1", "-" + segment}));
 }
 
-TEST_F(PersistenceJournalTest, ShuttingDownDropsNothingFromTheStore) {
-  const TensorGrant grant = Publish(Spec("kept"));
-  ASSERT_TRUE(store_->Release(session_, grant.lease_id).ok());
+TEST_F(PersistenceJournalTest, AStoppedJournalLetsTheStoreGoAndKeepsEverything) {
+  const TensorGrant kept = Publish(Spec("kept"));
+  const TensorGrant changing = Publish(Spec("changing", false, /*is_mutable=*/true));
+  ASSERT_TRUE(store_->Release(session_, kept.lease_id).ok());
   store_->CloseSession(session_);
-  store_.reset();
-  EXPECT_EQ(Stored(), (std::vector<std::string>{"r-1", SegmentFdName(grant.block.segment)}));
+  journal_->Stop();
+  store_.reset();  // frees every block here, mutable segments included
+  EXPECT_EQ(Stored(), (std::vector<std::string>{"r-1", "r-2", SegmentFdName(kept.block.segment),
+                                                SegmentFdName(changing.block.segment)}));
 }
 
 }  // namespace

@@ -170,8 +170,11 @@ def main():
                         cycle()
                     rss.append(rss_anon_kib())
                     heap.append(heap_in_use_bytes()[1])
+                # A later call of this client sees its queued releases done (the README's
+                # rule), so the daemon has them before this answer goes out.
                 answer = {"rss_anon_kib": rss, "heap_in_use_bytes": heap,
-                          "heap_counter": heap_in_use_bytes()[0]}
+                          "heap_counter": heap_in_use_bytes()[0],
+                          "leases_after": client.stat(cmd["name"])["leases"]}
             elif op == "smaps":
                 answer = smaps_rollup()
             elif op == "wait_forever":

@@ -1,0 +1,125 @@
+#include "daemon/adoption.h"
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/proto_convert.h"
+#include "daemon/fd_store_journal.h"
+#include "daemon/log.h"
+#include "daemon/request_spec.h"
+#include "daemon/tensor_record.h"
+
+namespace tensorbroker::daemon {
+namespace {
+
+constexpr absl::string_view kSegmentPrefix = "s-";
+constexpr absl::string_view kRecordPrefix = "r-";
+
+// A record turned into what the store adopts, every field checked as a client's would be.
+absl::StatusOr<TensorStore::AdoptedTensor> ToAdopted(const v1::TensorRecord& record) {
+  const v1::TensorInfo& info = record.info();
+  if (info.device().device_type() != 0 && info.device().device_type() != kDLCPU) {
+    return absl::InvalidArgumentError("not a CPU tensor");
+  }
+  auto spec = MakeSpec(info.name(), info.dtype(), info.shape(), info.strides(), info.nbytes(),
+                       info.mutable_(), /*replace=*/false, /*has_device=*/false, v1::Device());
+  if (!spec.ok()) return spec.status();
+  auto readers = PrincipalSet::Parse({info.readers().begin(), info.readers().end()}, "readers");
+  if (!readers.ok()) return readers.status();
+  if (info.version() == 0) return absl::InvalidArgumentError("version 0");
+  if (record.block_size() < spec->nbytes) {
+    return absl::InvalidArgumentError(absl::StrCat("a block of ", record.block_size(),
+                                                   " bytes cannot hold ", spec->nbytes));
+  }
+  TensorStore::AdoptedTensor adopted;
+  adopted.spec = *std::move(spec);
+  adopted.spec.owner_uid = record.publisher_uid();
+  adopted.spec.readers = *std::move(readers);
+  adopted.name_owner = info.owner_uid();
+  adopted.version = info.version();
+  adopted.created_unix_ms = info.created_unix_ms();
+  return adopted;
+}
+
+void Drop(const FdStore& store, const std::string& fd_name, const std::string& why,
+          size_t* dropped) {
+  Log(LogLevel::kWarning, "adoption: ", LogSafe(fd_name), " dropped: ", why);
+  (void)store.Remove(fd_name);
+  ++*dropped;
+}
+
+}  // namespace
+
+Adoption AdoptStoredDescriptors(std::vector<NamedFd> descriptors, CpuSegmentPool* pool,
+                                const FdStore& store) {
+  Adoption result;
+  std::map<std::string, v1::TensorRecord> records;  // by descriptor name
+  for (NamedFd& named : descriptors) {
+    if (absl::StartsWith(named.name, kSegmentPrefix)) {
+      const std::string segment = named.name.substr(kSegmentPrefix.size());
+      if (absl::Status adopted = pool->AdoptSegment(segment, std::move(named.fd));
+          !adopted.ok()) {
+        Log(LogLevel::kWarning, "adoption: ", LogSafe(named.name), " dropped: ",
+            adopted.message());
+        (void)store.Remove(named.name);
+      }
+    } else if (absl::StartsWith(named.name, kRecordPrefix)) {
+      auto record = ReadTensorRecord(named.fd.get());
+      if (!record.ok()) {
+        Drop(store, named.name, std::string(record.status().message()), &result.records_dropped);
+        continue;
+      }
+      if (named.name != RecordFdName(record->info().version())) {
+        Drop(store, named.name, "its name does not match its version", &result.records_dropped);
+        continue;
+      }
+      records.emplace(named.name, *std::move(record));
+    } else {
+      result.others.push_back(std::move(named));
+    }
+  }
+
+  // The highest version of each name; the others lost to a replace a kill interrupted.
+  std::map<std::string, std::pair<std::string, uint64_t>> newest;  // name -> (fd name, version)
+  for (const auto& [fd_name, record] : records) {
+    auto [it, inserted] = newest.try_emplace(record.info().name(), fd_name,
+                                             record.info().version());
+    if (!inserted && record.info().version() > it->second.second) {
+      Drop(store, it->second.first, "a higher version of its name was kept",
+           &result.records_dropped);
+      it->second = {fd_name, record.info().version()};
+    } else if (!inserted) {
+      Drop(store, fd_name, "a higher version of its name was kept", &result.records_dropped);
+    }
+  }
+
+  std::map<std::string, bool> segments_used;
+  for (const auto& [name, chosen] : newest) {
+    const v1::TensorRecord& record = records.at(chosen.first);
+    auto adopted = ToAdopted(record);
+    if (!adopted.ok()) {
+      Drop(store, chosen.first, std::string(adopted.status().message()), &result.records_dropped);
+      continue;
+    }
+    auto block = pool->AdoptBlock(record.segment(), record.offset(), record.block_size(),
+                                  BlockKindOf(adopted->spec), SharingKeyOf(adopted->spec));
+    if (!block.ok()) {
+      Drop(store, chosen.first, std::string(block.status().message()), &result.records_dropped);
+      continue;
+    }
+    adopted->block = *std::move(block);
+    result.bytes += adopted->spec.nbytes;
+    segments_used[record.segment()] = true;
+    result.tensors.push_back(*std::move(adopted));
+  }
+  result.segments = segments_used.size();
+  std::vector<std::string> freed;
+  pool->RemoveUnclaimed(&freed);
+  result.segments_freed = freed.size();
+  return result;
+}
+
+}  // namespace tensorbroker::daemon

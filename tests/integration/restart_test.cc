@@ -1,0 +1,224 @@
+// Tensors survive a restart under systemd: the daemon keeps each segment and each published
+// version's record in the service manager's descriptor store, and adopts them when it starts
+// again. systemd is not PID 1 here, so tests/support/service_manager_harness.h plays its
+// documented part (NOTIFY_SOCKET with FDSTORE=1 / FDSTOREREMOVE=1, then LISTEN_FDS,
+// LISTEN_FDNAMES and LISTEN_PID for the next start). Checked after SIGTERM and after SIGKILL:
+// every sealed tensor comes back with its bytes, version, owner and readers; deleted, replaced
+// and pending ones do not; a view held across the restart still reads its bytes; new versions
+// continue above the adopted ones; records and segments that are not what they claim are
+// dropped, and the daemon serves on.
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "tests/integration/test_util.h"
+#include "tests/support/service_manager_harness.h"
+
+namespace tensorbroker::testing {
+namespace {
+
+std::vector<float> Floats(size_t n, float first) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = first + static_cast<float>(i);
+  return v;
+}
+
+class RestartTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/tbrestart.XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    auto harness = ServiceManagerHarness::Create(dir_);
+    ASSERT_TRUE(harness.ok()) << harness.status();
+    harness_ = std::move(*harness);
+    socket_ = dir_ + "/broker.sock";
+  }
+  void TearDown() override {
+    if (pid_ > 0) Stop(SIGKILL);
+    harness_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // Starts the daemon through the harness (handing it what is kept) and waits for READY=1.
+  void Start() {
+    auto pid = harness_->Start(
+        {DaemonBinaryPath(), "--socket", socket_, "--capacity", "256M", "--log-level", "info"});
+    ASSERT_TRUE(pid.ok()) << pid.status();
+    pid_ = *pid;
+    ASSERT_TRUE(harness_->WaitFor([&] { return harness_->ready(); }, absl::Seconds(30)))
+        << "no READY=1 from tensorbrokerd";
+  }
+  // Sends `signal`, waits for the exit and reads every message it sent.
+  int Stop(int signal) {
+    ::kill(pid_, signal);
+    int status = 0;
+    EXPECT_EQ(::waitpid(pid_, &status, 0), pid_);
+    pid_ = -1;
+    harness_->Drain();
+    return status;
+  }
+  std::unique_ptr<Client> Connect() {
+    auto c = Client::Connect(socket_);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? *std::move(c) : nullptr;
+  }
+  static absl::StatusOr<TensorInfo> PutFloats(Client& c, const std::string& name,
+                                              std::vector<float> values, PutOptions options = {}) {
+    std::vector<int64_t> shape = {static_cast<int64_t>(values.size())};
+    DLTensor t = HostTensor(values.data(), shape, dtypes::kFloat32);
+    return c.Put(name, t, options);
+  }
+  static std::vector<float> GetFloats(Client& c, const std::string& name) {
+    auto got = c.Get(name);
+    EXPECT_TRUE(got.ok()) << name << ": " << got.status();
+    if (!got.ok()) return {};
+    TensorPtr t(*got);
+    return FloatsOf(t->dl_tensor);
+  }
+
+  // Publishes what a restart must keep, and what it must not; returns what was kept.
+  std::vector<TensorInfo> Populate(Client& c) {
+    std::vector<TensorInfo> kept;
+    auto add = [&](absl::StatusOr<TensorInfo> info) {
+      EXPECT_TRUE(info.ok()) << info.status();
+      if (info.ok()) kept.push_back(*info);
+    };
+    add(PutFloats(c, "small/a", Floats(100, 1)));
+    PutOptions private_readers;
+    private_readers.readers = {"uid:4242", "gid:4243"};
+    add(PutFloats(c, "small/b", Floats(7, 1000), private_readers));
+    add(PutFloats(c, "large/c", Floats(5 << 20, 3)));  // 20 MiB: a dedicated segment
+    PutOptions mutable_put;
+    mutable_put.is_mutable = true;
+    add(PutFloats(c, "mutable/d", Floats(16, -5), mutable_put));
+    // Replaced: the second version alone comes back.
+    EXPECT_TRUE(PutFloats(c, "replaced/e", Floats(4, 10)).ok());
+    PutOptions replace;
+    replace.replace = true;
+    add(PutFloats(c, "replaced/e", Floats(4, 20), replace));
+    // Deleted, and pending: neither comes back.
+    EXPECT_TRUE(PutFloats(c, "deleted/f", Floats(4, 30)).ok());
+    EXPECT_TRUE(c.Delete("deleted/f").ok());
+    auto pending = c.Create("pending/g", {4}, dtypes::kFloat32);
+    EXPECT_TRUE(pending.ok()) << pending.status();
+    if (pending.ok()) pending_.reset(*pending);
+    return kept;
+  }
+
+  void ExpectAdopted(Client& c, const std::vector<TensorInfo>& kept) {
+    const std::vector<std::pair<std::string, std::vector<float>>> bytes = {
+        {"small/a", Floats(100, 1)},     {"small/b", Floats(7, 1000)},
+        {"large/c", Floats(5 << 20, 3)}, {"mutable/d", Floats(16, -5)},
+        {"replaced/e", Floats(4, 20)}};
+    for (const auto& [name, values] : bytes) EXPECT_EQ(GetFloats(c, name), values) << name;
+    for (const TensorInfo& before : kept) {
+      auto after = c.Stat(before.name);
+      ASSERT_TRUE(after.ok()) << before.name << ": " << after.status();
+      EXPECT_EQ(after->version, before.version) << before.name;
+      EXPECT_EQ(after->owner_uid, before.owner_uid) << before.name;
+      EXPECT_EQ(after->readers, before.readers) << before.name;
+      EXPECT_EQ(after->shape, before.shape) << before.name;
+      EXPECT_EQ(after->is_mutable, before.is_mutable) << before.name;
+      EXPECT_EQ(after->created_unix_ms, before.created_unix_ms) << before.name;
+      EXPECT_TRUE(after->sealed);
+    }
+    EXPECT_CODE(c.Stat("deleted/f"), absl::StatusCode::kNotFound);
+    EXPECT_CODE(c.Stat("pending/g"), absl::StatusCode::kNotFound);
+    ASSERT_OK_AND_ASSIGN(BrokerStats stats, c.Stats());
+    EXPECT_EQ(stats.tensors, kept.size());
+    EXPECT_EQ(stats.pending, 0u);
+    // New versions continue above every adopted one.
+    uint64_t highest = 0;
+    for (const TensorInfo& before : kept) highest = std::max(highest, before.version);
+    ASSERT_OK_AND_ASSIGN(TensorInfo fresh, PutFloats(c, "fresh/h", Floats(4, 50)));
+    EXPECT_GT(fresh.version, highest);
+  }
+
+  std::string dir_;
+  std::string socket_;
+  std::unique_ptr<ServiceManagerHarness> harness_;
+  pid_t pid_ = -1;
+  TensorPtr pending_;
+};
+
+TEST_F(RestartTest, SealedTensorsSurviveSigtermWithTheirBytesVersionsOwnersAndReaders) {
+  Start();
+  std::vector<TensorInfo> kept;
+  TensorPtr held;
+  {
+    auto c = Connect();
+    ASSERT_NE(c, nullptr);
+    kept = Populate(*c);
+    ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, c->Get("small/a"));
+    held.reset(raw);
+    pending_.reset();
+    const int status = Stop(SIGTERM);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << DescribeWaitStatus(status);
+    // The view taken before the restart still reads its bytes: its pages never went away.
+    EXPECT_EQ(FloatsOf(held->dl_tensor), Floats(100, 1));
+    held.reset();
+  }
+  Start();
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  ExpectAdopted(*c, kept);
+}
+
+TEST_F(RestartTest, SealedTensorsSurviveSigkill) {
+  Start();
+  std::vector<TensorInfo> kept;
+  {
+    auto c = Connect();
+    ASSERT_NE(c, nullptr);
+    kept = Populate(*c);
+    const int status = Stop(SIGKILL);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    pending_.reset();
+  }
+  Start();
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  ExpectAdopted(*c, kept);
+}
+
+TEST_F(RestartTest, WhatIsNotARecordOrASegmentIsDroppedAndTheRestAdopted) {
+  Start();
+  {
+    auto c = Connect();
+    ASSERT_NE(c, nullptr);
+    ASSERT_OK(PutFloats(*c, "good", Floats(8, 1)));
+    Stop(SIGTERM);
+  }
+  // A record of garbage, a segment that is a plain file, and a record naming a segment
+  // nobody handed over.
+  UniqueFd garbage(::memfd_create("junk", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  ASSERT_EQ(::write(garbage.get(), "not a record", 12), 12);
+  ASSERT_EQ(::fcntl(garbage.get(), F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW), 0);
+  harness_->Keep("r-999", std::move(garbage));
+  UniqueFd unsealed(::memfd_create("junk", MFD_CLOEXEC));
+  ASSERT_EQ(::ftruncate(unsealed.get(), 4096), 0);
+  harness_->Keep("s-tb-bogus-1", std::move(unsealed));
+  Start();
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(GetFloats(*c, "good"), Floats(8, 1));
+  ASSERT_OK_AND_ASSIGN(BrokerStats stats, c->Stats());
+  EXPECT_EQ(stats.tensors, 1u);
+  // Dropped from the store too: they will not be handed over again.
+  harness_->Drain();
+  EXPECT_TRUE(harness_->StoredFds("r-999").empty());
+  EXPECT_TRUE(harness_->StoredFds("s-tb-bogus-1").empty());
+}
+
+}  // namespace
+}  // namespace tensorbroker::testing
