@@ -35,18 +35,14 @@ std::vector<float> Floats(size_t n, float first) {
 class RestartTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/tbrestart.XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-    auto harness = ServiceManagerHarness::Create(dir_);
+    auto harness = ServiceManagerHarness::CreateInTemporaryDirectory();
     ASSERT_TRUE(harness.ok()) << harness.status();
     harness_ = std::move(*harness);
-    socket_ = dir_ + "/broker.sock";
+    socket_ = harness_->directory() + "/broker.sock";
   }
   void TearDown() override {
     if (pid_ > 0) Stop(SIGKILL);
     harness_.reset();
-    std::filesystem::remove_all(dir_);
   }
 
   // Starts the daemon through the harness (handing it what is kept) and waits for READY=1.
@@ -144,7 +140,33 @@ class RestartTest : public ::testing::Test {
     EXPECT_GT(fresh.version, highest);
   }
 
-  std::string dir_;
+  // Populates, stops the daemon with `signal` while a client holds a view, starts it again
+  // and checks what it adopted.
+  void CheckRestartAfter(int signal) {
+    Start();
+    std::vector<TensorInfo> kept;
+    {
+      auto c = Connect();
+      ASSERT_NE(c, nullptr);
+      kept = Populate(*c);
+      ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, c->Get("small/a"));
+      TensorPtr held(raw);
+      pending_.reset();
+      const int status = Stop(signal);
+      if (signal == SIGKILL) {
+        EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+      } else {
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << DescribeWaitStatus(status);
+      }
+      // The view taken before the restart still reads its bytes: its pages never went away.
+      EXPECT_EQ(FloatsOf(held->dl_tensor), Floats(100, 1));
+    }
+    Start();
+    auto c = Connect();
+    ASSERT_NE(c, nullptr);
+    ExpectAdopted(*c, kept);
+  }
+
   std::string socket_;
   std::unique_ptr<ServiceManagerHarness> harness_;
   pid_t pid_ = -1;
@@ -152,44 +174,10 @@ class RestartTest : public ::testing::Test {
 };
 
 TEST_F(RestartTest, SealedTensorsSurviveSigtermWithTheirBytesVersionsOwnersAndReaders) {
-  Start();
-  std::vector<TensorInfo> kept;
-  TensorPtr held;
-  {
-    auto c = Connect();
-    ASSERT_NE(c, nullptr);
-    kept = Populate(*c);
-    ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, c->Get("small/a"));
-    held.reset(raw);
-    pending_.reset();
-    const int status = Stop(SIGTERM);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << DescribeWaitStatus(status);
-    // The view taken before the restart still reads its bytes: its pages never went away.
-    EXPECT_EQ(FloatsOf(held->dl_tensor), Floats(100, 1));
-    held.reset();
-  }
-  Start();
-  auto c = Connect();
-  ASSERT_NE(c, nullptr);
-  ExpectAdopted(*c, kept);
+  CheckRestartAfter(SIGTERM);
 }
 
-TEST_F(RestartTest, SealedTensorsSurviveSigkill) {
-  Start();
-  std::vector<TensorInfo> kept;
-  {
-    auto c = Connect();
-    ASSERT_NE(c, nullptr);
-    kept = Populate(*c);
-    const int status = Stop(SIGKILL);
-    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-    pending_.reset();
-  }
-  Start();
-  auto c = Connect();
-  ASSERT_NE(c, nullptr);
-  ExpectAdopted(*c, kept);
-}
+TEST_F(RestartTest, SealedTensorsSurviveSigkill) { CheckRestartAfter(SIGKILL); }
 
 TEST_F(RestartTest, WhatIsNotARecordOrASegmentIsDroppedAndTheRestAdopted) {
   Start();

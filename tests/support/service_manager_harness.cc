@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
@@ -47,6 +48,21 @@ absl::StatusOr<std::unique_ptr<ServiceManagerHarness>> ServiceManagerHarness::Cr
       new ServiceManagerHarness(path, std::move(socket), std::move(wake)));
 }
 
+absl::StatusOr<std::unique_ptr<ServiceManagerHarness>>
+ServiceManagerHarness::CreateInTemporaryDirectory() {
+  char pattern[] = "/tmp/tbservice.XXXXXX";
+  if (::mkdtemp(pattern) == nullptr) {
+    return absl::InternalError(absl::StrCat("mkdtemp: ", std::strerror(errno)));
+  }
+  auto harness = Create(pattern);
+  if (!harness.ok()) {
+    std::filesystem::remove_all(pattern);
+    return harness.status();
+  }
+  (*harness)->owns_directory_ = true;
+  return harness;
+}
+
 ServiceManagerHarness::ServiceManagerHarness(std::string path, UniqueFd socket, UniqueFd wake)
     : path_(std::move(path)), socket_(std::move(socket)), wake_(std::move(wake)) {
   reader_ = std::thread([this] { ReadLoop(); });
@@ -56,6 +72,10 @@ ServiceManagerHarness::~ServiceManagerHarness() {
   const uint64_t one = 1;
   (void)!::write(wake_.get(), &one, sizeof(one));
   reader_.join();
+  if (owns_directory_) {
+    std::error_code ignored;
+    std::filesystem::remove_all(directory(), ignored);
+  }
 }
 
 void ServiceManagerHarness::ReadLoop() {

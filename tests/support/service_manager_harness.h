@@ -33,8 +33,12 @@ class ServiceManagerHarness {
   // A notification socket at `directory`/notify (the directory must exist).
   static absl::StatusOr<std::unique_ptr<ServiceManagerHarness>> Create(
       const std::string& directory);
+  // The same in a new private directory under /tmp, removed (with all in it) with the harness.
+  static absl::StatusOr<std::unique_ptr<ServiceManagerHarness>> CreateInTemporaryDirectory();
 
   const std::string& notify_socket() const { return path_; }
+  // Where the notification socket is: a place for the daemon's socket too.
+  std::string directory() const { return path_.substr(0, path_.rfind('/')); }
   ~ServiceManagerHarness();
   // Waits until every message already sent has been read.
   void Drain();
@@ -71,6 +75,7 @@ class ServiceManagerHarness {
   std::vector<std::string> messages_;
   bool ready_ = false;
   std::thread reader_;
+  bool owns_directory_ = false;
 };
 
 }  // namespace tensorbroker::testing

@@ -35,10 +35,7 @@ UniqueFd Memfd() { return UniqueFd(::memfd_create("fd-store-test", MFD_CLOEXEC))
 class FdStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/tbfdstore.XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-    auto harness = ServiceManagerHarness::Create(dir_);
+    auto harness = ServiceManagerHarness::CreateInTemporaryDirectory();
     ASSERT_TRUE(harness.ok()) << harness.status();
     harness_ = std::move(*harness);
     ::setenv("NOTIFY_SOCKET", harness_->notify_socket().c_str(), 1);
@@ -46,11 +43,8 @@ class FdStoreTest : public ::testing::Test {
   void TearDown() override {
     ::unsetenv("NOTIFY_SOCKET");
     harness_.reset();
-    ::unlink((dir_ + "/notify").c_str());
-    ::rmdir(dir_.c_str());
   }
 
-  std::string dir_;
   std::unique_ptr<ServiceManagerHarness> harness_;
 };
 

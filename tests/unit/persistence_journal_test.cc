@@ -27,10 +27,7 @@ const Principal kRoot{0, {0}, true};
 class PersistenceJournalTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/tbjournal.XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-    auto harness = ServiceManagerHarness::Create(dir_);
+    auto harness = ServiceManagerHarness::CreateInTemporaryDirectory();
     ASSERT_TRUE(harness.ok()) << harness.status();
     harness_ = std::move(*harness);
     ::setenv("NOTIFY_SOCKET", harness_->notify_socket().c_str(), 1);
@@ -50,8 +47,6 @@ class PersistenceJournalTest : public ::testing::Test {
     store_.reset();
     ::unsetenv("NOTIFY_SOCKET");
     harness_.reset();
-    ::unlink((dir_ + "/notify").c_str());
-    ::rmdir(dir_.c_str());
   }
 
   static TensorSpec Spec(const std::string& name, bool replace = false, bool is_mutable = false) {
@@ -90,7 +85,6 @@ class PersistenceJournalTest : public ::testing::Test {
     return changes;
   }
 
-  std::string dir_;
   std::unique_ptr<ServiceManagerHarness> harness_;
   std::unique_ptr<FdStoreJournal> journal_;
   std::unique_ptr<TensorStore> store_;
