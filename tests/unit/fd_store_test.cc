@@ -17,12 +17,10 @@
 #include "daemon/fd_store.h"
 #include "daemon/listen_fds.h"
 #include "daemon/tensor_record.h"
-#include "tests/support/service_manager_harness.h"
+#include "tests/unit/service_manager_fixture.h"
 
 namespace tensorbroker::daemon {
 namespace {
-
-using ::tensorbroker::testing::ServiceManagerHarness;
 
 ino_t InodeOf(int fd) {
   struct stat st {};
@@ -32,21 +30,7 @@ ino_t InodeOf(int fd) {
 
 UniqueFd Memfd() { return UniqueFd(::memfd_create("fd-store-test", MFD_CLOEXEC)); }
 
-class FdStoreTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto harness = ServiceManagerHarness::CreateInTemporaryDirectory();
-    ASSERT_TRUE(harness.ok()) << harness.status();
-    harness_ = std::move(*harness);
-    ::setenv("NOTIFY_SOCKET", harness_->notify_socket().c_str(), 1);
-  }
-  void TearDown() override {
-    ::unsetenv("NOTIFY_SOCKET");
-    harness_.reset();
-  }
-
-  std::unique_ptr<ServiceManagerHarness> harness_;
-};
+using FdStoreTest = ::tensorbroker::testing::WithServiceManager;
 
 TEST(FdName, OneTo255PrintableCharactersWithoutAColon) {
   EXPECT_TRUE(ValidateFdName("seg-tb-1a2b-7").ok());

@@ -15,22 +15,17 @@
 #include "daemon/cpu_segment_pool.h"
 #include "daemon/tensor_record.h"
 #include "daemon/tensor_store.h"
-#include "tests/support/service_manager_harness.h"
+#include "tests/unit/service_manager_fixture.h"
 
 namespace tensorbroker::daemon {
 namespace {
 
-using ::tensorbroker::testing::ServiceManagerHarness;
-
 const Principal kRoot{0, {0}, true};
 
-class PersistenceJournalTest : public ::testing::Test {
+class PersistenceJournalTest : public ::tensorbroker::testing::WithServiceManager {
  protected:
   void SetUp() override {
-    auto harness = ServiceManagerHarness::CreateInTemporaryDirectory();
-    ASSERT_TRUE(harness.ok()) << harness.status();
-    harness_ = std::move(*harness);
-    ::setenv("NOTIFY_SOCKET", harness_->notify_socket().c_str(), 1);
+    WithServiceManager::SetUp();
     journal_ = std::make_unique<FdStoreJournal>(FdStore::FromEnvironment());
     CpuSegmentPoolOptions pool;
     pool.capacity_bytes = 64 << 20;
@@ -45,8 +40,7 @@ class PersistenceJournalTest : public ::testing::Test {
   }
   void TearDown() override {
     store_.reset();
-    ::unsetenv("NOTIFY_SOCKET");
-    harness_.reset();
+    WithServiceManager::TearDown();
   }
 
   static TensorSpec Spec(const std::string& name, bool replace = false, bool is_mutable = false) {
@@ -85,7 +79,6 @@ class PersistenceJournalTest : public ::testing::Test {
     return changes;
   }
 
-  std::unique_ptr<ServiceManagerHarness> harness_;
   std::unique_ptr<FdStoreJournal> journal_;
   std::unique_ptr<TensorStore> store_;
   std::string session_;
