@@ -34,6 +34,7 @@ README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
 FLOAT32 = pb.DataType(code=2, bits=32, lanes=1)
 MIB = 1 << 20
 RPC_TIMEOUT = 30  # seconds; a hang guard, never a measurement
+SESSION_GUARD = 300  # seconds a Session stream stays open at most; longer than any test
 
 
 class Session:
@@ -45,7 +46,8 @@ class Session:
         def requests():
             yield pb.SessionRequest(
                 hello=pb.SessionRequest.Hello(pid=os.getpid(), client_name=name))
-            self._done.wait()
+            # Bounded: a session a failed test never closed must not keep pytest from exiting.
+            self._done.wait(SESSION_GUARD)
 
         self._events = stub.Session(requests())
         first = next(self._events)

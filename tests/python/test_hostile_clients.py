@@ -60,9 +60,11 @@ HANG_GUARD = 120  # seconds; only against hangs, never a measurement
 @pytest.fixture(scope="module")
 def daemon():
     d = RawDaemon(prefix="tbhostile.")
-    yield d
-    assert d.stop(timeout=HANG_GUARD) == 0, "tensorbrokerd did not exit cleanly"
-    d.cleanup()
+    try:
+        yield d
+        assert d.stop(timeout=HANG_GUARD) == 0, "tensorbrokerd did not exit cleanly"
+    finally:
+        d.cleanup()
 
 
 class Session:
@@ -74,7 +76,8 @@ class Session:
         def requests():
             yield pb.SessionRequest(hello=pb.SessionRequest.Hello(pid=os.getpid(),
                                                                   client_name="hostile"))
-            self._done.wait()
+            # Bounded: a session a failed test never closed must not keep pytest from exiting.
+            self._done.wait(HANG_GUARD * 2)
 
         self._events = stub.Session(requests())
         self.id = next(self._events).opened.session_id
@@ -198,15 +201,16 @@ def cancel_all(stub, futures, calls_before):
 def test_2000_waiting_gets_hold_no_thread_and_leave_nothing_behind(daemon):
     stub = daemon.stub
     session = Session(stub)
-    # One tensor first, so that the CPU pool's segment (one descriptor) exists before the
-    # baseline and the tensor published later shares it.
-    put(stub, "warm/first", np.zeros(4, np.float32))
-    channels = [grpc.insecure_channel("unix:" + daemon.socket,
-                                      options=[("grpc.use_local_subchannel_pool", 1)])
-                for _ in range(CHANNELS)]
-    stubs = [pbg.BrokerStub(channel) for channel in channels]
+    channels = []
     futures = []
     try:
+        # One tensor first, so that the CPU pool's segment (one descriptor) exists before the
+        # baseline and the tensor published later shares it.
+        put(stub, "warm/first", np.zeros(4, np.float32))
+        channels = [grpc.insecure_channel("unix:" + daemon.socket,
+                                          options=[("grpc.use_local_subchannel_pool", 1)])
+                    for _ in range(CHANNELS)]
+        stubs = [pbg.BrokerStub(channel) for channel in channels]
         for s in stubs:  # every connection up before the baseline
             s.Ping(pb.Empty(), timeout=HANG_GUARD)
         initial = settled_resources(daemon.pid)
