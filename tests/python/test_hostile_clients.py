@@ -238,8 +238,12 @@ def test_2000_waiting_gets_hold_no_thread_and_leave_nothing_behind(daemon):
         assert sum(f.done() for f in futures) == 1
         cancel_all(stub, [f for i, f in enumerate(futures) if i != 1234], calls_before)
         assert get_calls(stub).get(OK, 0) - calls_before.get(OK, 0) == 1
-        poll(lambda: resources(daemon.pid) == baseline,
-             f"threads and descriptors back to {baseline} (now {resources(daemon.pid)})")
+        # Descriptors exactly as before; threads within gRPC's own slack (its executor keeps or
+        # lets go of idle threads as it likes; a thread per waiter would be 2,000).
+        poll(lambda: resources(daemon.pid)[0] == baseline[0]
+             and resources(daemon.pid)[1] <= baseline[1] + THREAD_SLACK,
+             f"descriptors back to {baseline[0]} and threads within {THREAD_SLACK} of "
+             f"{baseline[1]} (now {resources(daemon.pid)})")
 
         # A new Get still works, at once and after a wait.
         now = stub.Get(pb.GetRequest(session_id=session.id, name="never/1234"),
@@ -384,8 +388,11 @@ def test_abandoned_reads_and_puts_give_back_leases_and_reservations(daemon):
     after_first = settled_resources(daemon.pid)
     segments = stub.Stats(pb.StatsRequest(), timeout=HANG_GUARD).segments
     abandon_streams(stub, 2)
-    poll(lambda: resources(daemon.pid) == after_first,
-         f"threads and descriptors back to {after_first} (now {resources(daemon.pid)})")
+    # Descriptors exactly as after the first round; threads within gRPC's own slack.
+    poll(lambda: resources(daemon.pid)[0] == after_first[0]
+         and resources(daemon.pid)[1] <= after_first[1] + THREAD_SLACK,
+         f"descriptors back to {after_first[0]} and threads within {THREAD_SLACK} of "
+         f"{after_first[1]} (now {resources(daemon.pid)})")
     assert stub.Stats(pb.StatsRequest(), timeout=HANG_GUARD).segments == segments
 
 
