@@ -198,5 +198,57 @@ TEST_F(CpuSegmentPoolTest, MoreThanTheMachineHasIsResourceExhaustedAtOnce) {
       << huge.status();
 }
 
+// Adoption takes back only what MemfdSegment::Create made: a sealed, 0600 memfd of this user,
+// a whole number of pages, read-write. Anything else handed over is refused, saying why.
+TEST_F(CpuSegmentPoolTest, AdoptionRefusesWhatIsNotOneOfItsSegments) {
+  CpuSegmentPool pool(Options(8 << 20));
+  const long page = ::sysconf(_SC_PAGESIZE);
+  // A segment as Create makes it, whose bytes were written by a previous instance.
+  auto made = MemfdSegment::Create(prefix_ + "made", static_cast<uint64_t>(page));
+  ASSERT_TRUE(made.ok()) << made.status();
+  made->data()[300] = 42;
+  UniqueFd good(::fcntl(made->read_write_fd(), F_DUPFD_CLOEXEC, 0));
+  auto sealed = [&](mode_t mode, uid_t owner, off_t size) {
+    UniqueFd fd(::memfd_create("other", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    EXPECT_EQ(::ftruncate(fd.get(), size), 0);
+    EXPECT_EQ(::fchmod(fd.get(), mode), 0);
+    EXPECT_EQ(::fchown(fd.get(), owner, static_cast<gid_t>(-1)), 0);
+    EXPECT_EQ(::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), 0);
+    return fd;
+  };
+  auto refused = [&](UniqueFd fd, const std::string& why) {
+    absl::Status status = pool.AdoptSegment(prefix_ + "bad", std::move(fd));
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << why;
+    EXPECT_NE(status.message().find(why), std::string::npos) << status;
+  };
+  refused(sealed(0644, ::geteuid(), page), "not a mode-0600 file of this user");
+  if (::geteuid() == 0) refused(sealed(0600, 65534, page), "not a mode-0600 file of this user");
+  refused(sealed(0600, ::geteuid(), page + 1), "not a whole number of pages");
+  UniqueFd unsealed(::memfd_create("other", MFD_CLOEXEC));
+  ASSERT_EQ(::ftruncate(unsealed.get(), page), 0);
+  ASSERT_EQ(::fchmod(unsealed.get(), 0600), 0);
+  refused(std::move(unsealed), "its size is not sealed");
+  refused(UniqueFd(::open(("/proc/self/fd/" + std::to_string(made->read_write_fd())).c_str(),
+                          O_RDONLY | O_CLOEXEC)),
+          "not a read-write descriptor");
+  EXPECT_EQ(pool.Stats().segments, 0u);
+
+  // The real one is taken back with its bytes; only a free, aligned range can be claimed.
+  ASSERT_TRUE(pool.AdoptSegment(prefix_ + "made", std::move(good)).ok());
+  auto block = pool.AdoptBlock(prefix_ + "made", 256, 256, BlockKind::kImmutable, kAlice);
+  ASSERT_TRUE(block.ok()) << block.status();
+  EXPECT_EQ(block->data[44], 42);
+  EXPECT_EQ(pool.AdoptBlock(prefix_ + "made", 256, 256, BlockKind::kImmutable, kAlice)
+                .status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pool.AdoptBlock(prefix_ + "made", 512, 256, BlockKind::kImmutable, kBob)
+                .status().code(),
+            absl::StatusCode::kInvalidArgument) << "another sharing key";
+  std::vector<std::string> removed;
+  pool.RemoveUnclaimed(&removed);
+  EXPECT_TRUE(removed.empty()) << "a segment holding an adopted block stays";
+  pool.Free(*block, &removed);
+}
+
 }  // namespace
 }  // namespace tensorbroker::daemon
