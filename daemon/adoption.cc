@@ -1,5 +1,6 @@
 #include "daemon/adoption.h"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -82,38 +83,38 @@ Adoption AdoptStoredDescriptors(std::vector<NamedFd> descriptors, CpuSegmentPool
     }
   }
 
-  // The highest version of each name; the others lost to a replace a kill interrupted.
-  std::map<std::string, std::pair<std::string, uint64_t>> newest;  // name -> (fd name, version)
+  // Each name's versions, highest first: the highest one that checks out is adopted, and the
+  // others (lost to a replace that a kill interrupted, or not valid) are dropped.
+  std::map<std::string, std::map<uint64_t, std::string, std::greater<>>> versions;
   for (const auto& [fd_name, record] : records) {
-    auto [it, inserted] = newest.try_emplace(record.info().name(), fd_name,
-                                             record.info().version());
-    if (!inserted && record.info().version() > it->second.second) {
-      Drop(store, it->second.first, "a higher version of its name was kept",
-           &result.records_dropped);
-      it->second = {fd_name, record.info().version()};
-    } else if (!inserted) {
-      Drop(store, fd_name, "a higher version of its name was kept", &result.records_dropped);
-    }
+    versions[record.info().name()][record.info().version()] = fd_name;
   }
-
   std::map<std::string, bool> segments_used;
-  for (const auto& [name, chosen] : newest) {
-    const v1::TensorRecord& record = records.at(chosen.first);
-    auto adopted = ToAdopted(record);
-    if (!adopted.ok()) {
-      Drop(store, chosen.first, std::string(adopted.status().message()), &result.records_dropped);
-      continue;
+  for (const auto& [name, by_version] : versions) {
+    bool adopted_one = false;
+    for (const auto& [version, fd_name] : by_version) {
+      if (adopted_one) {
+        Drop(store, fd_name, "a higher version of its name was adopted", &result.records_dropped);
+        continue;
+      }
+      const v1::TensorRecord& record = records.at(fd_name);
+      auto adopted = ToAdopted(record);
+      if (!adopted.ok()) {
+        Drop(store, fd_name, std::string(adopted.status().message()), &result.records_dropped);
+        continue;
+      }
+      auto block = pool->AdoptBlock(record.segment(), record.offset(), record.block_size(),
+                                    BlockKindOf(adopted->spec), SharingKeyOf(adopted->spec));
+      if (!block.ok()) {
+        Drop(store, fd_name, std::string(block.status().message()), &result.records_dropped);
+        continue;
+      }
+      adopted->block = *std::move(block);
+      result.bytes += adopted->spec.nbytes;
+      segments_used[record.segment()] = true;
+      result.tensors.push_back(*std::move(adopted));
+      adopted_one = true;
     }
-    auto block = pool->AdoptBlock(record.segment(), record.offset(), record.block_size(),
-                                  BlockKindOf(adopted->spec), SharingKeyOf(adopted->spec));
-    if (!block.ok()) {
-      Drop(store, chosen.first, std::string(block.status().message()), &result.records_dropped);
-      continue;
-    }
-    adopted->block = *std::move(block);
-    result.bytes += adopted->spec.nbytes;
-    segments_used[record.segment()] = true;
-    result.tensors.push_back(*std::move(adopted));
   }
   result.segments = segments_used.size();
   std::vector<std::string> freed;

@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "tests/integration/test_util.h"
+#include "tensorbroker/v1/state.pb.h"
 #include "tests/support/service_manager_harness.h"
 
 namespace tensorbroker::testing {
@@ -187,12 +188,29 @@ TEST_F(RestartTest, WhatIsNotARecordOrASegmentIsDroppedAndTheRestAdopted) {
     ASSERT_OK(PutFloats(*c, "good", Floats(8, 1)));
     Stop(SIGTERM);
   }
-  // A record of garbage, a segment that is a plain file, and a record naming a segment
-  // nobody handed over.
-  UniqueFd garbage(::memfd_create("junk", MFD_CLOEXEC | MFD_ALLOW_SEALING));
-  ASSERT_EQ(::write(garbage.get(), "not a record", 12), 12);
-  ASSERT_EQ(::fcntl(garbage.get(), F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW), 0);
-  harness_->Keep("r-999", std::move(garbage));
+  // A record of garbage, a segment that is a plain file, and a higher version of "good" whose
+  // bytes are in a segment nobody handed over.
+  auto sealed_record = [](const std::string& bytes) {
+    UniqueFd fd(::memfd_create("junk", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    EXPECT_EQ(::write(fd.get(), bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+    EXPECT_EQ(::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW), 0);
+    return fd;
+  };
+  harness_->Keep("r-999", sealed_record("not a record"));
+  v1::TensorRecord elsewhere;
+  elsewhere.set_format(1);
+  elsewhere.mutable_info()->set_name("good");
+  elsewhere.mutable_info()->mutable_dtype()->set_code(kDLFloat);
+  elsewhere.mutable_info()->mutable_dtype()->set_bits(32);
+  elsewhere.mutable_info()->mutable_dtype()->set_lanes(1);
+  elsewhere.mutable_info()->add_shape(8);
+  elsewhere.mutable_info()->add_strides(1);
+  elsewhere.mutable_info()->set_nbytes(32);
+  elsewhere.mutable_info()->set_version(1000);
+  elsewhere.mutable_info()->add_readers("*");
+  elsewhere.set_segment("tb-nowhere-1");
+  elsewhere.set_block_size(256);
+  harness_->Keep("r-1000", sealed_record(elsewhere.SerializeAsString()));
   UniqueFd unsealed(::memfd_create("junk", MFD_CLOEXEC));
   ASSERT_EQ(::ftruncate(unsealed.get(), 4096), 0);
   harness_->Keep("s-tb-bogus-1", std::move(unsealed));
@@ -200,11 +218,15 @@ TEST_F(RestartTest, WhatIsNotARecordOrASegmentIsDroppedAndTheRestAdopted) {
   auto c = Connect();
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(GetFloats(*c, "good"), Floats(8, 1));
+  ASSERT_OK_AND_ASSIGN(TensorInfo good, c->Stat("good"));
+  EXPECT_EQ(good.version, 1u) << "the version that checks out, not the higher one";
   ASSERT_OK_AND_ASSIGN(BrokerStats stats, c->Stats());
   EXPECT_EQ(stats.tensors, 1u);
   // Dropped from the store too: they will not be handed over again.
   harness_->Drain();
   EXPECT_TRUE(harness_->StoredFds("r-999").empty());
+  EXPECT_TRUE(harness_->StoredFds("r-1000").empty());
+  EXPECT_EQ(harness_->StoredFds("r-1").size(), 1u);
   EXPECT_TRUE(harness_->StoredFds("s-tb-bogus-1").empty());
 }
 
