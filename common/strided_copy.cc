@@ -62,41 +62,70 @@ void CopyToCompact(const DLTensor& src, uint8_t* dst) {
   });
 }
 
+namespace {
+
+// Copies `count` elements of `item` bytes, `stride_bytes` apart in `src`, next to each other
+// into `dst`. A zero stride (a broadcast) doubles what is already copied; a compact run is one
+// memcpy; anything else goes element by element.
+void GatherRun(const uint8_t* src, int64_t stride_bytes, int64_t count, size_t item,
+               uint8_t* dst) {
+  const size_t total = static_cast<size_t>(count) * item;
+  if (total == 0) return;
+  if (stride_bytes == static_cast<int64_t>(item)) {
+    std::memcpy(dst, src, total);
+    return;
+  }
+  if (stride_bytes == 0) {
+    std::memcpy(dst, src, item);
+    for (size_t filled = item; filled < total;) {
+      const size_t n = std::min(filled, total - filled);
+      std::memcpy(dst + filled, dst, n);
+      filled += n;
+    }
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i, dst += item, src += stride_bytes) {
+    std::memcpy(dst, src, item);
+  }
+}
+
+}  // namespace
+
 CompactChunker::CompactChunker(const DLTensor& src, size_t max_chunk)
     : item_(ItemSize(src.dtype)),
       max_chunk_(std::max<size_t>(max_chunk, ItemSize(src.dtype))),
-      base_(static_cast<const uint8_t*>(src.data) + src.byte_offset),
-      shape_(src.shape, src.shape + src.ndim) {
-  const int ndim = src.ndim;
-  const std::vector<int64_t> compact_strides = CompactStrides(shape_);
-  strides_ = src.strides == nullptr ? compact_strides
-                                    : std::vector<int64_t>(src.strides, src.strides + ndim);
+      base_(static_cast<const uint8_t*>(src.data) + src.byte_offset) {
+  const std::vector<int64_t> given_shape(src.shape, src.shape + src.ndim);
+  const std::vector<int64_t> given_strides =
+      src.strides == nullptr ? CompactStrides(given_shape)
+                             : std::vector<int64_t>(src.strides, src.strides + src.ndim);
   uint64_t elements = 1;
-  for (int64_t d : shape_) elements *= static_cast<uint64_t>(d);
-  for (int d = 0; d < ndim; ++d) {
-    if (shape_[d] != 1 && strides_[d] != compact_strides[d]) compact_ = false;
+  for (int64_t d : given_shape) elements *= static_cast<uint64_t>(d);
+  // Drop dimensions of size 1 and merge each dimension into the next one in when together they
+  // step evenly: what is left is the fewest dimensions that walk the same elements in C order.
+  for (size_t d = 0; d < given_shape.size(); ++d) {
+    if (given_shape[d] == 1) continue;
+    if (!shape_.empty() && strides_.back() == given_strides[d] * given_shape[d]) {
+      shape_.back() *= given_shape[d];
+      strides_.back() = given_strides[d];
+    } else {
+      shape_.push_back(given_shape[d]);
+      strides_.push_back(given_strides[d]);
+    }
   }
-  if (compact_ || elements == 0) {
+  total_ = elements;
+  if (elements == 0 || shape_.empty() || (shape_.size() == 1 && strides_[0] == 1)) {
     compact_ = true;
     total_ = elements * item_;
     return;
   }
-  inner_ = ndim;
-  uint64_t block_elements = 1;
-  while (inner_ > 0 &&
-         block_elements * static_cast<uint64_t>(shape_[inner_ - 1]) * item_ <= max_chunk_) {
-    block_elements *= static_cast<uint64_t>(shape_[inner_ - 1]);
-    --inner_;
-  }
-  block_bytes_ = static_cast<size_t>(block_elements * item_);
-  total_ = elements / block_elements;
-  block_ = src;
-  block_.byte_offset = 0;
-  block_.ndim = ndim - inner_;
-  block_.shape = shape_.data() + inner_;
-  block_.strides = strides_.data() + inner_;
-  index_.assign(static_cast<size_t>(inner_), 0);
-  chunk_.reserve(std::max(block_bytes_, max_chunk_ / block_bytes_ * block_bytes_));
+  compact_ = false;
+  row_length_ = shape_.back();
+  row_stride_ = strides_.back();
+  shape_.pop_back();
+  strides_.pop_back();
+  index_.assign(shape_.size(), 0);
+  chunk_.reserve(static_cast<size_t>(std::min<uint64_t>(total_, max_chunk_ / item_) * item_));
 }
 
 absl::Span<const uint8_t> CompactChunker::Next() {
@@ -107,19 +136,27 @@ absl::Span<const uint8_t> CompactChunker::Next() {
     done_ += size;
     return chunk;
   }
+  // Rows of the innermost (merged) dimension, whole or in pieces, packed up to max_chunk_.
+  const int64_t item = static_cast<int64_t>(item_);
+  const int64_t capacity = static_cast<int64_t>(max_chunk_ / item_);
+  int64_t taken = 0;  // elements in this chunk
   chunk_.clear();
-  while (done_ < total_ && (chunk_.empty() || chunk_.size() + block_bytes_ <= max_chunk_)) {
-    const size_t at = chunk_.size();
-    chunk_.resize(at + block_bytes_);
-    block_.data = const_cast<uint8_t*>(base_ + offset_ * static_cast<int64_t>(item_));
-    CopyToCompact(block_, chunk_.data() + at);
-    ++done_;
-    for (int d = inner_ - 1; d >= 0; --d) {
+  while (done_ < total_ && taken < capacity) {
+    const int64_t piece = std::min(capacity - taken, row_length_ - row_position_);
+    chunk_.resize(static_cast<size_t>((taken + piece) * item));
+    GatherRun(base_ + (row_offset_ + row_position_ * row_stride_) * item, row_stride_ * item,
+              piece, item_, chunk_.data() + taken * item);
+    taken += piece;
+    done_ += static_cast<uint64_t>(piece);
+    row_position_ += piece;
+    if (row_position_ < row_length_) continue;
+    row_position_ = 0;
+    for (int d = static_cast<int>(shape_.size()) - 1; d >= 0; --d) {  // the next row
       if (++index_[static_cast<size_t>(d)] < shape_[d]) {
-        offset_ += strides_[d];
+        row_offset_ += strides_[d];
         break;
       }
-      offset_ -= strides_[d] * (shape_[d] - 1);
+      row_offset_ -= strides_[d] * (shape_[d] - 1);
       index_[static_cast<size_t>(d)] = 0;
     }
   }

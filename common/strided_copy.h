@@ -34,7 +34,7 @@ void CopyToCompact(const DLTensor& src, uint8_t* dst);
 class CompactChunker {
  public:
   CompactChunker(const DLTensor& src, size_t max_chunk);
-  CompactChunker(const CompactChunker&) = delete;  // block_ points into shape_ and strides_
+  CompactChunker(const CompactChunker&) = delete;
   CompactChunker& operator=(const CompactChunker&) = delete;
   // The next chunk (valid until the next call), or an empty span when every byte was given.
   absl::Span<const uint8_t> Next();
@@ -43,18 +43,19 @@ class CompactChunker {
   uint64_t item_ = 0;
   size_t max_chunk_ = 0;
   const uint8_t* base_ = nullptr;
+  bool compact_ = true;
+  uint64_t total_ = 0;  // compact: bytes; else elements
+  uint64_t done_ = 0;   // compact: bytes handed out; else elements copied
+  // Not compact: the tensor as rows of its innermost dimension (size-1 dimensions dropped,
+  // evenly stepping ones merged), each copied whole or in pieces; an odometer over the outer
+  // dimensions (shape_, strides_, index_) walks the rows. Strides and offsets in elements.
   std::vector<int64_t> shape_;
   std::vector<int64_t> strides_;
-  bool compact_ = true;
-  uint64_t total_ = 0;        // compact: bytes; else blocks
-  uint64_t done_ = 0;         // compact: bytes handed out; else blocks copied
-  // Not compact: sub-tensors over the innermost dimensions [inner_, ndim) that fit in one
-  // chunk; an odometer over the outer dimensions walks them and packs them into chunks.
-  int inner_ = 0;
-  size_t block_bytes_ = 0;
-  DLTensor block_{};
   std::vector<int64_t> index_;
-  int64_t offset_ = 0;        // in elements, of the next block
+  int64_t row_length_ = 0;
+  int64_t row_stride_ = 0;
+  int64_t row_offset_ = 0;    // of the current row's first element
+  int64_t row_position_ = 0;  // elements of the current row already copied
   std::vector<uint8_t> chunk_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -46,6 +47,7 @@
 #include "daemon/socket_directory_setup.h"
 #include "daemon/local_channel_server.h"
 #include "daemon/tensor_store.h"
+#include "daemon/unix_listener.h"
 #include "daemon/unix_socket_acceptor.h"
 
 namespace tensorbroker::daemon {
@@ -145,8 +147,9 @@ std::vector<std::unique_ptr<MemoryPool>> MakePools(const DaemonOptions& options,
   return pools;
 }
 
-// The descriptors the service manager handed over, adopted into `cpu_pool` (adoption.h), with
-// a log line saying what came back.
+// The descriptors the service manager handed over (listen_fds.h), adopted into `cpu_pool`
+// (adoption.h), with a log line saying what came back. Those that are neither a segment nor a
+// record (the socket unit's sockets) are left in Adoption::others.
 Adoption AdoptHandedDescriptors(CpuSegmentPool* cpu_pool, const FdStore& fd_store) {
   auto handed = TakeListenFds();
   if (!handed.ok()) {
@@ -155,16 +158,51 @@ Adoption AdoptHandedDescriptors(CpuSegmentPool* cpu_pool, const FdStore& fd_stor
   }
   if (handed->empty()) return Adoption{};
   Adoption adopted = AdoptStoredDescriptors(*std::move(handed), cpu_pool, fd_store);
+  if (adopted.tensors.empty() && adopted.segments_freed == 0 && adopted.records_dropped == 0) {
+    return adopted;  // sockets only
+  }
   Log(LogLevel::kNotice, "adopted ", adopted.tensors.size(), " CPU tensors (",
       FormatByteSize(adopted.bytes), ") in ", adopted.segments,
       " segments from the previous instance; freed ", adopted.segments_freed,
       " segments no tensor was in; dropped ", adopted.records_dropped,
       " records; CUDA tensors do not survive a restart");
-  for (const NamedFd& other : adopted.others) {
-    Log(LogLevel::kWarning, "adoption: descriptor '", LogSafe(other.name),
-        "' is neither a segment nor a record; closed");
-  }
   return adopted;
+}
+
+// The gRPC socket and the local channel's: the socket unit's when it handed them over (taken
+// out of `handed`), bound here otherwise. Anything else handed over is closed, with a warning.
+struct DaemonListeners {
+  UnixListener grpc;
+  UnixListener local;
+};
+absl::StatusOr<DaemonListeners> TakeOrBindListeners(const std::string& socket_path,
+                                                    const std::string& local_path,
+                                                    std::vector<NamedFd> handed) {
+  DaemonListeners listeners;
+  // The local channel first: a client that reaches the gRPC socket finds it there.
+  auto local = TakeOrBindUnixListener(&handed, local_path, SOCK_SEQPACKET,
+                                      "local channel (--socket + \".fd\")");
+  if (!local.ok()) return local.status();
+  listeners.local = *std::move(local);
+  auto grpc = TakeOrBindUnixListener(&handed, socket_path, SOCK_STREAM, "--socket");
+  if (!grpc.ok()) {
+    if (!listeners.local.inherited) ::unlink(local_path.c_str());
+    return grpc.status();
+  }
+  listeners.grpc = *std::move(grpc);
+  for (const NamedFd& other : handed) {
+    Log(LogLevel::kWarning, "descriptor '", LogSafe(other.name),
+        "' handed over at start is neither a segment, a record, nor a socket for ", socket_path,
+        " or ", local_path, "; closed");
+  }
+  if (listeners.grpc.inherited || listeners.local.inherited) {
+    Log(LogLevel::kInfo, "socket activation: ",
+        listeners.grpc.inherited ? "the gRPC socket" : "",
+        listeners.grpc.inherited && listeners.local.inherited ? " and " : "",
+        listeners.local.inherited ? "the local channel's socket" : "",
+        " handed over by the service manager");
+  }
+  return listeners;
 }
 
 // Calls TensorStore::ExpirePending periodically on the timer, until Stop (or destruction),
@@ -316,19 +354,25 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
     Log(LogLevel::kInfo, "metrics at http://", metrics_http->bound_address(), "/metrics");
   }
 
-  // The local channel first: a client that reaches the gRPC socket finds it there.
   const std::string local_path = LocalChannelPath(options.socket_path);
+  auto listeners =
+      TakeOrBindListeners(options.socket_path, local_path, std::move(adopted.others));
+  if (!listeners.ok()) return listeners.status();
+  // Socket files the socket unit made stay for the next instance; those bound here go with us.
+  auto remove_socket_files = [&] {
+    if (!listeners->grpc.inherited) ::unlink(options.socket_path.c_str());
+    if (!listeners->local.inherited) ::unlink(local_path.c_str());
+  };
   ConnectionSettings connections;
   connections.max_connections = options.max_connections;
   connections.handshake_timeout = options.handshake_timeout;
-  auto local_channel =
-      LocalChannelServer::Start(local_path, store.get(), &metrics, &policy, connections);
-  if (!local_channel.ok()) return local_channel.status();
-  auto acceptor = UnixSocketAcceptor::Bind(options.socket_path);
-  if (!acceptor.ok()) {
-    ::unlink(local_path.c_str());
-    return acceptor.status();
+  auto local_channel = LocalChannelServer::Start(std::move(listeners->local.fd), store.get(),
+                                                 &metrics, &policy, connections);
+  if (!local_channel.ok()) {
+    remove_socket_files();
+    return local_channel.status();
   }
+  auto acceptor = std::make_unique<UnixSocketAcceptor>(std::move(listeners->grpc.fd));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;  // no listening port: connections come from the acceptor
@@ -345,16 +389,14 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {
-    ::unlink(options.socket_path.c_str());
-    ::unlink(local_path.c_str());
+    remove_socket_files();
     return absl::InternalError("the gRPC server did not start");
   }
   ConnectionLimit grpc_limit("socket", options.max_connections, ::getuid());
-  if (absl::Status started = (*acceptor)->Start(server.get(), &peers, &grpc_limit);
+  if (absl::Status started = acceptor->Start(server.get(), &peers, &grpc_limit);
       !started.ok()) {
     server->Shutdown();
-    ::unlink(options.socket_path.c_str());
-    ::unlink(local_path.c_str());
+    remove_socket_files();
     return started;
   }
   server->GetHealthCheckService()->SetServingStatus(true);
@@ -376,7 +418,7 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   heartbeat.Stop();
 
   server->GetHealthCheckService()->SetServingStatus(false);
-  (*acceptor)->Stop();  // new clients are refused from here on
+  acceptor->Stop();  // new clients are refused (or, socket-activated, wait) from here on
   store->Shutdown();  // waiting Gets answer UNAVAILABLE
   (*local_channel)->Stop();  // its connections close, and the sessions they opened
   sessions.FinishAll(grpc::Status(grpc::StatusCode::UNAVAILABLE, "tensorbrokerd is shutting down"));
@@ -391,8 +433,7 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   // down frees memory here, not there.
   if (journal != nullptr) journal->Stop();
   store.reset();  // closes every segment
-  ::unlink(options.socket_path.c_str());
-  ::unlink(local_path.c_str());
+  remove_socket_files();
   Log(LogLevel::kInfo, "tensorbrokerd stopped");
   return absl::OkStatus();
 }

@@ -15,7 +15,6 @@
 #include "common/errno_status.h"
 #include "common/fd_passing.h"
 #include "daemon/log.h"
-#include "daemon/unix_listener.h"
 
 namespace tensorbroker::daemon {
 namespace {
@@ -43,10 +42,8 @@ class LocalChannelServer::SessionSink final : public SessionEventSink {
 };
 
 absl::StatusOr<std::unique_ptr<LocalChannelServer>> LocalChannelServer::Start(
-    const std::string& path, TensorStore* store, CallMetrics* metrics,
+    UniqueFd listener, TensorStore* store, CallMetrics* metrics,
     const AccessPolicy* policy, const ConnectionSettings& settings) {
-  auto listener = BindUnixListener(path, SOCK_SEQPACKET, "local channel (--socket + \".fd\")");
-  if (!listener.ok()) return listener.status();
   UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
   if (!epoll.valid()) return ErrnoStatus(errno, "epoll_create1");
   UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -67,7 +64,7 @@ absl::StatusOr<std::unique_ptr<LocalChannelServer>> LocalChannelServer::Start(
     return absl::InternalError(absl::StrCat("local channel: no thread: ", e.what()));
   }
   auto acceptor = AcceptThread::Start(
-      *std::move(listener), SOCK_NONBLOCK, "local channel", [raw](UniqueFd connection) {
+      std::move(listener), SOCK_NONBLOCK, "local channel", [raw](UniqueFd connection) {
         std::optional<PeerCredentials> peer = PeerCredentialsOf(connection.get(), "local channel");
         if (!peer.has_value()) return;
         if (!raw->limit_.Admit(peer->uid, raw->open_connections_.load())) return;  // closed

@@ -33,14 +33,14 @@ namespace tensorbroker::daemon {
 
 class LocalChannelServer final : public LocalConnectionHost {
  public:
-  // Binds `path` (mode 0660, like the gRPC socket) and starts serving `store`, which must
-  // outlive Stop().
+  // Starts serving `store`, which must outlive Stop(), on `listener` (a listening
+  // SOCK_SEQPACKET socket, non-blocking: unix_listener.h).
   // `metrics` (may be null) counts the calls, and must outlive Stop() too.
   // `policy` turns each connection's credentials into its principal; it must outlive Stop().
   // Connections over `settings.max_connections` are closed at once, and those that open or
   // attach no session within `settings.handshake_timeout` are closed then.
   static absl::StatusOr<std::unique_ptr<LocalChannelServer>> Start(
-      const std::string& path, TensorStore* store, CallMetrics* metrics,
+      UniqueFd listener, TensorStore* store, CallMetrics* metrics,
       const AccessPolicy* policy, const ConnectionSettings& settings);
   ~LocalChannelServer() override;
   LocalChannelServer(const LocalChannelServer&) = delete;

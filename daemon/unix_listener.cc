@@ -1,11 +1,15 @@
 #include "daemon/unix_listener.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 
@@ -40,6 +44,58 @@ absl::StatusOr<UniqueFd> BindUnixListener(const std::string& path, int type,
     return cannot(std::strerror(error));
   }
   return listener;
+}
+
+}  // namespace tensorbroker::daemon
+
+namespace tensorbroker::daemon {
+namespace {
+
+int SocketOption(int fd, int option) {
+  int value = -1;
+  socklen_t size = sizeof(value);
+  if (::getsockopt(fd, SOL_SOCKET, option, &value, &size) != 0) return -1;
+  return value;
+}
+
+// Whether `fd` is a listening AF_UNIX socket of `type` bound to `path`.
+bool IsListenerFor(int fd, const std::string& path, int type) {
+  if (SocketOption(fd, SO_DOMAIN) != AF_UNIX || SocketOption(fd, SO_TYPE) != type ||
+      SocketOption(fd, SO_ACCEPTCONN) != 1) {
+    return false;
+  }
+  sockaddr_un address{};
+  socklen_t size = sizeof(address);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) != 0) return false;
+  const size_t offset = offsetof(sockaddr_un, sun_path);
+  if (size <= offset) return false;
+  const std::string bound(address.sun_path, strnlen(address.sun_path, size - offset));
+  if (bound == path) return true;
+  std::error_code error;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, error);
+  return !error && bound == absolute.lexically_normal().string();
+}
+
+}  // namespace
+
+absl::StatusOr<UnixListener> TakeOrBindUnixListener(std::vector<NamedFd>* handed,
+                                                    const std::string& path, int type,
+                                                    absl::string_view flag) {
+  for (auto it = handed->begin(); it != handed->end(); ++it) {
+    if (!IsListenerFor(it->fd.get(), path, type)) continue;
+    UnixListener listener{std::move(it->fd), true};
+    handed->erase(it);
+    const int flags = ::fcntl(listener.fd.get(), F_GETFL);
+    if (flags < 0 || ::fcntl(listener.fd.get(), F_SETFL, flags | O_NONBLOCK) != 0 ||
+        ::fcntl(listener.fd.get(), F_SETFD, FD_CLOEXEC) != 0) {
+      return absl::UnavailableError(absl::StrCat(flag, ": the socket handed over for ", path,
+                                                 ": ", std::strerror(errno)));
+    }
+    return listener;
+  }
+  auto bound = BindUnixListener(path, type, flag);
+  if (!bound.ok()) return bound.status();
+  return UnixListener{*std::move(bound), false};
 }
 
 }  // namespace tensorbroker::daemon

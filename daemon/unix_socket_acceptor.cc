@@ -10,16 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/log.h"
-#include "daemon/unix_listener.h"
 
 namespace tensorbroker::daemon {
-absl::StatusOr<std::unique_ptr<UnixSocketAcceptor>> UnixSocketAcceptor::Bind(
-    const std::string& socket_path) {
-  auto listener = BindUnixListener(socket_path, SOCK_STREAM, "--socket");
-  if (!listener.ok()) return listener.status();
-  return std::unique_ptr<UnixSocketAcceptor>(new UnixSocketAcceptor(*std::move(listener)));
-}
-
 UnixSocketAcceptor::~UnixSocketAcceptor() { Stop(); }
 
 absl::Status UnixSocketAcceptor::Start(grpc::Server* server, PeerRegistry* peers,

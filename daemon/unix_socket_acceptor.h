@@ -1,4 +1,4 @@
-// The daemon's Unix socket: binds it (mode 0660: owner and group may connect), accepts each
+// The daemon's gRPC socket (unix_listener.h makes it): accepts each
 // connection itself to record the kernel's peer credentials (PeerRegistry), then hands the
 // connection to the gRPC server (grpc::AddInsecureChannelFromFd), which owns it from then on.
 // gRPC's own listener cannot tell who connected; this is how every call's log line names the
@@ -24,9 +24,8 @@ namespace tensorbroker::daemon {
 
 class UnixSocketAcceptor {
  public:
-  // Binds `socket_path` (a file already there is replaced: the caller holds the instance lock)
-  // and listens. UNAVAILABLE naming --socket when it cannot.
-  static absl::StatusOr<std::unique_ptr<UnixSocketAcceptor>> Bind(const std::string& socket_path);
+  // Will accept on `listener` (listening, non-blocking).
+  explicit UnixSocketAcceptor(UniqueFd listener) : listener_(std::move(listener)) {}
   ~UnixSocketAcceptor();
   UnixSocketAcceptor(const UnixSocketAcceptor&) = delete;
   UnixSocketAcceptor& operator=(const UnixSocketAcceptor&) = delete;
@@ -40,8 +39,6 @@ class UnixSocketAcceptor {
   void Stop();
 
  private:
-  explicit UnixSocketAcceptor(UniqueFd listener) : listener_(std::move(listener)) {}
-
   UniqueFd listener_;                    // until Start hands it to the thread
   std::unique_ptr<AcceptThread> thread_;
 };

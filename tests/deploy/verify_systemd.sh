@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
-# Checks the systemd files offline: `systemd-analyze verify` on the configured unit (its
-# ExecStart pointed at the binary under test, since verify wants an executable there) and
+# Checks the systemd files offline: `systemd-analyze verify` on the configured service and
+# socket units (the service's ExecStart pointed at the binary under test, since verify wants an
+# executable there; the socket's paths those the service serves on) and
 # `systemd-sysusers` on the sysusers.d entry and `systemd-tmpfiles --create` on the tmpfiles.d
 # entry, both into a scratch root.
-#   verify_systemd.sh UNIT SYSUSERS TENSORBROKERD TMPFILES
+#   verify_systemd.sh SERVICE_UNIT SYSUSERS TENSORBROKERD TMPFILES SOCKET_UNIT
 set -euo pipefail
-unit=$1 sysusers=$2 daemon=$3 tmpfiles=$4
+unit=$1 sysusers=$2 daemon=$3 tmpfiles=$4 socket_unit=$5
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 grep -q '^Type=notify$' "$unit"
 grep -q '^ExecStart=/.*/tensorbrokerd --socket /run/tensorbroker/broker.sock$' "$unit"
+grep -q '^ListenStream=/run/tensorbroker/broker.sock$' "$socket_unit"
+grep -q '^ListenSequentialPacket=/run/tensorbroker/broker.sock.fd$' "$socket_unit"
+grep -q '^SocketMode=0660$' "$socket_unit"
+grep -q '^SocketGroup=tensorbroker$' "$socket_unit"
+grep -q '^Requires=tensorbrokerd.socket$' "$unit"
 sed "s|^ExecStart=[^ ]*|ExecStart=$daemon|" "$unit" > "$work/tensorbrokerd.service"
-(cd "$work" && systemd-analyze verify ./tensorbrokerd.service)
-echo "systemd-analyze verify: ok"
+cp "$socket_unit" "$work/tensorbrokerd.socket"
+(cd "$work" && systemd-analyze verify ./tensorbrokerd.socket ./tensorbrokerd.service)
+echo "systemd-analyze verify: ok (tensorbrokerd.socket, tensorbrokerd.service)"
 mkdir -p "$work/root/etc"
 out=$(systemd-sysusers --root="$work/root" "$sysusers" 2>&1)
 grep -q '^tensorbroker:x:[0-9]*:$' "$work/root/etc/group" || { echo "$out"; exit 1; }

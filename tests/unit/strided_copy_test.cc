@@ -109,6 +109,41 @@ TEST(StreamCompact, StridedTensorInBoundedChunks) {
   }
 }
 
+TEST(StreamCompact, RowsLongerThanAChunkAreSplitAndShortOnesPacked) {
+  std::vector<float> src(12);
+  std::iota(src.begin(), src.end(), 0.f);
+  // Rows of 5 broadcast from one row of 5 (stride 0 outside), 2 floats a chunk: rows are split
+  // across chunks and a chunk may hold the end of one row and the start of the next.
+  std::vector<int64_t> shape{3, 5}, strides{0, 1};
+  size_t calls = 0;
+  EXPECT_EQ(Collect(View(src, shape, &strides), 8, &calls),
+            (std::vector<float>{0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4}));
+  EXPECT_EQ(calls, 8u);  // 15 floats, 2 a chunk
+  // Backwards (a negative stride, starting at the last element) and every other element.
+  std::vector<int64_t> back_shape{6}, back_strides{-2};
+  DLTensor back = View(src, back_shape, &back_strides);
+  back.byte_offset = 11 * sizeof(float);
+  EXPECT_EQ(Collect(back, 12, &calls), (std::vector<float>{11, 9, 7, 5, 3, 1}));
+  EXPECT_EQ(calls, 2u);
+}
+
+TEST(StreamCompact, ABroadcastOfOneElementFillsWholeChunks) {
+  std::vector<float> src{7};
+  std::vector<int64_t> shape{1000}, strides{0};
+  size_t calls = 0;
+  EXPECT_EQ(Collect(View(src, shape, &strides), 64, &calls), std::vector<float>(1000, 7.f));
+  EXPECT_EQ(calls, 63u);  // 62 chunks of 16 floats and one of 8
+  // Merged dimensions: [2, 3, 4] whose two inner dimensions step evenly (strides 4, 1) but whose
+  // outer one repeats them (stride 0) reads as two copies of the first 12 elements.
+  std::vector<float> twelve(12);
+  std::iota(twelve.begin(), twelve.end(), 0.f);
+  std::vector<int64_t> repeat_shape{2, 3, 4}, repeat_strides{0, 4, 1};
+  std::vector<float> expected(twelve);
+  expected.insert(expected.end(), twelve.begin(), twelve.end());
+  EXPECT_EQ(Collect(View(twelve, repeat_shape, &repeat_strides), 48, &calls), expected);
+  EXPECT_EQ(calls, 2u);
+}
+
 TEST(StreamCompact, CompactTensorIsPassedThroughAndEmptyGivesNothing) {
   std::vector<float> src(10);
   std::iota(src.begin(), src.end(), 0.f);
