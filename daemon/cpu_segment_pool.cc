@@ -75,7 +75,8 @@ absl::StatusOr<Block> CpuSegmentPool::Allocate(uint64_t nbytes, BlockKind kind,
     }
   } else {
     for (auto& [name, candidate] : segments_) {
-      if (candidate->dedicated || candidate->kind != kind || candidate->owner != owner) {
+      if (candidate->dedicated || candidate->adopted || candidate->kind != kind ||
+          candidate->owner != owner) {
         continue;
       }
       if (auto offset = candidate->allocator.Allocate(rounded)) {
@@ -120,7 +121,7 @@ void CpuSegmentPool::Free(const Block& block, std::vector<std::string>* removed_
 CpuSegmentPool::Segment* CpuSegmentPool::FindIdleDedicated(uint64_t bytes, const std::string& owner) {
   for (auto& [name, s] : segments_) {
     // Reuse only when the tensor fills at least half of it: idle memory is not free memory.
-    if (s->dedicated && s->kind == BlockKind::kImmutable && s->owner == owner &&
+    if (s->dedicated && !s->adopted && s->kind == BlockKind::kImmutable && s->owner == owner &&
         s->allocator.empty() && s->memory.size() >= bytes && s->memory.size() / 2 <= bytes) {
       return s.get();
     }
@@ -140,6 +141,10 @@ void CpuSegmentPool::RemoveIdle(const std::function<bool(const Segment&)>& shoul
     if (options_.journal != nullptr) options_.journal->SegmentRemoved(it->first);
     it = segments_.erase(it);
   }
+}
+
+void CpuSegmentPool::EndAdoptionGrace() {
+  for (auto& [name, segment] : segments_) segment->adopted = false;
 }
 
 absl::Status CpuSegmentPool::AdoptSegment(const std::string& name, UniqueFd read_write) {

@@ -61,6 +61,11 @@ class CpuSegmentPool final : public MemoryPool {
   // Removes the adopted segments that no block was adopted into (memory no name refers to);
   // appends their names.
   void RemoveUnclaimed(std::vector<std::string>* removed_segments);
+  // Until this is called, no new block goes into an adopted segment, and one that empties is
+  // removed, not kept: clients of the previous instance may still have its pages mapped (views
+  // they held across the restart, tensors they were writing) until they reconnect and take
+  // their leases again.
+  void EndAdoptionGrace() override;
 
  private:
   struct Segment {
@@ -69,7 +74,7 @@ class CpuSegmentPool final : public MemoryPool {
     BlockKind kind;
     std::string owner;  // the sharing key: owner uid and readers
     bool dedicated;
-    bool adopted = false;  // from a previous instance
+    bool adopted = false;  // from a previous instance, until EndAdoptionGrace
     bool claimed = true;   // false for an adopted segment until a block is adopted into it
   };
 

@@ -53,6 +53,10 @@
 namespace tensorbroker::daemon {
 namespace {
 
+// How long memory adopted at start stays out of reuse (cpu_segment_pool.h): a client's default
+// reconnect timeout and then some.
+constexpr absl::Duration kAdoptionGrace = absl::Seconds(60);
+
 uint32_t Fnv1a(const std::string& text) {
   uint32_t hash = 2166136261u;
   for (unsigned char c : text) {
@@ -331,6 +335,15 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   // Times out waiting Gets, and expires pending tensors every tenth of the pending timeout.
   auto timer = std::make_unique<DeadlineTimer>();
   PendingExpiry expiry(store.get(), timer.get(), options.pending_timeout);
+  // Clients of the previous instance reconnect within their reconnect timeout (30 s by default)
+  // and lease what they still hold again; until then no adopted memory is reused.
+  uint64_t grace_timer = 0;
+  if (!adopted.tensors.empty()) {
+    grace_timer = timer->Schedule(absl::Now() + kAdoptionGrace, [&store] {
+      store->EndAdoptionGrace();
+      Log(LogLevel::kInfo, "adoption: grace period over; adopted memory may be reused");
+    });
+  }
   ServiceParts parts;
   parts.store = store.get();
   parts.sessions = &sessions;
@@ -426,6 +439,7 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   server->Wait();
   server.reset();
   expiry.Stop();
+  timer->Cancel(grace_timer);
   timer.reset();
   metrics_http.reset();
   local_channel->reset();

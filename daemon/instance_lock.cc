@@ -34,11 +34,8 @@ absl::StatusOr<InstanceLock> InstanceLock::Acquire(const std::string& socket_pat
   if (::ftruncate(lock.fd_, 0) != 0 || ::pwrite(lock.fd_, pid.data(), pid.size(), 0) < 0) {
     // The pid is informative only; the lock itself is held.
   }
-  // The lock is ours, so any socket file there is stale.
-  if (::unlink(socket_path.c_str()) != 0 && errno != ENOENT) {
-    return absl::PermissionDeniedError(absl::StrCat("--socket: cannot remove stale socket ",
-                                                    socket_path, ": ", std::strerror(errno)));
-  }
+  // The lock is ours, so a socket file there is stale, unless the service manager holds it
+  // (socket activation): binding replaces it (unix_listener.h) when it is not handed over.
   return lock;
 }
 

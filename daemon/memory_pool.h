@@ -63,6 +63,9 @@ class MemoryPool {
   // Returns a block; appends the names of segments this removed to `removed_segments`.
   virtual void Free(const Block& block, std::vector<std::string>* removed_segments) = 0;
   virtual PoolStats Stats() const = 0;
+  // The restart's grace period is over: memory adopted from a previous instance may be reused
+  // (cpu_segment_pool.h). Nothing to do for pools that adopt nothing.
+  virtual void EndAdoptionGrace() {}
 };
 
 }  // namespace tensorbroker::daemon

@@ -629,6 +629,11 @@ absl::Status TensorStore::AdoptPublished(AdoptedTensor tensor) {
   return absl::OkStatus();
 }
 
+void TensorStore::EndAdoptionGrace() {
+  Locked lock(this);
+  for (auto& pool : pools_) pool->EndAdoptionGrace();
+}
+
 void TensorStore::JournalPublishedLocked(const TensorObject& object) {
   if (options_.journal == nullptr || object.block.device.device_type != kDLCPU) return;
   v1::TensorRecord record;

@@ -229,6 +229,9 @@ class TensorStore {
   // Publishes it as it was; versions published later are higher than every adopted one. Not
   // told to the journal: its record is kept already. ALREADY_EXISTS when the name is taken.
   absl::Status AdoptPublished(AdoptedTensor tensor);
+  // Memory adopted from the previous instance may be reused from now on (MemoryPool::
+  // EndAdoptionGrace): called once clients have had the time to reconnect and lease again.
+  void EndAdoptionGrace();
 
  private:
   struct TensorObject {

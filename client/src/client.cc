@@ -6,6 +6,8 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <atomic>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "client/src/connection.h"
@@ -25,44 +27,94 @@ namespace tensorbroker {
 
 using client_internal::Connection;
 
+namespace {
+
+absl::Status StatusOf(const absl::Status& status) { return status; }
+template <typename T>
+absl::Status StatusOf(const absl::StatusOr<T>& result) {
+  return result.status();
+}
+
+uint64_t NextClientId() {
+  static std::atomic<uint64_t> next{1};
+  return next++;
+}
+
+}  // namespace
+
 class Client::Impl {
  public:
-  explicit Impl(std::shared_ptr<Connection> connection) : connection(std::move(connection)) {}
-  std::shared_ptr<Connection> connection;
+  using ConnectionPtr = std::shared_ptr<Connection>;
+
+  Impl(ConnectionPtr connection, ConnectOptions options, uint64_t id)
+      : id(id), options_(std::move(options)), connection_(std::move(connection)) {
+    options_.socket_path = connection_->socket_path();
+  }
+  const uint64_t id;  // Connection::client_id() of every connection this client makes
+  const std::string& socket_path() const { return options_.socket_path; }
+
+  // The connection calls go to now.
+  ConnectionPtr Current() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return connection_;
+  }
+
+  // Runs `call` on the current connection; when it fails with UNAVAILABLE (the daemon went
+  // away: Connection), reconnects and runs it once more on the new connection.
+  template <typename Call>
+  auto Run(const Call& call) -> decltype(call(std::declval<const ConnectionPtr&>())) {
+    ConnectionPtr connection = Current();
+    auto result = call(connection);
+    if (!absl::IsUnavailable(StatusOf(result))) return result;
+    auto fresh = Reconnect(connection);
+    if (!fresh.ok()) return fresh.status();
+    return call(*fresh);
+  }
+
+  // `failed`'s daemon is gone: a new connection (unless another thread made one already),
+  // waiting up to reconnect_timeout for a daemon to answer; what this process holds through
+  // `failed` is leased again on it. UNAVAILABLE when none answers in time.
+  absl::StatusOr<ConnectionPtr> Reconnect(const ConnectionPtr& failed);
 
   // Where each tensor this client created and has not sealed or aborted lives, so Seal knows
   // what CUDA work to wait for.
   void NotePending(const std::string& name, DLDevice device) {
-    std::lock_guard<std::mutex> lock(mu);
-    pending[name] = device;
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_[name] = device;
   }
   std::optional<DLDevice> PendingDevice(const std::string& name) {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = pending.find(name);
-    if (it == pending.end()) return std::nullopt;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pending_.find(name);
+    if (it == pending_.end()) return std::nullopt;
     return it->second;
   }
   void ForgetPending(const std::string& name) {
-    std::lock_guard<std::mutex> lock(mu);
-    pending.erase(name);
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.erase(name);
   }
 
  private:
-  std::mutex mu;
-  std::map<std::string, DLDevice> pending;
+  ConnectOptions options_;
+  std::mutex reconnect_mu_;  // one reconnection at a time; taken before mu_
+  std::mutex mu_;
+  ConnectionPtr connection_;  // guarded by mu_
+  std::map<std::string, DLDevice> pending_;  // guarded by mu_
 };
 
 namespace {
 
 // Runs one unary gRPC call with the default deadline, after the daemon has taken this client's
-// queued releases (so that Stat, List and Stats see them).
+// queued releases (so that Stat, List and Stats see them); once more after a reconnection if
+// the daemon went away.
 template <typename Request, typename Response, typename Method>
-absl::Status Call(Connection& connection, Method method, const Request& request,
-                  Response* response, std::chrono::milliseconds extra_deadline = {}) {
-  (void)connection.local().Sync();  // if the daemon is gone, the call below says so
-  grpc::ClientContext context;
-  Connection::SetDeadline(&context, extra_deadline);
-  return FromGrpcStatus((connection.stub().*method)(&context, request, response));
+absl::Status Call(Client::Impl& impl, Method method, const Request& request, Response* response,
+                  std::chrono::milliseconds extra_deadline = {}) {
+  return impl.Run([&](const std::shared_ptr<Connection>& connection) {
+    (void)connection->local().Sync();  // if the daemon is gone, the call below says so
+    grpc::ClientContext context;
+    Connection::SetDeadline(&context, extra_deadline);
+    return FromGrpcStatus((connection->stub().*method)(&context, request, response));
+  });
 }
 
 // What Put accepts: a CPU, pinned or CUDA tensor the broker can store.
@@ -93,10 +145,20 @@ DLDevice StorageDevice(DLDevice device) {
   return device.device_type == kDLCUDAHost ? DLDevice{kDLCPU, 0} : device;
 }
 
-absl::StatusOr<TensorInfo> SealOnWire(Connection& connection, const std::string& name) {
+// A Seal is not made again after a reconnection: the tensor it would seal was pending, and
+// pending tensors do not survive the daemon.
+absl::StatusOr<TensorInfo> SealOnWire(Client::Impl& impl, const std::string& name) {
   v1::LocalRequest request;
   request.mutable_seal()->set_name(name);
-  auto answer = connection.local().Call(std::move(request));
+  std::shared_ptr<Connection> connection = impl.Current();
+  auto answer = connection->local().Call(std::move(request));
+  if (absl::IsUnavailable(answer.status())) {
+    (void)impl.Reconnect(connection);  // for the calls that follow
+    return absl::AbortedError(absl::StrCat(
+        "Seal '", name, "': tensorbrokerd went away before it answered; a tensor not yet sealed "
+        "does not survive a restart: Create (or Put) it again (Stat says whether this Seal was "
+        "done first)"));
+  }
   if (!answer.ok()) return answer.status();
   return FromProto(answer->reply.info());
 }
@@ -116,7 +178,41 @@ absl::StatusOr<v1::TensorGrant> CallForGrant(Connection& connection, v1::LocalRe
   return std::move(*answer->reply.mutable_grant());
 }
 
+// A Get on the wire: the grant (and the lease it carries) for `name`.
+absl::StatusOr<v1::TensorGrant> FetchGrant(Connection& connection, const std::string& name,
+                                           std::chrono::milliseconds timeout) {
+  v1::LocalRequest request;
+  v1::GetRequest& get = *request.mutable_get();
+  get.set_name(name);
+  get.set_wait_ms(static_cast<uint32_t>(
+      std::clamp<int64_t>(timeout.count(), 0, std::numeric_limits<uint32_t>::max())));
+  return CallForGrant(connection, std::move(request));
+}
+
 }  // namespace
+
+absl::StatusOr<Client::Impl::ConnectionPtr> Client::Impl::Reconnect(
+    const ConnectionPtr& failed) {
+  std::lock_guard<std::mutex> one_at_a_time(reconnect_mu_);
+  if (ConnectionPtr current = Current(); current != failed) return current;
+  if (options_.reconnect_timeout.count() <= 0) {
+    return absl::UnavailableError(absl::StrCat("tensorbrokerd on ", options_.socket_path,
+                                               " went away (reconnect_timeout is 0)"));
+  }
+  auto fresh = Connection::Open(options_.socket_path, options_.reconnect_timeout, id);
+  if (!fresh.ok()) {
+    return absl::Status(fresh.status().code(),
+                        absl::StrCat("tensorbrokerd went away and did not come back within ",
+                                     options_.reconnect_timeout.count(), " ms: ",
+                                     fresh.status().message()));
+  }
+  client_internal::TakeLeasesAgain(*failed, *fresh, [](Connection& c, const std::string& name) {
+    return FetchGrant(c, name, std::chrono::milliseconds(0));
+  });
+  std::lock_guard<std::mutex> lock(mu_);
+  connection_ = *fresh;
+  return connection_;
+}
 
 std::string DefaultSocketPath() { return ResolveDefaultSocketPath(); }
 
@@ -130,16 +226,26 @@ ProcessMappings CurrentProcessMappings() {
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& socket_path,
                                                         std::chrono::milliseconds timeout) {
-  const std::string path = socket_path.empty() ? ResolveDefaultSocketPath() : socket_path;
-  auto connection = Connection::Open(path, timeout);
+  ConnectOptions options;
+  options.socket_path = socket_path;
+  options.timeout = timeout;
+  return Connect(options);
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ConnectOptions& options) {
+  const std::string path =
+      options.socket_path.empty() ? ResolveDefaultSocketPath() : options.socket_path;
+  const uint64_t id = NextClientId();
+  auto connection = Connection::Open(path, options.timeout, id);
   if (!connection.ok()) return connection.status();
-  return std::unique_ptr<Client>(new Client(std::make_shared<Impl>(std::move(*connection))));
+  return std::unique_ptr<Client>(
+      new Client(std::make_shared<Impl>(*std::move(connection), options, id)));
 }
 
 Client::Client(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
 
-const std::string& Client::socket_path() const { return impl_->connection->socket_path(); }
+const std::string& Client::socket_path() const { return impl_->socket_path(); }
 
 absl::StatusOr<DLManagedTensorVersioned*> Client::Create(const std::string& name,
                                                          const std::vector<int64_t>& shape,
@@ -173,10 +279,13 @@ absl::StatusOr<DLManagedTensorVersioned*> Client::Create(const std::string& name
                                                    device.device_id,
                                                    "): the broker stores tensors on CPU or CUDA"));
   }
-  auto grant = CallForGrant(*impl_->connection, std::move(local));
-  if (!grant.ok()) return grant.status();
   const bool pinned = options.pinned || options.device.device_type == kDLCUDAHost;
-  auto tensor = client_internal::ExportVersioned(impl_->connection, *grant, pinned);
+  auto tensor = impl_->Run([&](const std::shared_ptr<Connection>& connection)
+                               -> absl::StatusOr<DLManagedTensorVersioned*> {
+    auto grant = CallForGrant(*connection, local);
+    if (!grant.ok()) return grant.status();
+    return client_internal::ExportVersioned(connection, *grant, pinned);
+  });
   if (!tensor.ok()) {
     (void)Abort(name);
     return tensor.status();
@@ -197,7 +306,7 @@ absl::StatusOr<TensorInfo> Client::Seal(const std::string& name, const SealOptio
                                                       "producer's CUDA work: ", synced.message()));
     }
   }
-  auto sealed = SealOnWire(*impl_->connection, name);
+  auto sealed = SealOnWire(*impl_, name);
   if (sealed.ok()) impl_->ForgetPending(name);
   return sealed;
 }
@@ -206,7 +315,11 @@ absl::Status Client::Abort(const std::string& name) {
   v1::LocalRequest request;
   request.mutable_abort()->set_name(name);
   impl_->ForgetPending(name);
-  return impl_->connection->local().Call(std::move(request)).status();
+  std::shared_ptr<Connection> connection = impl_->Current();
+  absl::Status aborted = connection->local().Call(std::move(request)).status();
+  if (!absl::IsUnavailable(aborted)) return aborted;
+  // The daemon went away, and the tensor with it (pending tensors do not survive a restart).
+  return impl_->Reconnect(connection).status();
 }
 
 absl::StatusOr<TensorInfo> Client::Put(const std::string& name, const DLTensor& tensor,
@@ -220,37 +333,29 @@ absl::StatusOr<TensorInfo> Client::Put(const std::string& name, const DLTensor& 
   create.device = StorageDevice(options.device.value_or(
       tensor.device.device_type == kDLCUDA ? tensor.device : DLDevice{kDLCPU, 0}));
   std::vector<int64_t> shape(tensor.shape, tensor.shape + tensor.ndim);
-  auto target = Create(name, shape, tensor.dtype, create);
-  if (!target.ok()) return target.status();
-  TensorPtr writable(*target);
-  // Complete on return (CUDA copies are synchronised), so Seal need not wait for anything.
-  absl::Status copied = CopyToCompactOnDevice(tensor, writable->dl_tensor.data,
-                                              writable->dl_tensor.device);
-  writable.reset();  // our lease ends before Seal: the caller holds none afterwards
-  if (!copied.ok()) {
-    (void)Abort(name);
-    return absl::Status(copied.code(), absl::StrCat("Put '", name, "': ", copied.message()));
-  }
-  impl_->ForgetPending(name);
-  auto sealed = SealOnWire(*impl_->connection, name);
-  if (!sealed.ok()) (void)Abort(name);
-  return sealed;
+  auto put_once = [&]() -> absl::StatusOr<TensorInfo> {
+    auto target = Create(name, shape, tensor.dtype, create);
+    if (!target.ok()) return target.status();
+    TensorPtr writable(*target);
+    // Complete on return (CUDA copies are synchronised), so Seal need not wait for anything.
+    absl::Status copied = CopyToCompactOnDevice(tensor, writable->dl_tensor.data,
+                                                writable->dl_tensor.device);
+    writable.reset();  // our lease ends before Seal: the caller holds none afterwards
+    if (!copied.ok()) {
+      (void)Abort(name);
+      return absl::Status(copied.code(), absl::StrCat("Put '", name, "': ", copied.message()));
+    }
+    impl_->ForgetPending(name);
+    auto sealed = SealOnWire(*impl_, name);
+    if (!sealed.ok()) (void)Abort(name);
+    return sealed;
+  };
+  auto put = put_once();
+  // ABORTED: the daemon went away between Create and Seal (SealOnWire); the source is still
+  // here, so the whole Put is made again on the daemon that answers now.
+  if (absl::IsAborted(put.status())) return put_once();
+  return put;
 }
-
-namespace {
-
-// A Get on the wire: the grant (and the lease it carries) for `name`.
-absl::StatusOr<v1::TensorGrant> FetchGrant(Connection& connection, const std::string& name,
-                                           std::chrono::milliseconds timeout) {
-  v1::LocalRequest request;
-  v1::GetRequest& get = *request.mutable_get();
-  get.set_name(name);
-  get.set_wait_ms(static_cast<uint32_t>(
-      std::clamp<int64_t>(timeout.count(), 0, std::numeric_limits<uint32_t>::max())));
-  return CallForGrant(connection, std::move(request));
-}
-
-}  // namespace
 
 absl::StatusOr<DLManagedTensorVersioned*> Client::Get(const std::string& name,
                                                       std::chrono::milliseconds timeout) {
@@ -261,9 +366,12 @@ absl::StatusOr<DLManagedTensorVersioned*> Client::Get(const std::string& name,
 
 absl::StatusOr<DLManagedTensorVersioned*> Client::Get(const std::string& name,
                                                       const GetOptions& options) {
-  auto grant = FetchGrant(*impl_->connection, name, options.timeout);
-  if (!grant.ok()) return grant.status();
-  auto tensor = client_internal::ExportVersioned(impl_->connection, *grant, options.pinned);
+  auto tensor = impl_->Run([&](const std::shared_ptr<Connection>& connection)
+                               -> absl::StatusOr<DLManagedTensorVersioned*> {
+    auto grant = FetchGrant(*connection, name, options.timeout);
+    if (!grant.ok()) return grant.status();
+    return client_internal::ExportVersioned(connection, *grant, options.pinned);
+  });
   if (!tensor.ok() || !options.device.has_value()) return tensor;
   const DLDevice is = StorageDevice((*tensor)->dl_tensor.device);
   const DLDevice wanted = StorageDevice(*options.device);
@@ -278,25 +386,28 @@ absl::StatusOr<DLManagedTensorVersioned*> Client::Get(const std::string& name,
 
 absl::StatusOr<DLManagedTensor*> Client::GetLegacy(const std::string& name,
                                                    std::chrono::milliseconds timeout) {
-  auto grant = FetchGrant(*impl_->connection, name, timeout);
-  if (!grant.ok()) return grant.status();
-  return client_internal::ExportLegacy(impl_->connection, *grant);
+  return impl_->Run([&](const std::shared_ptr<Connection>& connection)
+                         -> absl::StatusOr<DLManagedTensor*> {
+    auto grant = FetchGrant(*connection, name, timeout);
+    if (!grant.ok()) return grant.status();
+    return client_internal::ExportLegacy(connection, *grant);
+  });
 }
 
 absl::StatusOr<DLManagedTensorVersioned*> Client::Retain(const DLManagedTensorVersioned& tensor) {
   // Local: the new handle shares this client's lease and mapping (pinned if `tensor` is).
-  return client_internal::ShareVersioned(tensor, impl_->connection.get());
+  return client_internal::ShareVersioned(tensor, impl_->id);
 }
 
 absl::StatusOr<TensorInfo> Client::Describe(const DLManagedTensorVersioned& tensor) const {
-  return client_internal::InfoOf(tensor, impl_->connection.get());
+  return client_internal::InfoOf(tensor, impl_->id);
 }
 
 absl::Status Client::Delete(const std::string& name) {
   v1::DeleteRequest request;
   request.set_name(name);
   v1::Empty response;
-  return Call(*impl_->connection, &v1::Broker::Stub::Delete, request, &response);
+  return Call(*impl_, &v1::Broker::Stub::Delete, request, &response);
 }
 
 absl::StatusOr<std::vector<TensorInfo>> Client::List(const std::string& prefix) {
@@ -305,7 +416,7 @@ absl::StatusOr<std::vector<TensorInfo>> Client::List(const std::string& prefix) 
   std::vector<TensorInfo> out;
   do {
     v1::ListResponse response;
-    if (absl::Status s = Call(*impl_->connection, &v1::Broker::Stub::List, request, &response);
+    if (absl::Status s = Call(*impl_, &v1::Broker::Stub::List, request, &response);
         !s.ok()) {
       return s;
     }
@@ -319,7 +430,7 @@ absl::StatusOr<TensorInfo> Client::Stat(const std::string& name) {
   v1::StatRequest request;
   request.set_name(name);
   v1::TensorInfo info;
-  if (absl::Status s = Call(*impl_->connection, &v1::Broker::Stub::Stat, request, &info);
+  if (absl::Status s = Call(*impl_, &v1::Broker::Stub::Stat, request, &info);
       !s.ok()) {
     return s;
   }
@@ -329,7 +440,7 @@ absl::StatusOr<TensorInfo> Client::Stat(const std::string& name) {
 absl::StatusOr<BrokerStats> Client::Stats() {
   v1::StatsRequest request;
   v1::BrokerStats response;
-  if (absl::Status s = Call(*impl_->connection, &v1::Broker::Stub::Stats, request, &response);
+  if (absl::Status s = Call(*impl_, &v1::Broker::Stub::Stats, request, &response);
       !s.ok()) {
     return s;
   }
@@ -339,7 +450,7 @@ absl::StatusOr<BrokerStats> Client::Stats() {
 absl::Status Client::Ping() {
   v1::Empty request;
   v1::Empty response;
-  return Call(*impl_->connection, &v1::Broker::Stub::Ping, request, &response);
+  return Call(*impl_, &v1::Broker::Stub::Ping, request, &response);
 }
 
 }  // namespace tensorbroker

@@ -18,7 +18,8 @@ void Connection::SetDeadline(grpc::ClientContext* context, std::chrono::millisec
 }
 
 absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(const std::string& socket_path,
-                                                             std::chrono::milliseconds timeout) {
+                                                             std::chrono::milliseconds timeout,
+                                                             uint64_t client_id) {
   // gRPC connects by itself, to whatever serves the path then: the server's uid is checked on a
   // plain connection first (and again below if nobody served yet). UNAVAILABLE is worth waiting
   // for; anything else (not allowed, not trusted) is answered at once.
@@ -26,9 +27,15 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(const std::string& 
   if (!probe.ok() && !absl::IsUnavailable(probe)) return probe;
   std::shared_ptr<Connection> connection(new Connection());
   connection->socket_path_ = socket_path;
+  connection->client_id_ = client_id;
   grpc::ChannelArguments args;
   // A private connection per Client: its session ends exactly when this Client's does.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // A local daemon that is not there yet (starting, restarting) is tried again soon: gRPC's
+  // defaults (1 s growing to 120 s) would keep a client waiting long after it is back.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
   connection->channel_ = grpc::CreateCustomChannel("unix:" + socket_path,
                                                    grpc::InsecureChannelCredentials(), args);
   const auto deadline = std::chrono::system_clock::now() + timeout;

@@ -6,6 +6,9 @@
 // Ownership: shared. The Client holds one reference and every tensor it hands out holds another,
 // so a tensor's deleter can still release its lease after the Client is gone; the session ends
 // (and the daemon reclaims anything left) when the last reference goes.
+// A Connection is tied to one daemon instance: when that daemon goes away (a restart, a crash,
+// a takeover; every call then fails with UNAVAILABLE, the daemon's only use of that code) it is
+// dead for good, and Client::Impl opens a new one.
 // Thread-safe.
 #ifndef TENSORBROKER_CLIENT_SRC_CONNECTION_H_
 #define TENSORBROKER_CLIENT_SRC_CONNECTION_H_
@@ -13,6 +16,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <map>
@@ -31,8 +35,11 @@ class Connection {
  public:
   // Sends nothing to a server whose uid it does not trust (common/server_identity.h): checked on
   // a plain connection before gRPC's own, and on the local channel's connection itself.
+  // `client_id` names the Client it serves (tensors it exported keep it, for Retain and
+  // Describe, across the Client's reconnections).
   static absl::StatusOr<std::shared_ptr<Connection>> Open(const std::string& socket_path,
-                                                          std::chrono::milliseconds timeout);
+                                                          std::chrono::milliseconds timeout,
+                                                          uint64_t client_id);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -41,6 +48,7 @@ class Connection {
   LocalChannel& local() { return *local_; }
   const std::string& session_id() const { return session_id_; }
   const std::string& socket_path() const { return socket_path_; }
+  uint64_t client_id() const { return client_id_; }
   SegmentMapper& mapper() { return ProcessSegmentMapper(); }
 
   // Records that a tensor of this connection lives in `segment`, so the cached mapping is
@@ -65,6 +73,7 @@ class Connection {
   void ReadEvents();
 
   std::string socket_path_;
+  uint64_t client_id_ = 0;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Broker::Stub> stub_;
   grpc::ClientContext session_context_;

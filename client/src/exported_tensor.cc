@@ -34,6 +34,10 @@ class ProcessLeases {
     slot = hold;
     return hold;
   }
+  // The live holds whose lease `connection` was granted.
+  std::vector<std::shared_ptr<LeaseHold>> HeldThrough(const Connection* connection);
+  // Moves `hold` to the lease `lease_id` of `connection` (under the lock HeldThrough reads by).
+  void MoveLease(LeaseHold* hold, std::shared_ptr<Connection> connection, uint64_t lease_id);
   // Drops the entry of an expired hold, unless a newer holder took the key.
   void Forget(const std::string& key) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -53,8 +57,15 @@ ProcessLeases& Leases() {
 }
 
 struct LeaseHold {
+  // Both replaced by TakeLeasesAgain when the daemon restarted (under ProcessLeases' lock, by
+  // a caller holding a reference, so never during the destructor).
   std::shared_ptr<Connection> connection;
   uint64_t lease_id = 0;
+  // What was leased: a restarted daemon that adopted the tensor has it at the same place.
+  std::string name;
+  uint64_t version = 0;
+  std::string segment;
+  uint64_t offset = 0;
   std::string key;  // in ProcessLeases; empty: not shared
   std::shared_ptr<const void> mapping;
   uint8_t* data = nullptr;
@@ -73,6 +84,24 @@ struct LeaseHold {
     connection->ReleaseLease(lease_id);
   }
 };
+
+std::vector<std::shared_ptr<LeaseHold>> ProcessLeases::HeldThrough(const Connection* connection) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<LeaseHold>> held;
+  for (const auto& [key, weak] : holds_) {
+    if (auto hold = weak.lock(); hold != nullptr && hold->connection.get() == connection) {
+      held.push_back(std::move(hold));
+    }
+  }
+  return held;
+}
+
+void ProcessLeases::MoveLease(LeaseHold* hold, std::shared_ptr<Connection> connection,
+                              uint64_t lease_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hold->connection = std::move(connection);
+  hold->lease_id = lease_id;
+}
 
 // The manager_ctx of every exported tensor.
 struct ExportContext {
@@ -114,6 +143,10 @@ absl::StatusOr<std::shared_ptr<LeaseHold>> HoldFor(std::shared_ptr<Connection> c
   auto hold = std::make_shared<LeaseHold>();
   hold->connection = connection;
   hold->lease_id = grant.lease_id();  // released by ~LeaseHold, also on failure below
+  hold->name = grant.info().name();
+  hold->version = grant.info().version();
+  hold->segment = grant.region().segment();
+  hold->offset = grant.region().offset();
   auto region = MapRegion(*connection, grant, pinned);
   if (!region.ok()) return region.status();
   hold->mapping = std::move(region->keepalive);
@@ -174,12 +207,12 @@ DLManagedTensorVersioned* Versioned(std::unique_ptr<ExportContext> context) {
 }
 
 absl::StatusOr<const ExportContext*> ContextOf(const DLManagedTensorVersioned& tensor,
-                                               const Connection* connection) {
+                                               uint64_t client_id) {
   if (tensor.deleter != &DeleteVersioned || tensor.manager_ctx == nullptr) {
     return absl::InvalidArgumentError("tensor was not made by a tensorbroker Client");
   }
   const auto* context = static_cast<const ExportContext*>(tensor.manager_ctx);
-  if (context->client.get() != connection) {
+  if (context->client->client_id() != client_id) {
     return absl::InvalidArgumentError("tensor was made by another tensorbroker Client");
   }
   return context;
@@ -208,8 +241,8 @@ absl::StatusOr<DLManagedTensor*> ExportLegacy(std::shared_ptr<Connection> connec
 }
 
 absl::StatusOr<DLManagedTensorVersioned*> ShareVersioned(const DLManagedTensorVersioned& tensor,
-                                                         const Connection* connection) {
-  auto existing = ContextOf(tensor, connection);
+                                                         uint64_t client_id) {
+  auto existing = ContextOf(tensor, client_id);
   if (!existing.ok()) return existing.status();
   auto context = std::make_unique<ExportContext>();
   context->client = (*existing)->client;
@@ -223,10 +256,28 @@ absl::StatusOr<DLManagedTensorVersioned*> ShareVersioned(const DLManagedTensorVe
 }
 
 absl::StatusOr<TensorInfo> InfoOf(const DLManagedTensorVersioned& tensor,
-                                  const Connection* connection) {
-  auto context = ContextOf(tensor, connection);
+                                  uint64_t client_id) {
+  auto context = ContextOf(tensor, client_id);
   if (!context.ok()) return context.status();
   return (*context)->info;
+}
+
+size_t TakeLeasesAgain(const Connection& from, const std::shared_ptr<Connection>& to,
+                       const GrantFetcher& fetch) {
+  size_t taken = 0;
+  for (const std::shared_ptr<LeaseHold>& hold : Leases().HeldThrough(&from)) {
+    if (hold->device.device_type == kDLCUDA) continue;  // device memory died with the daemon
+    auto grant = fetch(*to, hold->name);
+    if (!grant.ok()) continue;
+    if (grant->info().version() != hold->version || grant->region().segment() != hold->segment ||
+        grant->region().offset() != hold->offset) {
+      to->ReleaseLease(grant->lease_id());  // the name moved on: nothing of ours to protect
+      continue;
+    }
+    Leases().MoveLease(hold.get(), to, grant->lease_id());  // the old one ended with its daemon
+    ++taken;
+  }
+  return taken;
 }
 
 }  // namespace tensorbroker::client_internal

@@ -12,7 +12,9 @@
 
 #include <dlpack/dlpack.h>
 
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "client/src/connection.h"
@@ -31,12 +33,22 @@ absl::StatusOr<DLManagedTensor*> ExportLegacy(std::shared_ptr<Connection> connec
                                               const v1::TensorGrant& grant, bool pinned = false);
 
 // Another tensor sharing `tensor`'s lease and mapping; INVALID_ARGUMENT for a tensor made
-// elsewhere (another Client, another library).
+// elsewhere (another Client, by Connection::client_id(), or another library).
 absl::StatusOr<DLManagedTensorVersioned*> ShareVersioned(const DLManagedTensorVersioned& tensor,
-                                                         const Connection* connection);
+                                                         uint64_t client_id);
 // What the grant said about that tensor; the same errors as ShareVersioned.
-absl::StatusOr<TensorInfo> InfoOf(const DLManagedTensorVersioned& tensor,
-                                  const Connection* connection);
+absl::StatusOr<TensorInfo> InfoOf(const DLManagedTensorVersioned& tensor, uint64_t client_id);
+
+// A Get of `name` on `connection` (no wait), its descriptors mapped: the grant and its lease.
+using GrantFetcher = std::function<absl::StatusOr<v1::TensorGrant>(Connection& connection,
+                                                                  const std::string& name)>;
+// After the daemon `from` was made with went away: every sealed CPU tensor this process holds
+// through `from` is leased again on `to` (through `fetch`) when `to`'s daemon publishes the same
+// version at the same place (it adopted it: tensors survive restarts), so that its memory is not
+// reused while held. The others keep their pages without a lease (deleted or replaced before the
+// restart; a restarted daemon reuses no adopted memory for a grace period). Returns how many.
+size_t TakeLeasesAgain(const Connection& from, const std::shared_ptr<Connection>& to,
+                       const GrantFetcher& fetch);
 
 }  // namespace tensorbroker::client_internal
 

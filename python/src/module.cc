@@ -39,11 +39,15 @@ PYBIND11_MODULE(_core, m) {
      "slabs open (closed with their last tensor) and segments page-locked.");
 
   m.def("connect", &PyClient::Connect, py::arg("socket") = py::none(), py::arg("timeout") = 5.0,
+        py::arg("reconnect_timeout") = 30.0,
         R"doc(Connect to tensorbrokerd and open a session.
 
 socket: the daemon's Unix socket; None uses default_socket() (the same rule as the C++ client
     and the CLI).
 timeout: seconds to wait for the daemon to answer.
+reconnect_timeout: when the daemon goes away (a restart, an upgrade, a crash), the call that
+    finds it gone waits up to this many seconds for it to answer again, then reconnects and goes
+    on; tensors this client holds stay valid. 0: such calls raise Unavailable.
 
 Raises Unavailable when no daemon answers, PermissionDenied when the socket may not be used,
 FailedPrecondition when it is served by a user other than root, the daemon's user

@@ -160,10 +160,13 @@ py::dict StatsDict(const BrokerStats& stats) {
   return d;
 }
 
-std::unique_ptr<PyClient> PyClient::Connect(std::optional<std::string> socket, double timeout) {
-  const std::chrono::milliseconds wait = SecondsToMillis(timeout, "timeout");
-  const std::string path = socket.value_or("");
-  auto client = Unlocked([&] { return Client::Connect(path, wait); });
+std::unique_ptr<PyClient> PyClient::Connect(std::optional<std::string> socket, double timeout,
+                                            double reconnect_timeout) {
+  ConnectOptions options;
+  options.socket_path = socket.value_or("");
+  options.timeout = SecondsToMillis(timeout, "timeout");
+  options.reconnect_timeout = SecondsToMillis(reconnect_timeout, "reconnect_timeout");
+  auto client = Unlocked([&] { return Client::Connect(options); });
   std::shared_ptr<Client> shared(ValueOrThrow(std::move(client)).release());
   std::string resolved = shared->socket_path();
   return std::unique_ptr<PyClient>(new PyClient(std::move(shared), std::move(resolved)));

@@ -20,7 +20,8 @@ namespace tensorbroker::python {
 class PyClient {
  public:
   // `socket`: None for the default (same rule as the C++ client and the CLI).
-  static std::unique_ptr<PyClient> Connect(std::optional<std::string> socket, double timeout);
+  static std::unique_ptr<PyClient> Connect(std::optional<std::string> socket, double timeout,
+                                           double reconnect_timeout);
   ~PyClient();
   PyClient(const PyClient&) = delete;
   PyClient& operator=(const PyClient&) = delete;

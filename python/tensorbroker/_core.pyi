@@ -61,7 +61,9 @@ def process_mappings() -> ProcessMappings:
 def default_socket() -> str:
     """The socket used when none is given ($TENSORBROKER_SOCKET, else the per-user default)."""
 
-def connect(socket: Optional[str] = None, timeout: float = 5.0) -> Client:
+def connect(
+    socket: Optional[str] = None, timeout: float = 5.0, reconnect_timeout: float = 30.0
+) -> Client:
     """Connect to tensorbrokerd and open a session (Unavailable / PermissionDenied on failure)."""
 
 class Client:

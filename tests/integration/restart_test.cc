@@ -6,20 +6,26 @@
 // every sealed tensor comes back with its bytes, version, owner and readers; deleted, replaced
 // and pending ones do not; a view held across the restart still reads its bytes; new versions
 // continue above the adopted ones; records and segments that are not what they claim are
-// dropped, and the daemon serves on.
+// dropped, and the daemon serves on. With socket activation (the harness playing the socket
+// unit) a client that connects while the daemon is down is served when it is back.
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
+#include <thread>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "tests/integration/test_util.h"
 #include "tensorbroker/v1/state.pb.h"
 #include "tests/support/service_manager_harness.h"
@@ -179,6 +185,121 @@ TEST_F(RestartTest, SealedTensorsSurviveSigtermWithTheirBytesVersionsOwnersAndRe
 }
 
 TEST_F(RestartTest, SealedTensorsSurviveSigkill) { CheckRestartAfter(SIGKILL); }
+
+// With socket activation the sockets outlive the daemon: a client that connects while it is down
+// waits in the backlog and is served, with the adopted tensor, once it is back.
+TEST_F(RestartTest, WithSocketActivationAClientConnectingWhileTheDaemonIsDownIsServedLater) {
+  const std::string local = socket_ + ".fd";
+  ASSERT_OK(harness_->Listen(socket_, SOCK_STREAM));
+  ASSERT_OK(harness_->Listen(local, SOCK_SEQPACKET));
+  struct stat grpc_before {}, local_before {};
+  ASSERT_EQ(::stat(socket_.c_str(), &grpc_before), 0);
+  ASSERT_EQ(::stat(local.c_str(), &local_before), 0);
+  Start();
+  {
+    auto c = Connect();
+    ASSERT_NE(c, nullptr);
+    ASSERT_OK(PutFloats(*c, "kept", Floats(64, 7)));
+  }
+  const int status = Stop(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << DescribeWaitStatus(status);
+  // The daemon served on the sockets it was handed and left their files to the socket unit.
+  struct stat grpc_after {}, local_after {};
+  ASSERT_EQ(::stat(socket_.c_str(), &grpc_after), 0);
+  ASSERT_EQ(::stat(local.c_str(), &local_after), 0);
+  EXPECT_EQ(grpc_after.st_ino, grpc_before.st_ino);
+  EXPECT_EQ(local_after.st_ino, local_before.st_ino);
+  EXPECT_EQ(grpc_after.st_mode & 07777, 0660u);
+
+  std::atomic<bool> finished{false};
+  absl::Status connected;
+  std::vector<float> got;
+  std::thread consumer([&] {
+    auto c = Client::Connect(socket_, std::chrono::seconds(60));
+    connected = c.status();
+    if (c.ok()) got = GetFloats(**c, "kept");
+    finished = true;
+  });
+  // No daemon runs: nothing can answer it.
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_FALSE(finished.load());
+  Start();
+  consumer.join();
+  EXPECT_OK(connected);
+  EXPECT_EQ(got, Floats(64, 7));
+}
+
+// A Client rides through a restart: its next calls reconnect by themselves, the view it held
+// still reads its bytes and is leased again on the new instance, and a tensor it was creating
+// is reported lost (ABORTED), not silently published.
+TEST_F(RestartTest, AClientRidesThroughARestartAndLeasesWhatItHoldsAgain) {
+  Start();
+  ConnectOptions options;
+  options.socket_path = socket_;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> c, Client::Connect(options));
+  ASSERT_OK(PutFloats(*c, "held", Floats(100, 1)));
+  ASSERT_OK(PutFloats(*c, "other", Floats(10, 500)));
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, c->Get("held"));
+  TensorPtr held(raw);
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * creating, c->Create("creating", {4},
+                                                                      dtypes::kFloat32));
+  TensorPtr pending(creating);
+  Stop(SIGTERM);
+  Start();
+
+  // The same Client, no new Connect: the first call reconnects.
+  EXPECT_EQ(GetFloats(*c, "other"), Floats(10, 500));
+  EXPECT_EQ(FloatsOf(held->dl_tensor), Floats(100, 1));
+  ASSERT_OK_AND_ASSIGN(TensorInfo stat, c->Stat("held"));
+  EXPECT_EQ(stat.leases, 1u);  // the view's lease, taken again on the new instance
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * shared, c->Retain(*held));
+  TensorPtr retained(shared);
+  retained.reset();
+  held.reset();
+  ASSERT_OK_AND_ASSIGN(stat, c->Stat("held"));
+  EXPECT_EQ(stat.leases, 0u);
+  // The tensor being created did not survive; its Seal says so, and the name is free.
+  pending.reset();
+  EXPECT_CODE(c->Seal("creating"), absl::StatusCode::kNotFound);
+  EXPECT_CODE(c->Stat("creating"), absl::StatusCode::kNotFound);
+  ASSERT_OK(PutFloats(*c, "creating", Floats(4, 9)));
+  EXPECT_EQ(GetFloats(*c, "creating"), Floats(4, 9));
+}
+
+// A Seal that finds the daemon gone is not made again on the next one: ABORTED, and the calls
+// after it go to the new instance.
+TEST_F(RestartTest, ASealThatFindsTheDaemonGoneIsAbortedAndTheNextCallsWork) {
+  Start();
+  ConnectOptions options;
+  options.socket_path = socket_;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> c, Client::Connect(options));
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * creating, c->Create("creating", {4},
+                                                                      dtypes::kFloat32));
+  TensorPtr pending(creating);
+  Stop(SIGKILL);
+  Start();
+  pending.reset();
+  EXPECT_CODE(c->Seal("creating"), absl::StatusCode::kAborted);
+  ASSERT_OK(PutFloats(*c, "after", Floats(4, 1)));
+  EXPECT_EQ(GetFloats(*c, "after"), Floats(4, 1));
+}
+
+// reconnect_timeout 0: a call of the session that finds the daemon gone fails with
+// UNAVAILABLE (and so do those after it). Calls without a session's state (Stat, List, Stats,
+// Delete) reach whichever daemon serves, as gRPC reconnects by itself.
+TEST_F(RestartTest, WithoutAReconnectTimeoutACallAfterARestartIsUnavailable) {
+  Start();
+  ConnectOptions options;
+  options.socket_path = socket_;
+  options.reconnect_timeout = std::chrono::milliseconds(0);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> c, Client::Connect(options));
+  ASSERT_OK(PutFloats(*c, "kept", Floats(4, 1)));
+  Stop(SIGTERM);
+  Start();
+  EXPECT_CODE(c->Get("kept"), absl::StatusCode::kUnavailable);
+  EXPECT_CODE(c->Get("kept"), absl::StatusCode::kUnavailable);
+  EXPECT_OK(c->Stat("kept"));
+}
 
 TEST_F(RestartTest, WhatIsNotARecordOrASegmentIsDroppedAndTheRestAdopted) {
   Start();

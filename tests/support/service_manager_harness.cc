@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -154,6 +155,22 @@ bool ServiceManagerHarness::WaitFor(const std::function<bool()>& done, absl::Dur
   }
 }
 
+absl::Status ServiceManagerHarness::Listen(const std::string& path, int type) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(address.sun_path)) return absl::InvalidArgumentError(path);
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  UniqueFd socket(::socket(AF_UNIX, type | SOCK_CLOEXEC, 0));
+  if (!socket.valid() ||
+      ::bind(socket.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 ||
+      ::chmod(path.c_str(), 0660) != 0 || ::listen(socket.get(), SOMAXCONN) != 0) {
+    return absl::InternalError(absl::StrCat("listen on ", path, ": ", std::strerror(errno)));
+  }
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  sockets_.push_back(std::move(socket));
+  return absl::OkStatus();
+}
+
 void ServiceManagerHarness::Keep(const std::string& name, UniqueFd fd) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   stored_.emplace(name, std::move(fd));
@@ -188,7 +205,9 @@ absl::StatusOr<pid_t> ServiceManagerHarness::Start(
     const std::vector<std::string>& argv,
     const std::vector<std::pair<std::string, int>>& sockets) {
   std::lock_guard<std::recursive_mutex> lock(mu_);  // no descriptor goes while we fork
-  std::vector<std::pair<std::string, int>> passed = sockets;
+  std::vector<std::pair<std::string, int>> passed;
+  for (const UniqueFd& socket : sockets_) passed.emplace_back("tensorbroker", socket.get());
+  passed.insert(passed.end(), sockets.begin(), sockets.end());
   for (const auto& [name, fd] : stored_) passed.emplace_back(name, fd.get());
   std::vector<std::string> names;
   for (const auto& [name, fd] : passed) names.push_back(name);

@@ -52,12 +52,15 @@ class ServiceManagerHarness {
   std::vector<int> StoredFds(const std::string& name) const;
   // Keeps `fd` under `name` as if FDSTORE=1 had sent it (to hand a process something else).
   void Keep(const std::string& name, UniqueFd fd);
+  // Plays a socket unit: binds `path` (mode 0660) as a listening AF_UNIX socket of `type` and
+  // hands it, named "tensorbroker", to every process started from now on, first.
+  absl::Status Listen(const std::string& path, int type);
   bool ready() const;
   std::vector<std::string> messages() const;
 
   // Starts `argv` (argv[0] a path) with $NOTIFY_SOCKET set and, as descriptors 3, 4, ...,
   // the `sockets` (name, borrowed descriptor) then every kept descriptor, named in
-  // $LISTEN_FDNAMES. Resets ready(). Returns the child's pid; the caller waits for it.
+  // $LISTEN_FDNAMES (after the Listen() sockets). Resets ready(). Returns the child's pid; the caller waits for it.
   absl::StatusOr<pid_t> Start(const std::vector<std::string>& argv,
                               const std::vector<std::pair<std::string, int>>& sockets = {});
 
@@ -72,6 +75,7 @@ class ServiceManagerHarness {
   // Recursive: WaitFor's `done` may call the accessors, which lock too.
   mutable std::recursive_mutex mu_;
   std::multimap<std::string, UniqueFd> stored_;
+  std::vector<UniqueFd> sockets_;  // Listen()
   std::vector<std::string> messages_;
   bool ready_ = false;
   std::thread reader_;

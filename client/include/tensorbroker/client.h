@@ -27,6 +27,8 @@
 // Transport: Get, Create, Seal, Abort and releases use the local channel (`<socket>.fd`, memory
 // arrives there as descriptors); the other calls use gRPC.
 //
+// Restarts: a Client rides through a restart of its daemon (ConnectOptions::reconnect_timeout).
+// Tensors it holds stay valid: their pages never go away.
 // Threading: a Client is safe to use from many threads at once.
 // Errors: fallible calls return absl::Status / absl::StatusOr with the gRPC codes the daemon
 // answered with (NOT_FOUND, ALREADY_EXISTS, INVALID_ARGUMENT, RESOURCE_EXHAUSTED, ...).
@@ -114,6 +116,18 @@ struct TensorDeleter {
 };
 using TensorPtr = std::unique_ptr<DLManagedTensorVersioned, TensorDeleter>;
 
+struct ConnectOptions {
+  // Empty: DefaultSocketPath().
+  std::string socket_path;
+  // How long Connect waits for a daemon to answer (UNAVAILABLE after that).
+  std::chrono::milliseconds timeout{std::chrono::seconds(5)};
+  // When the daemon goes away (a restart, an upgrade, a crash, a --takeover), the call that
+  // finds it gone waits up to this long for it to answer again, reconnects, leases again the
+  // tensors this client holds that came back with it, and is made once more (Seal excepted: a
+  // tensor not yet sealed does not survive). 0: such calls fail with UNAVAILABLE.
+  std::chrono::milliseconds reconnect_timeout{std::chrono::seconds(30)};
+};
+
 // The socket a client uses when none is given, the daemon's default too:
 // $TENSORBROKER_SOCKET, else /run/tensorbroker/broker.sock for root, else
 // $XDG_RUNTIME_DIR/tensorbroker/broker.sock, else /tmp/tensorbroker-$UID/broker.sock.
@@ -126,6 +140,7 @@ class Client {
   static absl::StatusOr<std::unique_ptr<Client>> Connect(
       const std::string& socket_path = "",
       std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const ConnectOptions& options);
 
   ~Client();
   Client(const Client&) = delete;
