@@ -108,7 +108,8 @@ void CpuSegmentPool::Free(const Block& block, std::vector<std::string>* removed_
   // A mutable tensor's segment goes with it: its holders keep writable descriptors of it.
   // Otherwise keep the segment that just went idle (a full-size pooled one, or a dedicated
   // one) for its owner's reuse, and drop the idle segment of that owner it replaces.
-  const bool keep = segment.kind == BlockKind::kImmutable &&
+  // An adopted segment is not kept during the restart's grace period (EndAdoptionGrace).
+  const bool keep = segment.kind == BlockKind::kImmutable && !segment.adopted &&
                     (segment.dedicated || segment.memory.size() == PooledSegmentBytes());
   RemoveIdle(
       [&](const Segment& s) {

@@ -60,7 +60,10 @@ expect_eq "$(id -gn tensorbroker)" tensorbroker "the user's primary group"
 expect_eq "$(stat -c '%U:%G %a' /run/tensorbroker)" "tensorbroker:tensorbroker 750" "/run/tensorbroker"
 dpkg-query -W -f='${Conffiles}' tensorbroker | grep -q '/etc/tensorbroker/tensorbrokerd.conf' ||
   fail "/etc/tensorbroker/tensorbrokerd.conf is not a conffile"
-systemd-analyze verify /usr/lib/systemd/system/tensorbrokerd.service
+systemd-analyze verify /usr/lib/systemd/system/tensorbrokerd.service \
+  /usr/lib/systemd/system/tensorbrokerd.socket
+expect_eq "$(readlink /etc/systemd/system/sockets.target.wants/tensorbrokerd.socket)" \
+  /lib/systemd/system/tensorbrokerd.socket "the socket unit, enabled on install"
 grep -qx 'ExecStart=/usr/sbin/tensorbrokerd --socket /run/tensorbroker/broker.sock' \
   /usr/lib/systemd/system/tensorbrokerd.service || fail "the unit's ExecStart"
 /usr/sbin/tensorbrokerd --print-config |
@@ -119,11 +122,13 @@ expect_eq "$(dpkg-query -W -f='${Status}' tensorbroker)" "deinstall ok config-fi
 tail -n1 /etc/tensorbroker/tensorbrokerd.conf | grep -qx "# edited by the administrator" ||
   fail "dpkg -r lost the administrator's edit of the conffile"
 expect_eq "$(readlink /etc/systemd/system/tensorbrokerd.service)" /dev/null "the unit after dpkg -r"
+expect_eq "$(readlink /etc/systemd/system/tensorbrokerd.socket)" /dev/null "the socket unit after dpkg -r"
 # Installed again: the edit is kept, the unit unmasked.
 dpkg -i "$deb" >/dev/null
 tail -n1 /etc/tensorbroker/tensorbrokerd.conf | grep -qx "# edited by the administrator" ||
   fail "reinstalling replaced the administrator's conffile"
 [ ! -e /etc/systemd/system/tensorbrokerd.service ] || fail "reinstalling left the unit masked"
+[ ! -e /etc/systemd/system/tensorbrokerd.socket ] || fail "reinstalling left the socket masked"
 echo "remove and reinstall: the edited conffile kept, the unit masked while removed"
 
 dpkg --purge tensorbroker >/dev/null
@@ -136,7 +141,10 @@ left=$(while read -r path; do
 [ -z "$left" ] || fail "left behind after purge: $left"
 for dir in /etc/tensorbroker /run/tensorbroker /usr/include/tensorbroker /usr/lib/cmake/tensorbroker \
            /usr/lib/python3/dist-packages/tensorbroker /usr/share/doc/tensorbroker \
-           /etc/systemd/system/tensorbrokerd.service \
+           /etc/systemd/system/tensorbrokerd.service /etc/systemd/system/tensorbrokerd.socket \
+           /etc/systemd/system/sockets.target.wants/tensorbrokerd.socket \
+           /var/lib/systemd/deb-systemd-helper-enabled/tensorbrokerd.socket.dsh-also \
+           /var/lib/systemd/deb-systemd-helper-masked/tensorbrokerd.socket \
            /var/lib/systemd/deb-systemd-helper-enabled/tensorbrokerd.service.dsh-also \
            /var/lib/systemd/deb-systemd-helper-masked/tensorbrokerd.service; do
   [ ! -e "$dir" ] || fail "left behind after purge: $dir"

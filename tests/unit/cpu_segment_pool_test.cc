@@ -250,5 +250,49 @@ TEST_F(CpuSegmentPoolTest, AdoptionRefusesWhatIsNotOneOfItsSegments) {
   pool.Free(*block, &removed);
 }
 
+// Clients of the previous instance may still have an adopted segment's pages mapped until they
+// reconnect: no new block goes into it during the grace period, and one that empties then is
+// removed rather than kept for reuse. Afterwards it is an ordinary segment.
+TEST_F(CpuSegmentPoolTest, AdoptedSegmentsTakeNoNewBlockUntilTheGraceEnds) {
+  CpuSegmentPool pool(Options(64 << 20));
+  const uint64_t pooled = 1 << 20;  // the options' pooled segment size
+  auto made = MemfdSegment::Create(prefix_ + "old", pooled);
+  ASSERT_TRUE(made.ok()) << made.status();
+  ASSERT_TRUE(pool.AdoptSegment(prefix_ + "old",
+                                UniqueFd(::fcntl(made->read_write_fd(), F_DUPFD_CLOEXEC, 0)))
+                  .ok());
+  auto kept = pool.AdoptBlock(prefix_ + "old", 0, 1024, BlockKind::kImmutable, kAlice);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  std::vector<std::string> removed;
+  pool.RemoveUnclaimed(&removed);
+  auto during = pool.Allocate(1024, BlockKind::kImmutable, kAlice, &removed);
+  ASSERT_TRUE(during.ok()) << during.status();
+  EXPECT_NE(during->segment, prefix_ + "old") << "a new segment, not the adopted one";
+  EXPECT_EQ(pool.Stats().segments, 2u);
+
+  // After it, the adopted segment is like any other: emptied, it is the one kept for reuse
+  // (the other idle one of the same owner goes).
+  pool.EndAdoptionGrace();
+  pool.Free(*during, &removed);
+  EXPECT_TRUE(removed.empty());
+  pool.Free(*kept, &removed);
+  EXPECT_EQ(removed, std::vector<std::string>{during->segment});
+  EXPECT_EQ(pool.Stats().segments, 1u);
+
+  // Emptied during the grace period: removed, not kept idle.
+  auto again = MemfdSegment::Create(prefix_ + "old2", pooled);
+  ASSERT_TRUE(again.ok()) << again.status();
+  CpuSegmentPool fresh(Options(64 << 20));
+  ASSERT_TRUE(fresh.AdoptSegment(prefix_ + "old2",
+                                 UniqueFd(::fcntl(again->read_write_fd(), F_DUPFD_CLOEXEC, 0)))
+                  .ok());
+  auto only = fresh.AdoptBlock(prefix_ + "old2", 0, 1024, BlockKind::kImmutable, kAlice);
+  ASSERT_TRUE(only.ok()) << only.status();
+  removed.clear();
+  fresh.Free(*only, &removed);
+  EXPECT_EQ(removed, std::vector<std::string>{prefix_ + "old2"});
+  EXPECT_EQ(fresh.Stats().segments, 0u);
+}
+
 }  // namespace
 }  // namespace tensorbroker::daemon
