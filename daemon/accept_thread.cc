@@ -42,6 +42,7 @@ AcceptThread::AcceptThread(UniqueFd listener, UniqueFd wake, int accept_flags, s
 AcceptThread::~AcceptThread() { Stop(); }
 
 void AcceptThread::Stop() {
+  std::lock_guard<std::mutex> lock(stop_mu_);
   if (thread_.joinable()) {
     const uint64_t one = 1;
     while (::write(wake_.get(), &one, sizeof(one)) < 0 && errno == EINTR) {

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -29,7 +30,7 @@ class AcceptThread {
   AcceptThread& operator=(const AcceptThread&) = delete;
 
   int listener() const { return listener_.get(); }
-  // Idempotent.
+  // Idempotent; may be called from any thread.
   void Stop();
 
  private:
@@ -42,6 +43,7 @@ class AcceptThread {
   const int accept_flags_;
   const std::string what_;
   const Handler handle_;
+  std::mutex stop_mu_;  // Stop from two threads: the second waits for the first
   std::thread thread_;
 };
 

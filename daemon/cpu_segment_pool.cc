@@ -144,6 +144,10 @@ void CpuSegmentPool::RemoveIdle(const std::function<bool(const Segment&)>& shoul
   }
 }
 
+void CpuSegmentPool::ReplaySegments(PersistenceJournal* journal) const {
+  for (const auto& [name, segment] : segments_) journal->SegmentCreated(segment->memory);
+}
+
 void CpuSegmentPool::EndAdoptionGrace() {
   for (auto& [name, segment] : segments_) segment->adopted = false;
 }

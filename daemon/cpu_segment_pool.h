@@ -66,6 +66,7 @@ class CpuSegmentPool final : public MemoryPool {
   // they held across the restart, tensors they were writing) until they reconnect and take
   // their leases again.
   void EndAdoptionGrace() override;
+  void ReplaySegments(PersistenceJournal* journal) const override;
 
  private:
   struct Segment {

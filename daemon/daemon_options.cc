@@ -23,6 +23,7 @@ std::string DaemonUsage() {
       "                    [--default-readers LIST] [--quota-bytes SIZE] [--quota-tensors N]\n"
       "                    [--pending-timeout DURATION] [--handshake-timeout DURATION]\n"
       "                    [--max-connections N] [--config PATH] [--print-config]\n"
+      "                    [--takeover]\n"
       "\n"
       "tensorbrokerd owns shared memory and publishes tensors by name over a gRPC API\n"
       "(tensorbroker.v1.Broker) on a Unix socket. Clients get DLPack tensors that point at\n"
@@ -82,6 +83,11 @@ std::string DaemonUsage() {
       "                     Flags override the file. SIGHUP re-reads it:\n"
       "                     log-level changes at once, the others at the next start.\n"
       "  --print-config     Print the effective settings in the file's format and exit.\n"
+      "  --takeover         Take over from the daemon running on --socket, without\n"
+      "                     systemd: it hands this one its tensors (CPU), its sockets and\n"
+      "                     its lock over the local channel and exits; clients reconnect\n"
+      "                     on their own and new ones wait in the socket's backlog meanwhile.\n"
+      "                     Same user as the running daemon, or root.\n"
       "  --help             Show this text.\n"
       "\n"
       "SIGTERM or SIGINT: stop accepting, finish in-flight calls, remove every segment and\n"
@@ -285,6 +291,8 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, const char* const* argv) 
       command_line.help = true;
     } else if (flag == "--print-config") {
       command_line.print_config = true;
+    } else if (flag == "--takeover") {
+      command_line.takeover = true;
     } else if (flag == "--config") {
       auto v = take_value();
       if (!v.ok()) return v.status();
@@ -328,7 +336,10 @@ absl::StatusOr<DaemonOptions> LoadDaemonOptions(const CommandLine& command_line,
   // Flags override the file.
   settings.insert(settings.end(), command_line.flags.begin(), command_line.flags.end());
   auto options = ResolveSettings(settings, default_capacity);
-  if (options.ok()) options->config_path = config_used;
+  if (options.ok()) {
+    options->config_path = config_used;
+    options->takeover = command_line.takeover;
+  }
   return options;
 }
 

@@ -36,6 +36,8 @@ struct DaemonOptions {
   absl::Duration handshake_timeout = absl::Seconds(10);
   // Most client connections at once, on both sockets together.
   uint32_t max_connections = 4096;
+  // --takeover (the command line only): take over from the daemon running on the socket.
+  bool takeover = false;
 };
 
 // What argv says: settings (keys as in the config file), which file to read, and the modes.
@@ -45,6 +47,7 @@ struct CommandLine {
   bool config_given = false;   // --config: then the file must exist
   bool help = false;
   bool print_config = false;
+  bool takeover = false;
 };
 
 // The --help text.

@@ -6,7 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -32,6 +35,7 @@
 #include "daemon/deadline_timer.h"
 #include "daemon/fd_store.h"
 #include "daemon/fd_store_journal.h"
+#include "daemon/handover.h"
 #include "daemon/cpu_segment_pool.h"
 #ifdef TENSORBROKER_HAVE_CUDA
 #include "daemon/cuda_slab_pool.h"
@@ -151,17 +155,13 @@ std::vector<std::unique_ptr<MemoryPool>> MakePools(const DaemonOptions& options,
   return pools;
 }
 
-// The descriptors the service manager handed over (listen_fds.h), adopted into `cpu_pool`
-// (adoption.h), with a log line saying what came back. Those that are neither a segment nor a
+// The descriptors the service manager (listen_fds.h) or a daemon taken over (handover.h) handed
+// over, adopted into `cpu_pool` (adoption.h), with a log line saying what came back. Those that are neither a segment nor a
 // record (the socket unit's sockets) are left in Adoption::others.
-Adoption AdoptHandedDescriptors(CpuSegmentPool* cpu_pool, const FdStore& fd_store) {
-  auto handed = TakeListenFds();
-  if (!handed.ok()) {
-    Log(LogLevel::kWarning, "adoption: ", handed.status().message(), "; adopting nothing");
-    return Adoption{};
-  }
-  if (handed->empty()) return Adoption{};
-  Adoption adopted = AdoptStoredDescriptors(*std::move(handed), cpu_pool, fd_store);
+Adoption AdoptHandedDescriptors(std::vector<NamedFd> handed, CpuSegmentPool* cpu_pool,
+                                const FdStore& fd_store) {
+  if (handed.empty()) return Adoption{};
+  Adoption adopted = AdoptStoredDescriptors(std::move(handed), cpu_pool, fd_store);
   if (adopted.tensors.empty() && adopted.segments_freed == 0 && adopted.records_dropped == 0) {
     return adopted;  // sockets only
   }
@@ -296,12 +296,40 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   sigaddset(&handled_signals, SIGTERM);
   sigaddset(&handled_signals, SIGINT);
   sigaddset(&handled_signals, SIGHUP);  // waited for below too: reload
+  sigaddset(&handled_signals, SIGUSR2);  // raised here once a takeover has been handed over
   pthread_sigmask(SIG_BLOCK, &handled_signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
   // A directory someone else may write is no place for a socket that clients trust.
   if (absl::Status ready = PrepareSocketDirectory(options.socket_path); !ready.ok()) return ready;
-  auto lock = InstanceLock::Acquire(options.socket_path);
+  // Before a takeover's descriptors arrive, and adoption, which opens a second descriptor of
+  // every segment handed over.
+  RaiseDescriptorLimit(options.max_connections);
+  // What the service manager handed over (socket activation, the descriptor store) and, with
+  // --takeover, what the running daemon hands over: its lock among them.
+  std::vector<NamedFd> handed;
+  if (auto listen_fds = TakeListenFds(); listen_fds.ok()) {
+    handed = *std::move(listen_fds);
+  } else {
+    Log(LogLevel::kWarning, "adoption: ", listen_fds.status().message(), "; adopting nothing");
+  }
+  UniqueFd handed_lock;
+  if (options.takeover) {
+    const absl::Time asked = absl::Now();
+    auto taken = RequestTakeover(LocalChannelPath(options.socket_path), absl::Seconds(60));
+    if (!taken.ok()) return taken.status();
+    for (NamedFd& fd : *taken) {
+      if (fd.name == kHandedLockName) {
+        handed_lock = std::move(fd.fd);
+      } else {
+        handed.push_back(std::move(fd));
+      }
+    }
+    Log(LogLevel::kNotice, "takeover: ", taken->size(), " descriptors handed over in ",
+        absl::FormatDuration(absl::Now() - asked));
+  }
+  auto lock = options.takeover ? InstanceLock::Adopt(options.socket_path, std::move(handed_lock))
+                               : InstanceLock::Acquire(options.socket_path);
   if (!lock.ok()) return lock.status();
 
   const std::string prefix = SegmentPrefixFor(options.socket_path);
@@ -309,8 +337,6 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   // A fresh instance id in every name: a client that outlives this daemon must never mistake a
   // successor's segment (or slab) for one it has cached.
   const AccessPolicy policy(options.access);
-  // Before adoption, which opens a second descriptor of every segment handed over.
-  RaiseDescriptorLimit(options.max_connections);
   // Under systemd, published CPU tensors are kept with the service manager (its descriptor
   // store) and adopted from what it hands back at the next start.
   const FdStore fd_store = FdStore::FromEnvironment();
@@ -321,8 +347,8 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   store_options.quota_for = [&policy](uint32_t uid) { return policy.QuotaFor(uid); };
   store_options.journal = journal.get();
   auto pools = MakePools(options, absl::StrCat(prefix, InstanceId(), "-"), journal.get());
-  Adoption adopted = AdoptHandedDescriptors(static_cast<CpuSegmentPool*>(pools[0].get()),
-                                            fd_store);
+  Adoption adopted = AdoptHandedDescriptors(
+      std::move(handed), static_cast<CpuSegmentPool*>(pools[0].get()), fd_store);
   auto store = std::make_unique<TensorStore>(std::move(pools), std::move(store_options));
   for (TensorStore::AdoptedTensor& tensor : adopted.tensors) {
     if (absl::Status taken = store->AdoptPublished(std::move(tensor)); !taken.ok()) {
@@ -371,21 +397,51 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   auto listeners =
       TakeOrBindListeners(options.socket_path, local_path, std::move(adopted.others));
   if (!listeners.ok()) return listeners.status();
-  // Socket files the socket unit made stay for the next instance; those bound here go with us.
+  if (options.takeover) {  // the sockets a daemon taken over handed over are ours now
+    listeners->grpc.inherited = false;
+    listeners->local.inherited = false;
+  }
+  // Socket files the socket unit made stay for the next instance, as do those handed over to a
+  // successor; those bound here go with us.
+  std::atomic<bool> handed_over{false};
   auto remove_socket_files = [&] {
+    if (handed_over.load()) return;
     if (!listeners->grpc.inherited) ::unlink(options.socket_path.c_str());
     if (!listeners->local.inherited) ::unlink(local_path.c_str());
+  };
+  // Kept to hand over to a successor (--takeover) after the acceptors closed theirs.
+  const UniqueFd grpc_listener(::fcntl(listeners->grpc.fd.get(), F_DUPFD_CLOEXEC, 0));
+  const UniqueFd local_listener(::fcntl(listeners->local.fd.get(), F_DUPFD_CLOEXEC, 0));
+  auto acceptor = std::make_unique<UnixSocketAcceptor>(std::move(listeners->grpc.fd));
+  HandoverHooks handover;
+  handover.prepare = [&]() -> absl::StatusOr<std::vector<NamedFd>> {
+    acceptor->Stop();  // new clients wait in the backlog for the successor
+    store->Shutdown();  // nothing changes from here on
+    HandoverCollector collector;
+    store->ExportState(&collector);
+    collector.Add(kHandedLockName, lock->fd());
+    collector.Add(kHandedSocketName, grpc_listener.get());
+    collector.Add(kHandedSocketName, local_listener.get());
+    if (!collector.status().ok()) return collector.status();
+    return collector.Take();
+  };
+  handover.finished = [&](const absl::Status& sent) {
+    if (sent.ok()) {
+      handed_over = true;
+    } else {
+      Log(LogLevel::kError, "takeover: handing over failed: ", sent.message());
+    }
+    ::kill(::getpid(), SIGUSR2);
   };
   ConnectionSettings connections;
   connections.max_connections = options.max_connections;
   connections.handshake_timeout = options.handshake_timeout;
   auto local_channel = LocalChannelServer::Start(std::move(listeners->local.fd), store.get(),
-                                                 &metrics, &policy, connections);
+                                                 &metrics, &policy, connections, handover);
   if (!local_channel.ok()) {
     remove_socket_files();
     return local_channel.status();
   }
-  auto acceptor = std::make_unique<UnixSocketAcceptor>(std::move(listeners->grpc.fd));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;  // no listening port: connections come from the acceptor
@@ -426,7 +482,12 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
 
   int signal = 0;
   while ((signal = WaitForSignal(handled_signals)) == SIGHUP) Reload(options, reload);
-  Log(LogLevel::kInfo, "received ", strsignal(signal), "; shutting down");
+  if (signal == SIGUSR2) {
+    Log(LogLevel::kNotice, handed_over.load() ? "handed over to the new daemon; exiting"
+                                              : "takeover failed; exiting");
+  } else {
+    Log(LogLevel::kInfo, "received ", strsignal(signal), "; shutting down");
+  }
   NotifyStopping();
   heartbeat.Stop();
 

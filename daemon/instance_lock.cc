@@ -39,6 +39,28 @@ absl::StatusOr<InstanceLock> InstanceLock::Acquire(const std::string& socket_pat
   return lock;
 }
 
+absl::StatusOr<InstanceLock> InstanceLock::Adopt(const std::string& socket_path, UniqueFd fd) {
+  const std::string lock_path = socket_path + ".lock";
+  struct stat handed {}, named {};
+  if (!fd.valid() || ::fstat(fd.get(), &handed) != 0 || ::stat(lock_path.c_str(), &named) != 0 ||
+      handed.st_dev != named.st_dev || handed.st_ino != named.st_ino) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--takeover: the lock handed over is not ", lock_path));
+  }
+  // Succeeds at once on the open file that holds the lock; fails on any other.
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--takeover: the lock handed over does not hold ", lock_path));
+  }
+  InstanceLock lock;
+  lock.fd_ = fd.release();
+  const std::string pid = std::to_string(::getpid());
+  if (::ftruncate(lock.fd_, 0) != 0 || ::pwrite(lock.fd_, pid.data(), pid.size(), 0) < 0) {
+    // The pid is informative only.
+  }
+  return lock;
+}
+
 InstanceLock::InstanceLock(InstanceLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
 
 InstanceLock& InstanceLock::operator=(InstanceLock&& other) noexcept {

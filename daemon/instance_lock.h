@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/unique_fd.h"
 
 namespace tensorbroker::daemon {
 
@@ -17,6 +18,12 @@ class InstanceLock {
   // The socket's directory must exist and be checked already (socket_directory_setup.h).
   // FAILED_PRECONDITION if another live daemon holds the lock.
   static absl::StatusOr<InstanceLock> Acquire(const std::string& socket_path);
+  // The lock a running daemon handed over (tensorbrokerd --takeover, handover.h): `fd` must be
+  // an open file of "<socket>.lock" that holds its lock (a flock belongs to the open file, so
+  // it passes with the descriptor). FAILED_PRECONDITION otherwise.
+  static absl::StatusOr<InstanceLock> Adopt(const std::string& socket_path, UniqueFd fd);
+  // The lock file, for handing it over.
+  int fd() const { return fd_; }
 
   InstanceLock(InstanceLock&& other) noexcept;
   InstanceLock& operator=(InstanceLock&& other) noexcept;

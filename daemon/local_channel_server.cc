@@ -43,7 +43,7 @@ class LocalChannelServer::SessionSink final : public SessionEventSink {
 
 absl::StatusOr<std::unique_ptr<LocalChannelServer>> LocalChannelServer::Start(
     UniqueFd listener, TensorStore* store, CallMetrics* metrics,
-    const AccessPolicy* policy, const ConnectionSettings& settings) {
+    const AccessPolicy* policy, const ConnectionSettings& settings, HandoverHooks handover) {
   UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
   if (!epoll.valid()) return ErrnoStatus(errno, "epoll_create1");
   UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -55,8 +55,8 @@ absl::StatusOr<std::unique_ptr<LocalChannelServer>> LocalChannelServer::Start(
     return ErrnoStatus(errno, "epoll_ctl");
   }
   std::unique_ptr<LocalChannelServer> server(
-      new LocalChannelServer(store, metrics, policy, settings, std::move(epoll),
-                             std::move(wake)));
+      new LocalChannelServer(store, metrics, policy, settings, std::move(handover),
+                             std::move(epoll), std::move(wake)));
   LocalChannelServer* raw = server.get();
   try {
     server->loop_ = std::thread([raw] { raw->Loop(); });
@@ -76,24 +76,33 @@ absl::StatusOr<std::unique_ptr<LocalChannelServer>> LocalChannelServer::Start(
         raw->Hand(std::move(handoff));
       });
   if (!acceptor.ok()) return acceptor.status();  // the destructor stops the loop
+  std::lock_guard<std::mutex> lock(server->mu_);  // the loop thread reads it under the lock
   server->acceptor_ = *std::move(acceptor);
   return server;
 }
 
 LocalChannelServer::LocalChannelServer(TensorStore* store, CallMetrics* metrics,
                                        const AccessPolicy* policy,
-                                       const ConnectionSettings& settings, UniqueFd epoll,
-                                       UniqueFd wake)
+                                       const ConnectionSettings& settings,
+                                       HandoverHooks handover, UniqueFd epoll, UniqueFd wake)
     : store_(store),
       policy_(policy),
       settings_(settings),
       limit_("local channel", settings.max_connections, ::getuid()),
-      metrics_(metrics), epoll_(std::move(epoll)), wake_(std::move(wake)) {}
+      metrics_(metrics),
+      epoll_(std::move(epoll)),
+      wake_(std::move(wake)),
+      handover_(std::move(handover)) {}
 
 LocalChannelServer::~LocalChannelServer() { Stop(); }
 
 void LocalChannelServer::Stop() {
-  if (acceptor_ != nullptr) acceptor_->Stop();
+  AcceptThread* acceptor;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    acceptor = acceptor_.get();
+  }
+  if (acceptor != nullptr) acceptor->Stop();
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
@@ -126,6 +135,22 @@ std::string LocalChannelServer::OpenOwnedSession(uint64_t id, int32_t pid,
   std::string session_id = store_->OpenSession(principal, pid, client_name, sink.get());
   sinks_[id] = std::move(sink);
   return session_id;
+}
+
+absl::StatusOr<std::vector<NamedFd>> LocalChannelServer::PrepareHandover(
+    const PeerCredentials& /*peer*/) {
+  if (!handover_.prepare) return absl::UnimplementedError("takeover: not offered here");
+  AcceptThread* acceptor;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    acceptor = acceptor_.get();
+  }
+  if (acceptor != nullptr) acceptor->Stop();  // new clients wait for the successor
+  return handover_.prepare();
+}
+
+void LocalChannelServer::HandoverSent(const absl::Status& sent) {
+  if (handover_.finished) handover_.finished(sent);
 }
 
 std::optional<absl::StatusOr<TensorGrant>> LocalChannelServer::StartWait(

@@ -13,6 +13,7 @@
 #define TENSORBROKER_DAEMON_LOCAL_CHANNEL_SERVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -26,10 +27,20 @@
 #include "common/unique_fd.h"
 #include "daemon/accept_thread.h"
 #include "daemon/connection_limits.h"
+#include "daemon/listen_fds.h"
 #include "daemon/local_connection.h"
 #include "daemon/tensor_store.h"
 
 namespace tensorbroker::daemon {
+
+// What the daemon does when a successor asks to take over (handover.h), on the loop thread.
+struct HandoverHooks {
+  // Stops serving (the local channel has stopped accepting already) and returns what the
+  // successor needs. Unset: takeovers are refused (UNIMPLEMENTED).
+  std::function<absl::StatusOr<std::vector<NamedFd>>()> prepare;
+  // The hand-over went out, or failed to (the status): either way this daemon is done.
+  std::function<void(const absl::Status&)> finished;
+};
 
 class LocalChannelServer final : public LocalConnectionHost {
  public:
@@ -41,7 +52,8 @@ class LocalChannelServer final : public LocalConnectionHost {
   // attach no session within `settings.handshake_timeout` are closed then.
   static absl::StatusOr<std::unique_ptr<LocalChannelServer>> Start(
       UniqueFd listener, TensorStore* store, CallMetrics* metrics,
-      const AccessPolicy* policy, const ConnectionSettings& settings);
+      const AccessPolicy* policy, const ConnectionSettings& settings,
+      HandoverHooks handover = {});
   ~LocalChannelServer() override;
   LocalChannelServer(const LocalChannelServer&) = delete;
   LocalChannelServer& operator=(const LocalChannelServer&) = delete;
@@ -56,6 +68,8 @@ class LocalChannelServer final : public LocalConnectionHost {
                                                        const std::string& name,
                                                        absl::Time deadline,
                                                        uint64_t* waiter_id) override;
+  absl::StatusOr<std::vector<NamedFd>> PrepareHandover(const PeerCredentials& peer) override;
+  void HandoverSent(const absl::Status& sent) override;
 
  private:
   // Something another thread handed to the loop.
@@ -73,7 +87,8 @@ class LocalChannelServer final : public LocalConnectionHost {
   class SessionSink;
 
   LocalChannelServer(TensorStore* store, CallMetrics* metrics, const AccessPolicy* policy,
-                     const ConnectionSettings& settings, UniqueFd epoll, UniqueFd wake);
+                     const ConnectionSettings& settings, HandoverHooks handover, UniqueFd epoll,
+                     UniqueFd wake);
   void Hand(Handoff handoff);
   void Loop();
   void TakeHandoffs();
@@ -94,7 +109,8 @@ class LocalChannelServer final : public LocalConnectionHost {
   CallMetrics* const metrics_;
   const UniqueFd epoll_;
   const UniqueFd wake_;  // eventfd: handoffs and Stop
-  std::unique_ptr<AcceptThread> acceptor_;
+  const HandoverHooks handover_;
+  std::unique_ptr<AcceptThread> acceptor_;  // set by Start before any connection is served
   std::thread loop_;
 
   std::mutex mu_;

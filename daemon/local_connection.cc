@@ -1,5 +1,7 @@
 #include "daemon/local_connection.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -8,6 +10,7 @@
 #include "common/proto_convert.h"
 #include "common/tensor_layout.h"
 #include "daemon/call_log.h"
+#include "daemon/handover.h"
 #include "daemon/log.h"
 #include "daemon/request_spec.h"
 
@@ -30,6 +33,7 @@ const char* MethodOf(v1::LocalRequest::CallCase call) {
     case v1::LocalRequest::kAbort: return "Abort";
     case v1::LocalRequest::kRetain: return "Retain";
     case v1::LocalRequest::kFetchSegment: return "FetchSegment";
+    case v1::LocalRequest::kTakeover: return "Takeover";
     case v1::LocalRequest::CALL_NOT_SET: break;
   }
   return "Barrier";
@@ -122,6 +126,7 @@ bool LocalConnection::HandleRequest(const std::string& bytes) {
     sent_read_only_.erase(segment);
     sent_read_write_.erase(segment);
   }
+  if (request.call_case() == v1::LocalRequest::kTakeover) return TakeOver(request.request_id());
   if (request.call_case() == v1::LocalRequest::CALL_NOT_SET) {
     // Releases only: no reply wanted (request_id 0), or a barrier: the reply says they are done.
     reply.mutable_empty();
@@ -189,6 +194,9 @@ void LocalConnection::Dispatch(const v1::LocalRequest& request, v1::LocalReply* 
       break;
     case v1::LocalRequest::kFetchSegment:
       status = FetchSegment(request.fetch_segment(), reply, fds);
+      break;
+    case v1::LocalRequest::kTakeover:  // HandleRequest takes it
+      status = absl::InternalError("takeover");
       break;
     case v1::LocalRequest::CALL_NOT_SET:
       status = absl::InvalidArgumentError("call: not set");
@@ -334,6 +342,32 @@ bool LocalConnection::SegmentRemoved(const std::string& segment) {
   v1::LocalReply event;
   event.mutable_segment_removed()->set_segment(segment);
   return Send(event, {});
+}
+
+bool LocalConnection::TakeOver(uint64_t request_id) {
+  v1::LocalReply refusal;
+  refusal.set_request_id(request_id);
+  if (peer_.uid != ::geteuid() && peer_.uid != 0) {
+    Log(LogLevel::kWarning, "takeover refused: ", Client(), " is neither root nor this daemon's uid");
+    SetStatus(absl::PermissionDeniedError(absl::StrCat(
+                  "takeover: only root or this daemon's own user (uid ", ::geteuid(), ") may")),
+              &refusal);
+    return Send(refusal, {});
+  }
+  if (has_session() || !outgoing_.empty()) {
+    SetStatus(absl::FailedPreconditionError("takeover: ask on a connection of its own"), &refusal);
+    return Send(refusal, {});
+  }
+  Log(LogLevel::kNotice, "takeover requested by ", Client(), ": handing over and exiting");
+  auto handed = host_->PrepareHandover(peer_);
+  if (!handed.ok()) {
+    host_->HandoverSent(handed.status());
+    SetStatus(handed.status(), &refusal);
+    return Send(refusal, {});
+  }
+  const absl::Status sent = SendHandover(socket_.get(), request_id, *handed, absl::Seconds(30));
+  host_->HandoverSent(sent);
+  return sent.ok();
 }
 
 bool LocalConnection::Send(const v1::LocalReply& reply, std::vector<UniqueFd> fds) {

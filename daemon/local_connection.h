@@ -22,6 +22,7 @@
 #include "common/unique_fd.h"
 #include "daemon/access_policy.h"
 #include "daemon/call_metrics.h"
+#include "daemon/listen_fds.h"
 #include "daemon/peer_registry.h"
 #include "daemon/tensor_store.h"
 #include "tensorbroker/v1/local.pb.h"
@@ -44,6 +45,10 @@ class LocalConnectionHost {
   virtual std::optional<absl::StatusOr<TensorGrant>> StartWait(
       uint64_t id, const std::string& session_id, const std::string& name,
       absl::Time deadline, uint64_t* waiter_id) = 0;
+  // A takeover (handover.h) by a caller the connection admitted: stops serving and returns what
+  // the successor needs; then HandoverSent once it went out (or failed to).
+  virtual absl::StatusOr<std::vector<NamedFd>> PrepareHandover(const PeerCredentials& peer) = 0;
+  virtual void HandoverSent(const absl::Status& sent) = 0;
 };
 
 class LocalConnection {
@@ -105,6 +110,9 @@ class LocalConnection {
   absl::Status Abort(const v1::AbortRequest& abort, v1::LocalReply* reply);
   absl::Status FetchSegment(const v1::LocalRequest::FetchSegment& fetch, v1::LocalReply* reply,
                             std::vector<UniqueFd>* fds);
+  // Hands everything over to the caller, a new daemon of this one's uid or root (its replies
+  // sent here, blocking); false when the connection must be dropped.
+  bool TakeOver(uint64_t request_id);
   // A grant into the reply (see ReplyGrant), or its error.
   absl::Status Grant(absl::StatusOr<TensorGrant> grant, v1::LocalReply* reply,
                      std::vector<UniqueFd>* fds);

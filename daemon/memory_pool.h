@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "daemon/persistence_journal.h"
+
 #include "absl/status/statusor.h"
 
 namespace tensorbroker::daemon {
@@ -66,6 +68,9 @@ class MemoryPool {
   // The restart's grace period is over: memory adopted from a previous instance may be reused
   // (cpu_segment_pool.h). Nothing to do for pools that adopt nothing.
   virtual void EndAdoptionGrace() {}
+  // Tells `journal` of every segment it holds (a takeover's state, handover.h). Nothing for
+  // pools whose memory cannot outlive the process (CUDA).
+  virtual void ReplaySegments(PersistenceJournal* /*journal*/) const {}
 };
 
 }  // namespace tensorbroker::daemon

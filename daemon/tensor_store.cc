@@ -324,6 +324,8 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::FindPendingLocked(
 absl::StatusOr<TensorInfo> TensorStore::Seal(const std::string& session_id,
                                              const std::string& name) {
   Locked lock(this);
+  // Nothing is published once shutting down: the state handed to a successor is final.
+  if (absl::Status s = CheckServing(); !s.ok()) return s;
   if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
   auto object = FindPendingLocked(session_id, name);
   if (!object.ok()) return object.status();
@@ -406,6 +408,8 @@ absl::StatusOr<TensorInfo> TensorStore::CommitPut(const PutTicket& ticket) {
     result = absl::DeadlineExceededError(absl::StrCat(
         "name '", it->second->spec.name, "' was aborted: the Put did not finish within the "
         "daemon's pending timeout (", absl::FormatDuration(options_.pending_timeout), ")"));
+  } else if (shutting_down_) {
+    result = CheckServing();  // nothing is published once shutting down (see Seal)
   } else if (it != objects_.end() && it->second->pending) {
     it->second->on_expired = nullptr;
     const uint32_t uid = it->second->spec.owner_uid;
@@ -634,8 +638,18 @@ void TensorStore::EndAdoptionGrace() {
   for (auto& pool : pools_) pool->EndAdoptionGrace();
 }
 
-void TensorStore::JournalPublishedLocked(const TensorObject& object) {
-  if (options_.journal == nullptr || object.block.device.device_type != kDLCPU) return;
+void TensorStore::ExportState(PersistenceJournal* journal) {
+  Locked lock(this);
+  for (auto& pool : pools_) pool->ReplaySegments(journal);
+  for (const auto& [name, published] : published_) {
+    auto it = objects_.find(published.object_id);
+    if (it != objects_.end()) JournalPublishedLocked(*it->second, journal);
+  }
+}
+
+void TensorStore::JournalPublishedLocked(const TensorObject& object, PersistenceJournal* journal) {
+  if (journal == nullptr) journal = options_.journal;
+  if (journal == nullptr || object.block.device.device_type != kDLCPU) return;
   v1::TensorRecord record;
   TensorInfo info = ViewLocked(object);
   info.leases = 0;  // leases end with the instance
@@ -644,7 +658,7 @@ void TensorStore::JournalPublishedLocked(const TensorObject& object) {
   record.set_segment(object.block.segment);
   record.set_offset(object.block.offset);
   record.set_block_size(object.block.size);
-  options_.journal->TensorPublished(record);
+  journal->TensorPublished(record);
 }
 
 void TensorStore::JournalUnpublishedLocked(const TensorObject& object) {

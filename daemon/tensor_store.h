@@ -232,6 +232,10 @@ class TensorStore {
   // Memory adopted from the previous instance may be reused from now on (MemoryPool::
   // EndAdoptionGrace): called once clients have had the time to reconnect and lease again.
   void EndAdoptionGrace();
+  // Replays the state a successor adopts into `journal`, as if it had journaled from the start:
+  // every segment, then every published CPU tensor. For a takeover (handover.h): call after
+  // Shutdown, so nothing changes any more.
+  void ExportState(PersistenceJournal* journal);
 
  private:
   struct TensorObject {
@@ -298,7 +302,9 @@ class TensorStore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropPendingLocked(TensorObject* object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells the journal (if any) that `object`'s version is published / no longer is (CPU only).
-  void JournalPublishedLocked(const TensorObject& object) ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Tells `journal` (the store's own when null) of the published `object`.
+  void JournalPublishedLocked(const TensorObject& object, PersistenceJournal* journal = nullptr)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void JournalUnpublishedLocked(const TensorObject& object) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   TensorGrant GrantLocked(const std::string& session_id, TensorObject* object, bool writable)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

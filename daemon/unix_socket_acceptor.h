@@ -9,6 +9,7 @@
 #define TENSORBROKER_DAEMON_UNIX_SOCKET_ACCEPTOR_H_
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -35,10 +36,11 @@ class UnixSocketAcceptor {
   // thread too) is closed at once. INTERNAL if no thread could start.
   absl::Status Start(grpc::Server* server, PeerRegistry* peers, ConnectionLimit* limit);
   // Stops accepting and closes the listening socket; the socket file stays (the caller unlinks
-  // it). Idempotent.
+  // it). Idempotent; from any thread. A Start after it fails.
   void Stop();
 
  private:
+  std::mutex mu_;                        // Stop may come from another thread (a takeover)
   UniqueFd listener_;                    // until Start hands it to the thread
   std::unique_ptr<AcceptThread> thread_;
 };

@@ -64,6 +64,12 @@ class Client::Impl {
   template <typename Call>
   auto Run(const Call& call) -> decltype(call(std::declval<const ConnectionPtr&>())) {
     ConnectionPtr connection = Current();
+    // A session the daemon ended already: reconnect first (calls without a session would
+    // otherwise reach a new daemon without this client's leases being taken again).
+    if (connection->session_ended() && options_.reconnect_timeout.count() > 0) {
+      auto fresh = Reconnect(connection);
+      if (fresh.ok()) connection = *std::move(fresh);
+    }
     auto result = call(connection);
     if (!absl::IsUnavailable(StatusOf(result))) return result;
     auto fresh = Reconnect(connection);

@@ -95,6 +95,7 @@ void Connection::ReadEvents() {
   }
   // The session is over (this Client went away, or the daemon did): no cache entry made for it
   // may outlive it. Tensors still held keep their own mappings.
+  session_ended_ = true;
   std::lock_guard<std::mutex> lock(segments_mu_);
   for (const std::string& segment : segments_) mapper().Forget(segment);
   segments_.clear();

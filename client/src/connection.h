@@ -15,6 +15,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -49,6 +50,8 @@ class Connection {
   const std::string& session_id() const { return session_id_; }
   const std::string& socket_path() const { return socket_path_; }
   uint64_t client_id() const { return client_id_; }
+  // Whether the daemon ended this connection's session (it went away, or is going).
+  bool session_ended() const { return session_ended_.load(); }
   SegmentMapper& mapper() { return ProcessSegmentMapper(); }
 
   // Records that a tensor of this connection lives in `segment`, so the cached mapping is
@@ -74,6 +77,7 @@ class Connection {
 
   std::string socket_path_;
   uint64_t client_id_ = 0;
+  std::atomic<bool> session_ended_{false};  // set by the event reader
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Broker::Stub> stub_;
   grpc::ClientContext session_context_;

@@ -5,7 +5,9 @@
 //                         succeeded, which the test calls a breach)
 //   "<try> code=<CODE>"   a call the daemon must refuse, with its gRPC code
 //   "wrote <N>"           bytes written through the whole writable mapping of its own tensor
-// and "done" last. Usage:
+// and "done" last. Tries: open segments by name, reach the daemon's descriptors, write through
+// or resize a read-only descriptor, attach the victim's session, take over the daemon, and
+// stray outside its own writable file. Usage:
 //   tensorbroker_attack_peer --socket S --victim NAME --victim-session ID --daemon-pid PID
 #include <fcntl.h>
 #include <grp.h>
@@ -61,8 +63,8 @@ int DescriptorOf(const void* address) {
   Die("no descriptor of " + mapping->path);
 }
 
-// Attaches `session_id` on the local channel as this uid; the daemon's code.
-int AttachCode(const std::string& socket_path, const std::string& session_id) {
+// Sends `request` on a new local channel connection as this uid; the daemon's code.
+int LocalCode(const std::string& socket_path, tensorbroker::v1::LocalRequest request) {
   const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
@@ -71,14 +73,12 @@ int AttachCode(const std::string& socket_path, const std::string& session_id) {
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
     Die(absl::StrCat("connect ", path, ": ", std::strerror(errno)));
   }
-  tensorbroker::v1::LocalRequest request;
   request.set_request_id(1);
-  request.mutable_attach()->set_session_id(session_id);
   if (!tensorbroker::SendMessage(fd, request.SerializeAsString()).ok()) Die("send");
   auto received = tensorbroker::ReceiveMessage(fd, 1 << 16);
   ::close(fd);
   tensorbroker::v1::LocalReply reply;
-  if (!received.ok() || !reply.ParseFromString(received->bytes)) Die("no reply to attach");
+  if (!received.ok() || !reply.ParseFromString(received->bytes)) Die("no reply");
   if (!received->fds.empty()) Die("the daemon sent descriptors with a refusal");
   return reply.code();
 }
@@ -150,7 +150,13 @@ int main(int argc, char** argv) {
   Report("fchmod_ro", ::fchmod(ro, 0666));
 
   // 3. The victim's session, whose id leaked: refused for another uid.
-  Say(absl::StrCat("attach_victim_session code=", AttachCode(socket_path, victim_session)));
+  tensorbroker::v1::LocalRequest attach;
+  attach.mutable_attach()->set_session_id(victim_session);
+  Say(absl::StrCat("attach_victim_session code=", LocalCode(socket_path, attach)));
+  // The daemon itself: a takeover would hand it every tensor, the sockets and the lock.
+  tensorbroker::v1::LocalRequest takeover;
+  takeover.mutable_takeover();
+  Say(absl::StrCat("takeover code=", LocalCode(socket_path, takeover)));
 
   // 4. Its own pending tensor: a writable descriptor, but of a file holding only its tensors.
   auto created = (*client)->Create("attacker/own", {1000}, tensorbroker::dtypes::kUInt8);

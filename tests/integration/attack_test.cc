@@ -112,6 +112,10 @@ TEST_F(AttackTest, AnotherUidCannotReachRootsTensorsOrSession) {
   EXPECT_EQ(said["attach_victim_session"],
             absl::StrCat("code=", static_cast<int>(absl::StatusCode::kPermissionDenied)))
       << transcript;
+  // Nor may it take the daemon over (it keeps serving: the checks below talk to it).
+  EXPECT_EQ(said["takeover"],
+            absl::StrCat("code=", static_cast<int>(absl::StatusCode::kPermissionDenied)))
+      << transcript;
   // Its own writable file holds only its own tensors; its sizes are sealed too.
   EXPECT_EQ(said["same_file"], "0") << transcript;
   EXPECT_EQ(said["ftruncate_rw"], absl::StrCat("errno=", EPERM)) << transcript;

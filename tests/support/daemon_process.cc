@@ -34,12 +34,14 @@ absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv) {
   return pid;
 }
 
-absl::Status WaitUntilServing(const std::string& socket_path, pid_t pid) {
+// `*reaped` is set when the daemon exited (and was reaped here).
+absl::Status WaitUntilServing(const std::string& socket_path, pid_t pid, bool* reaped) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   absl::Status last;
   while (std::chrono::steady_clock::now() < deadline) {
     int status = 0;
     if (waitpid(pid, &status, WNOHANG) == pid) {
+      *reaped = true;
       return absl::InternalError(absl::StrCat("tensorbrokerd exited during start-up (status ",
                                               status, ")"));
     }
@@ -82,7 +84,11 @@ absl::StatusOr<DaemonProcess> DaemonProcess::StartOn(const std::string& socket_p
   DaemonProcess daemon;
   daemon.pid_ = *pid;
   daemon.socket_path_ = socket_path;
-  if (absl::Status s = WaitUntilServing(socket_path, *pid); !s.ok()) return s;
+  bool reaped = false;
+  if (absl::Status s = WaitUntilServing(socket_path, *pid, &reaped); !s.ok()) {
+    if (reaped) daemon.pid_ = -1;  // nothing left to stop
+    return s;
+  }
   return daemon;
 }
 

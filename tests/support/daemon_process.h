@@ -39,6 +39,9 @@ class DaemonProcess {
 
   // Sends `signal` and waits for the process; returns its wait status (see WIFEXITED).
   absl::StatusOr<int> Stop(int signal = 15 /*SIGTERM*/);
+  // The caller reaped the process (it exited on its own, e.g. after a takeover): nothing is
+  // left to stop. Its directory is still removed with this object.
+  void MarkReaped() { pid_ = -1; }
 
  private:
   DaemonProcess() = default;

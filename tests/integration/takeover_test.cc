@@ -1,0 +1,127 @@
+// tensorbrokerd --takeover, without systemd: a new daemon started on a running one's socket is
+// handed its tensors, sockets and lock over the local channel, and the old one exits. Checked
+// with a consumer cycling Get/release throughout (it must see no failed call: it rides
+// through), a view held across the hand-over (still valid, leased again), every tensor's bytes
+// and version afterwards, and the socket files (the new daemon owns and removes them). The gap
+// a client sees (its slowest Get while the daemon changed) is printed, not asserted.
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/integration/test_util.h"
+
+namespace tensorbroker::testing {
+namespace {
+
+std::vector<float> Floats(size_t n, float first) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = first + static_cast<float>(i);
+  return v;
+}
+
+class TakeoverTest : public BrokerTest {
+ protected:
+  std::vector<std::string> ExtraArgs() const override { return {"--log-level", "notice"}; }
+};
+
+TEST_F(TakeoverTest, ANewDaemonTakesOverTensorsSocketsAndClientsWithNoFailedCall) {
+  ASSERT_OK_AND_ASSIGN(TensorInfo small, PutFloats(client(), "small", Floats(64, 1)));
+  ASSERT_OK_AND_ASSIGN(TensorInfo large, PutFloats(client(), "large", Floats(5 << 20, 2)));
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, client().Get("small"));
+  TensorPtr held(raw);
+  const pid_t old_pid = daemon_->pid();
+
+  // A consumer cycling Get/release on its own client throughout.
+  std::atomic<bool> stop{false};
+  std::atomic<int> cycles{0}, failures{0};
+  std::atomic<int64_t> slowest_us{0};
+  std::string first_failure;
+  std::thread consumer([&] {
+    auto c = Client::Connect(socket());
+    if (!c.ok()) {
+      ++failures;
+      first_failure = c.status().ToString();
+      return;
+    }
+    while (!stop.load()) {
+      const auto start = std::chrono::steady_clock::now();
+      auto got = (*c)->Get("small");
+      const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(
+                             std::chrono::steady_clock::now() - start).count();
+      for (int64_t seen = slowest_us.load(); us > seen && !slowest_us.compare_exchange_weak(seen, us);) {
+      }
+      if (!got.ok()) {
+        if (failures++ == 0) first_failure = got.status().ToString();
+        continue;
+      }
+      TensorPtr t(*got);
+      if (FloatsOf(t->dl_tensor) != Floats(64, 1) && failures++ == 0) first_failure = "bytes";
+      ++cycles;
+    }
+  });
+  ASSERT_TRUE(PollUntil([&] { return cycles.load() > 50; }, std::chrono::seconds(30)));
+
+  // The successor: DaemonProcess waits until the socket answers (it always does: the old
+  // daemon until it hands over, the new one after).
+  ASSERT_OK_AND_ASSIGN(DaemonProcess successor,
+                       DaemonProcess::StartOn(socket(), {"--takeover", "--log-level", "notice"}));
+  int status = 0;
+  ASSERT_EQ(::waitpid(old_pid, &status, 0), old_pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << DescribeWaitStatus(status);
+  daemon_->MarkReaped();  // its object still owns the socket's directory
+  const int before = cycles.load();
+  ASSERT_TRUE(PollUntil([&] { return cycles.load() > before + 50; }, std::chrono::seconds(30)));
+  stop = true;
+  consumer.join();
+  EXPECT_EQ(failures.load(), 0) << first_failure;
+  std::cout << "takeover: " << cycles.load() << " Get/release cycles, " << failures.load()
+            << " failed; the slowest Get (the gap a client saw) took " << slowest_us.load()
+            << " us\n";
+
+  // Everything came over: bytes, versions; the held view still reads and is leased again (by
+  // the client's first call on the new daemon).
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * large_raw, client().Get("large"));
+  TensorPtr large_view(large_raw);
+  EXPECT_EQ(FloatsOf(large_view->dl_tensor), Floats(5 << 20, 2));
+  EXPECT_EQ(FloatsOf(held->dl_tensor), Floats(64, 1));
+  ASSERT_OK_AND_ASSIGN(TensorInfo small_after, client().Stat("small"));
+  EXPECT_EQ(small_after.version, small.version);
+  EXPECT_EQ(small_after.leases, 1u);
+  held.reset();
+  ASSERT_OK_AND_ASSIGN(TensorInfo large_after, client().Stat("large"));
+  EXPECT_EQ(large_after.version, large.version);
+  large_view.reset();
+  ASSERT_OK_AND_ASSIGN(TensorInfo fresh, PutFloats(client(), "fresh", Floats(4, 3)));
+  EXPECT_GT(fresh.version, std::max(small.version, large.version));
+
+  // The successor owns the sockets now: it removes them when it stops.
+  const std::string path = socket();
+  client_.reset();
+  ASSERT_OK_AND_ASSIGN(int stopped, successor.Stop());
+  EXPECT_TRUE(WIFEXITED(stopped) && WEXITSTATUS(stopped) == 0) << DescribeWaitStatus(stopped);
+  struct stat gone {};
+  EXPECT_NE(::stat(path.c_str(), &gone), 0);
+  EXPECT_NE(::stat((path + ".fd").c_str(), &gone), 0);
+  daemon_.reset();  // removes the directory
+}
+
+TEST_F(TakeoverTest, WithNothingRunningTakeoverFailsAndSaysSo) {
+  const std::string elsewhere = socket() + ".nobody";
+  auto started = DaemonProcess::StartOn(elsewhere, {"--takeover"});
+  ASSERT_FALSE(started.ok());  // it says why in its log: "--takeover: no daemon to take over"
+  EXPECT_NE(started.status().message().find("exited during start-up (status 256)"),
+            std::string::npos)
+      << started.status();
+}
+
+}  // namespace
+}  // namespace tensorbroker::testing
