@@ -1,8 +1,11 @@
 #include "tests/support/service_manager_harness.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -31,6 +34,13 @@ constexpr size_t kMaxFdsPerMessage = 64;
 
 absl::StatusOr<std::unique_ptr<ServiceManagerHarness>> ServiceManagerHarness::Create(
     const std::string& directory) {
+  // systemd keeps up to FileDescriptorStoreMax= descriptors per unit: as many as this process
+  // may open (a message whose descriptors do not fit is truncated, and they are lost).
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &limit);
+  }
   const std::string path = directory + "/notify";
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
@@ -113,6 +123,8 @@ bool ServiceManagerHarness::ReadOneLocked() {
   }
   const std::string body(text, static_cast<size_t>(n));
   messages_.push_back(body);
+  // Descriptors the kernel could not hand over (this process's limit): lost, as systemd logs.
+  if ((message.msg_flags & MSG_CTRUNC) != 0) messages_.push_back("MSG_CTRUNC: descriptors lost");
   std::map<std::string, std::string> fields;
   for (absl::string_view line : absl::StrSplit(body, '\n', absl::SkipEmpty())) {
     const size_t equals = line.find('=');
@@ -241,6 +253,8 @@ absl::StatusOr<pid_t> ServiceManagerHarness::Start(
   const pid_t pid = ::fork();
   if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
   if (pid == 0) {
+    // As DaemonProcess does: a test process that dies takes its daemon with it.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     // Move every source above the target range first, so no dup2 overwrites a later source.
     const int base = 3 + static_cast<int>(sources.size()) + 64;
     for (size_t i = 0; i < sources.size(); ++i) {
