@@ -68,7 +68,8 @@ class Client::Impl {
     // otherwise reach a new daemon without this client's leases being taken again).
     if (connection->session_ended() && options_.reconnect_timeout.count() > 0) {
       auto fresh = Reconnect(connection);
-      if (fresh.ok()) connection = *std::move(fresh);
+      if (!fresh.ok()) return fresh.status();  // waited reconnect_timeout already
+      connection = *std::move(fresh);
     }
     auto result = call(connection);
     if (!absl::IsUnavailable(StatusOf(result))) return result;

@@ -146,11 +146,12 @@ def test_unavailable_is_a_connection_error(tmp_path):
     with pytest.raises(tensorbroker.Unavailable, match="no tensorbrokerd answers") as e:
         tensorbroker.connect(str(tmp_path / "nobody.sock"), timeout=0.2)
     assert isinstance(e.value, ConnectionError)
-    # A daemon that goes away: calls answer Unavailable, not a hang or a crash.
+    # A daemon that goes away and does not come back: after waiting reconnect_timeout for it,
+    # calls answer Unavailable, not a hang or a crash.
     d = Daemon()
-    c = tensorbroker.connect(d.socket)
+    c = tensorbroker.connect(d.socket, reconnect_timeout=0.5)
     assert d.stop() == 0
-    with pytest.raises(tensorbroker.Unavailable):
+    with pytest.raises(tensorbroker.Unavailable, match="did not come back within 500 ms"):
         c.stats()
 
 
