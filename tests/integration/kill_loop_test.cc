@@ -26,7 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "tests/integration/test_util.h"
-#include "tests/support/service_manager_harness.h"
+#include "tests/integration/harnessed_daemon_test.h"
 
 namespace tensorbroker::testing {
 namespace {
@@ -54,32 +54,11 @@ struct Expected {
 };
 using Model = std::map<std::string, Expected>;  // names published, and what they hold
 
-class KillLoopTest : public ::testing::Test {
+class KillLoopTest : public HarnessedDaemonTest {
  protected:
-  void SetUp() override {
-    auto harness = ServiceManagerHarness::CreateInTemporaryDirectory();
-    ASSERT_TRUE(harness.ok()) << harness.status();
-    harness_ = std::move(*harness);
-    socket_ = harness_->directory() + "/broker.sock";
-  }
-  void TearDown() override {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
   void Start() {
-    auto pid = harness_->Start({DaemonBinaryPath(), "--socket", socket_, "--capacity", "512M",
-                                "--log-level", "warning"});
-    ASSERT_TRUE(pid.ok()) << pid.status();
-    pid_ = *pid;
-    ASSERT_TRUE(harness_->WaitFor([&] { return harness_->ready(); }, absl::Seconds(60)))
-        << "no READY=1 from tensorbrokerd";
+    HarnessedDaemonTest::Start({"--capacity", "512M", "--log-level", "warning"});
   }
-
-  std::unique_ptr<ServiceManagerHarness> harness_;
-  std::string socket_;
-  pid_t pid_ = -1;
 };
 
 // What `name` holds now: its stamp and size, checked element by element; nullopt when absent.

@@ -28,48 +28,13 @@
 #include "absl/time/clock.h"
 #include "tests/integration/test_util.h"
 #include "tensorbroker/v1/state.pb.h"
-#include "tests/support/service_manager_harness.h"
+#include "tests/integration/harnessed_daemon_test.h"
 
 namespace tensorbroker::testing {
 namespace {
 
-std::vector<float> Floats(size_t n, float first) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = first + static_cast<float>(i);
-  return v;
-}
-
-class RestartTest : public ::testing::Test {
+class RestartTest : public HarnessedDaemonTest {
  protected:
-  void SetUp() override {
-    auto harness = ServiceManagerHarness::CreateInTemporaryDirectory();
-    ASSERT_TRUE(harness.ok()) << harness.status();
-    harness_ = std::move(*harness);
-    socket_ = harness_->directory() + "/broker.sock";
-  }
-  void TearDown() override {
-    if (pid_ > 0) Stop(SIGKILL);
-    harness_.reset();
-  }
-
-  // Starts the daemon through the harness (handing it what is kept) and waits for READY=1.
-  void Start() {
-    auto pid = harness_->Start(
-        {DaemonBinaryPath(), "--socket", socket_, "--capacity", "256M", "--log-level", "info"});
-    ASSERT_TRUE(pid.ok()) << pid.status();
-    pid_ = *pid;
-    ASSERT_TRUE(harness_->WaitFor([&] { return harness_->ready(); }, absl::Seconds(30)))
-        << "no READY=1 from tensorbrokerd";
-  }
-  // Sends `signal`, waits for the exit and reads every message it sent.
-  int Stop(int signal) {
-    ::kill(pid_, signal);
-    int status = 0;
-    EXPECT_EQ(::waitpid(pid_, &status, 0), pid_);
-    pid_ = -1;
-    harness_->Drain();
-    return status;
-  }
   std::unique_ptr<Client> Connect() {
     auto c = Client::Connect(socket_);
     EXPECT_TRUE(c.ok()) << c.status();
@@ -174,9 +139,6 @@ class RestartTest : public ::testing::Test {
     ExpectAdopted(*c, kept);
   }
 
-  std::string socket_;
-  std::unique_ptr<ServiceManagerHarness> harness_;
-  pid_t pid_ = -1;
   TensorPtr pending_;
 };
 

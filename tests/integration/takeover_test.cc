@@ -22,12 +22,6 @@
 namespace tensorbroker::testing {
 namespace {
 
-std::vector<float> Floats(size_t n, float first) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = first + static_cast<float>(i);
-  return v;
-}
-
 class TakeoverTest : public BrokerTest {
  protected:
   std::vector<std::string> ExtraArgs() const override { return {"--log-level", "notice"}; }

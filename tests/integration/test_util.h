@@ -90,6 +90,13 @@ inline std::vector<uint8_t> BytesOf(const DLTensor& t) {
   const uint8_t* p = DataOf(t);
   return std::vector<uint8_t>(p, p + CompactBytesOf(t));
 }
+// n floats counting up from `first`.
+inline std::vector<float> Floats(size_t n, float first) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = first + static_cast<float>(i);
+  return v;
+}
+
 inline std::vector<float> FloatsOf(const DLTensor& t) {
   std::vector<float> out(ElementsOf(t));
   if (!out.empty()) std::memcpy(out.data(), DataOf(t), out.size() * sizeof(float));
