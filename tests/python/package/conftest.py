@@ -31,10 +31,17 @@ def dies_with_test(sig):
 
 
 class Daemon:
-    def __init__(self, *extra_args, stderr=None):
+    """`takeover`: a Daemon whose socket this one takes over (tensorbrokerd --takeover); its
+    directory then belongs to this one."""
+
+    def __init__(self, *extra_args, stderr=None, takeover=None):
         binary = os.environ.get("TENSORBROKERD")
         assert binary and os.path.exists(binary), "set TENSORBROKERD to the tensorbrokerd binary"
-        self.dir = tempfile.mkdtemp(prefix="tbpkg.")
+        if takeover is None:
+            self.dir = tempfile.mkdtemp(prefix="tbpkg.")
+        else:
+            self.dir = takeover.dir
+            extra_args = ("--takeover", *extra_args)
         self.socket = os.path.join(self.dir, "broker.sock")
         env = dict(os.environ)
         env.pop("LD_PRELOAD", None)  # set for sanitized Python processes only

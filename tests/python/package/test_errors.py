@@ -155,6 +155,31 @@ def test_unavailable_is_a_connection_error(tmp_path):
         c.stats()
 
 
+def test_a_client_rides_through_a_takeover():
+    """A new daemon takes over the running one (tensorbrokerd --takeover): the same client goes
+    on without doing anything, and the view it held keeps its bytes and is leased again."""
+    old = Daemon()
+    c = tensorbroker.connect(old.socket)
+    values = np.arange(1000, dtype=np.float32)
+    version = c.put("ride/a", values)["version"]
+    held = c.get("ride/a", timeout=0)
+    view = np.from_dlpack(held)
+    new = Daemon(takeover=old)
+    assert old.proc.wait(timeout=60) == 0
+    try:
+        with c.get("ride/a", timeout=0) as again:
+            np.testing.assert_array_equal(np.from_dlpack(again), values)
+        np.testing.assert_array_equal(view, values)
+        assert c.stat("ride/a")["version"] == version
+        assert c.stat("ride/a")["leases"] == 1  # the held view's, taken again
+        del view
+        held.release()
+        assert c.stat("ride/a")["leases"] == 0
+        c.close()
+    finally:
+        assert new.stop() == 0
+
+
 def test_failed_precondition_for_the_wrong_state(client):
     w = client.create("err/state", (2,), "int32")
     with pytest.raises(tensorbroker.FailedPrecondition, match="not sealed"):
