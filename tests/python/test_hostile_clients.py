@@ -434,7 +434,14 @@ def many_names(daemon):
 
 
 def test_raw_list_answers_pages_under_4_mib(daemon, many_names):
-    stub = daemon.stub
+    # A channel of its own: the module's has been idle while the producers put 20,000 names,
+    # longer than the daemon's handshake timeout, and the daemon closes idle connections; a
+    # call that races that close fails with UNAVAILABLE ("Broken pipe").
+    with grpc.insecure_channel("unix:" + daemon.socket) as channel:
+        list_pages(pbg.BrokerStub(channel), many_names)
+
+
+def list_pages(stub, many_names):
     first = stub.List(pb.ListRequest(prefix="many/"), timeout=HANG_GUARD)
     assert len(first.tensors) == 500  # page_size 0: the default page
     assert first.ByteSize() < GRPC_DEFAULT_RECEIVE_LIMIT
