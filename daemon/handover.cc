@@ -43,10 +43,7 @@ void HandoverCollector::SegmentCreated(const MemfdSegment& segment) {
 }
 
 void HandoverCollector::SegmentRemoved(const std::string& segment) {
-  const std::string name = SegmentFdName(segment);
-  fds_.erase(std::remove_if(fds_.begin(), fds_.end(),
-                            [&](const NamedFd& fd) { return fd.name == name; }),
-             fds_.end());
+  Drop(SegmentFdName(segment));
 }
 
 void HandoverCollector::TensorPublished(const v1::TensorRecord& record) {
@@ -58,8 +55,9 @@ void HandoverCollector::TensorPublished(const v1::TensorRecord& record) {
   fds_.push_back({RecordFdName(record.info().version()), *std::move(fd)});
 }
 
-void HandoverCollector::TensorUnpublished(uint64_t version) {
-  const std::string name = RecordFdName(version);
+void HandoverCollector::TensorUnpublished(uint64_t version) { Drop(RecordFdName(version)); }
+
+void HandoverCollector::Drop(const std::string& name) {
   fds_.erase(std::remove_if(fds_.begin(), fds_.end(),
                             [&](const NamedFd& fd) { return fd.name == name; }),
              fds_.end());

@@ -40,6 +40,8 @@ class HandoverCollector final : public PersistenceJournal {
   std::vector<NamedFd> Take() { return std::move(fds_); }
 
  private:
+  void Drop(const std::string& name);  // closes what is kept under `name`
+
   std::vector<NamedFd> fds_;
   absl::Status status_;
 };
