@@ -434,10 +434,12 @@ def many_names(daemon):
 
 
 def test_raw_list_answers_pages_under_4_mib(daemon, many_names):
-    # A channel of its own: the module's has been idle while the producers put 20,000 names,
-    # longer than the daemon's handshake timeout, and the daemon closes idle connections; a
-    # call that races that close fails with UNAVAILABLE ("Broken pipe").
-    with grpc.insecure_channel("unix:" + daemon.socket) as channel:
+    # A connection of its own (a local subchannel pool: gRPC would otherwise reuse the module
+    # channel's): that one has been idle while the producers put 20,000 names, longer than the
+    # daemon's handshake timeout, and the daemon closes idle connections; a call that races that
+    # close fails with UNAVAILABLE ("Broken pipe").
+    with grpc.insecure_channel("unix:" + daemon.socket,
+                               options=[("grpc.use_local_subchannel_pool", 1)]) as channel:
         list_pages(pbg.BrokerStub(channel), many_names)
 
 
