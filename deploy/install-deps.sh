@@ -14,7 +14,7 @@ for arg in "$@"; do
 done
 
 packages=(
-  build-essential cmake pkg-config ninja-build
+  build-essential cmake pkg-config ninja-build ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libboost-dev libgtest-dev libgmock-dev libbenchmark-dev libsystemd-dev systemd
   python3-grpcio python3-protobuf python3-numpy python3-pytest pybind11-dev python3-dev

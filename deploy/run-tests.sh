@@ -48,4 +48,7 @@ reasons=$( { grep -h -A1 ': Skipped$' "$log" 2>/dev/null | grep -v -e ': Skipped
              grep -h '^SKIPPED \[' "$log" 2>/dev/null | sed 's/^SKIPPED \[[0-9]*\] [^ ]* //'; } |
           sort | uniq -c || true)
 [ -z "$reasons" ] || printf 'skipped tests, and why:\n%s\n' "$reasons"
+# The soaks' figures (tests/integration/soak_test.cc prints them on lines starting "soak:").
+figures=$(grep -h '^soak: ' "$log" 2>/dev/null || true)
+[ -z "$figures" ] || printf 'figures from the soaks:\n%s\n' "$figures"
 exit "$status"

@@ -6,11 +6,13 @@
 # gate), stops it; removes the package (the conffile and an admin's edit stay, the unit is
 # masked), installs it again (the edit survives, the unit is unmasked), then purges it and checks
 # that none of its files, and none of systemd's state for its unit, is left.
-#   deb_package.sh SOURCE_DIR [SANITIZE [PYTHON_PRELOAD]]
+#   deb_package.sh SOURCE_DIR [SANITIZE [PYTHON_PRELOAD [BUILD_DIR]]]
 # SANITIZE ('', address, thread) builds the package with that sanitizer, like the suite's tree;
-# PYTHON_PRELOAD is then the runtime the (uninstrumented) Python must preload.
+# PYTHON_PRELOAD is then the runtime the (uninstrumented) Python must preload. BUILD_DIR (kept,
+# so a second run only relinks) is where the package is built; the suite passes a sibling of its
+# own tree, where ccache (see CMakeLists.txt) finds every object the suite's build compiled.
 set -euo pipefail
-src=$1 sanitize=${2:-} python_preload=${3:-}
+src=$1 sanitize=${2:-} python_preload=${3:-} build_dir=${4:-}
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "Skipped: dpkg -i needs root (run the suite as root, as deploy/run-tests.sh does in CI)"
@@ -38,11 +40,12 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 expect_eq() { [ "$1" = "$2" ] || fail "$3: got '$1', expected '$2'"; }
 
-bash "$src/deploy/build-deb.sh" --build-dir "$work/build" --out "$work/out" \
+build_started=$(date +%s)
+bash "$src/deploy/build-deb.sh" --build-dir "${build_dir:-$work/build}" --out "$work/out" \
   -- -DTENSORBROKER_SANITIZE="$sanitize" >/dev/null 2>"$work/build.err" ||
   { cat "$work/build.err" >&2; fail "deploy/build-deb.sh"; }
 deb=$(ls "$work"/out/tensorbroker_*_"$(dpkg --print-architecture)".deb)
-echo "built $(basename "$deb")"
+echo "built $(basename "$deb") in $(( $(date +%s) - build_started )) s"
 
 depends=$(dpkg-deb -f "$deb" Depends)
 for needed in adduser 'libgrpc++1.51' libprotobuf32 libsystemd0 python3-numpy 'python3 (>= 3.11)'; do

@@ -27,23 +27,13 @@
 #include "absl/time/clock.h"
 #include "tests/integration/test_util.h"
 #include "tests/integration/harnessed_daemon_test.h"
+#include "tests/integration/stamped_tensor.h"
 
 namespace tensorbroker::testing {
 namespace {
 
 constexpr int kKills = 12;
 constexpr int kNames = 10;
-
-uint64_t NameHash(const std::string& name) {
-  uint64_t hash = 1469598103934665603ull;
-  for (unsigned char c : name) hash = (hash ^ c) * 1099511628211ull;
-  return hash;
-}
-
-// Element i of the tensor `name` holds for `stamp`.
-uint64_t Element(uint64_t hash, uint64_t stamp, uint64_t i) {
-  return i == 0 ? hash : i == 1 ? stamp : (hash ^ (stamp * 0x9e3779b97f4a7c15ull)) + i;
-}
 
 // Pooled, pooled, and a dedicated segment of its own (over the 16 MiB threshold).
 constexpr uint64_t kSizes[] = {8, 4096, (17u << 20) / 8};
@@ -71,15 +61,11 @@ std::optional<Expected> Read(Client& client, const std::string& name) {
   const DLTensor& t = tensor->dl_tensor;
   const uint64_t elements = static_cast<uint64_t>(t.shape[0]);
   const auto* values = static_cast<const uint64_t*>(t.data);
-  const uint64_t hash = NameHash(name);
-  EXPECT_EQ(values[0], hash) << name << ": another tensor's bytes";
+  EXPECT_EQ(values[0], NameHash(name)) << name << ": another tensor's bytes";
   Expected seen{values[1], elements};
-  for (uint64_t i = 0; i < elements; ++i) {
-    if (values[i] != Element(hash, seen.stamp, i)) {
-      ADD_FAILURE() << name << ": element " << i << " of " << elements << " is " << values[i]
-                    << ", not what its producer wrote (half-written or reused memory)";
-      break;
-    }
+  if (std::optional<uint64_t> bad = FirstUnstampedElement(name, values, elements)) {
+    ADD_FAILURE() << name << ": element " << *bad << " of " << elements << " is "
+                  << values[*bad] << ", not what its producer wrote (half-written or reused memory)";
   }
   return seen;
 }
@@ -135,11 +121,10 @@ TEST_F(KillLoopTest, SigkillAtRandomPointsLeavesAConsistentAdoptedState) {
         const uint64_t elements = kSizes[std::uniform_int_distribution<int>(
             0, name == "t/0" || name == "t/1" ? 2 : 1)(random)];
         const uint64_t stamp = next_stamp++;
-        const uint64_t hash = NameHash(name);
         std::vector<int64_t> shape = {static_cast<int64_t>(elements)};
         if (op < 6) {
           std::vector<uint64_t> values(elements);
-          for (uint64_t i = 0; i < elements; ++i) values[i] = Element(hash, stamp, i);
+          FillStamped(name, stamp, values.data(), elements);
           PutOptions put;
           put.replace = true;
           status = client->Put(name, HostTensor(values.data(), shape, dtypes::kUInt64), put)
@@ -152,7 +137,7 @@ TEST_F(KillLoopTest, SigkillAtRandomPointsLeavesAConsistentAdoptedState) {
           if (made.ok()) {
             TensorPtr writable(*made);
             auto* values = static_cast<uint64_t*>(writable->dl_tensor.data);
-            for (uint64_t i = 0; i < elements; ++i) values[i] = Element(hash, stamp, i);
+            FillStamped(name, stamp, values, elements);
             writable.reset();
             status = client->Seal(name).status();
           }

@@ -1,0 +1,29 @@
+// What a process holds, from /proc/<pid>: open descriptors, threads, and resident memory (its
+// own anonymous pages apart from the shared memory it has touched). For the soak tests, which
+// check that a daemon's footprint comes back after thousands of clients came and died.
+#ifndef TENSORBROKER_TESTS_INTEGRATION_PROCESS_FOOTPRINT_H_
+#define TENSORBROKER_TESTS_INTEGRATION_PROCESS_FOOTPRINT_H_
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <string>
+
+namespace tensorbroker::testing {
+
+struct ProcessFootprint {
+  size_t fds = 0;
+  size_t threads = 0;
+  size_t rss_anon_kib = 0;   // RssAnon: heap, stacks, the allocator's caches
+  size_t rss_shmem_kib = 0;  // RssShmem: shared memory pages it touched
+};
+
+// All zero when the process is gone.
+ProcessFootprint FootprintOf(pid_t pid);
+
+// "fds 14, threads 9, RssAnon 21.3 MiB, RssShmem 0.0 MiB"
+std::string Describe(const ProcessFootprint& footprint);
+
+}  // namespace tensorbroker::testing
+
+#endif  // TENSORBROKER_TESTS_INTEGRATION_PROCESS_FOOTPRINT_H_
