@@ -29,7 +29,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "tests/integration/peer_process.h"
-#include "tests/integration/process_footprint.h"
+#include "tests/support/process_footprint.h"
 #include "tests/integration/stamped_tensor.h"
 #include "tests/integration/test_util.h"
 #include "tests/support/daemon_process.h"

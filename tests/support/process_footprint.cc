@@ -1,4 +1,4 @@
-#include "tests/integration/process_footprint.h"
+#include "tests/support/process_footprint.h"
 
 #include <dirent.h>
 

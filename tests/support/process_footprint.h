@@ -1,8 +1,8 @@
 // What a process holds, from /proc/<pid>: open descriptors, threads, and resident memory (its
-// own anonymous pages apart from the shared memory it has touched). For the soak tests, which
-// check that a daemon's footprint comes back after thousands of clients came and died.
-#ifndef TENSORBROKER_TESTS_INTEGRATION_PROCESS_FOOTPRINT_H_
-#define TENSORBROKER_TESTS_INTEGRATION_PROCESS_FOOTPRINT_H_
+// own anonymous pages apart from the shared memory it has touched). For the soak tests and the
+// load bench, which check that a daemon's footprint comes back after many clients came and died.
+#ifndef TENSORBROKER_TESTS_SUPPORT_PROCESS_FOOTPRINT_H_
+#define TENSORBROKER_TESTS_SUPPORT_PROCESS_FOOTPRINT_H_
 
 #include <sys/types.h>
 
@@ -26,4 +26,4 @@ std::string Describe(const ProcessFootprint& footprint);
 
 }  // namespace tensorbroker::testing
 
-#endif  // TENSORBROKER_TESTS_INTEGRATION_PROCESS_FOOTPRINT_H_
+#endif  // TENSORBROKER_TESTS_SUPPORT_PROCESS_FOOTPRINT_H_
