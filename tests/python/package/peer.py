@@ -56,6 +56,13 @@ def rss_anon_kib():
     raise RuntimeError("no RssAnon in /proc/self/status")
 
 
+def descriptors_and_mappings():
+    """Open descriptors and memory mappings of this process."""
+    with open("/proc/self/maps") as maps:
+        mappings = sum(1 for _ in maps)
+    return len(os.listdir("/proc/self/fd")) - 1, mappings  # less listdir's own descriptor
+
+
 def heap_in_use_bytes():
     """Bytes the program has malloc'd and not freed: the sanitizer allocator's count when a
     sanitizer runtime is loaded (its own bookkeeping excluded), else glibc's mallinfo2()."""
@@ -165,14 +172,18 @@ def main():
                     cycle()
                 rss = [rss_anon_kib()]  # after the warm-up, then after each of 4 quarters
                 heap = [heap_in_use_bytes()[1]]
+                fds_maps = [descriptors_and_mappings()]
                 for quarter in range(4):
                     for _ in range(cmd["n"] // 4):
                         cycle()
                     rss.append(rss_anon_kib())
                     heap.append(heap_in_use_bytes()[1])
+                    fds_maps.append(descriptors_and_mappings())
                 # A later call of this client sees its queued releases done (the README's
                 # rule), so the daemon has them before this answer goes out.
                 answer = {"rss_anon_kib": rss, "heap_in_use_bytes": heap,
+                          "descriptors": [f for f, _ in fds_maps],
+                          "mappings": [m for _, m in fds_maps],
                           "heap_counter": heap_in_use_bytes()[0],
                           "leases_after": client.stat(cmd["name"])["leases"]}
             elif op == "smaps":

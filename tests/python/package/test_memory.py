@@ -75,6 +75,9 @@ def test_ten_thousand_get_release_cycles_leak_nothing(client, peers):
     print(f"\nconsumer after 3,000 warm-up cycles and after each 2,500 of 10,000 more "
           f"(get + np.asarray + torch.from_dlpack + release): RssAnon {rss} KiB; heap in use "
           f"({answer['heap_counter']}) {heap} bytes")
+    print(f"descriptors {answer['descriptors']}, mappings {answer['mappings']}")
+    assert answer["descriptors"][4] == answer["descriptors"][0]
+    assert answer["mappings"][4] == answer["mappings"][0]
     assert answer["leases_after"] == 0
     assert client.stat("leak/a")["leases"] == 0
     assert client.stats()["leases"] == 0
