@@ -44,7 +44,9 @@
 #define TB_SANITIZER_HEAP 1
 #endif
 #ifdef TB_SANITIZER_HEAP
-#include <sanitizer/allocator_interface.h>
+// The sanitizer runtimes' allocator statistics (sanitizer/allocator_interface.h, which GCC does
+// not install).
+extern "C" size_t __sanitizer_get_current_allocated_bytes();
 #endif
 
 namespace {
