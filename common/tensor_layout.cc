@@ -129,19 +129,28 @@ absl::StatusOr<TensorLayout> ComputeLayout(const std::vector<int64_t>& shape,
   const uint64_t item = ItemSize(dtype);
   // Keep every byte count well inside int64 so offsets computed anywhere cannot overflow.
   constexpr uint64_t kLimit = uint64_t{1} << 62;
+  // As in NumPy, a dimension of 0 empties the tensor but does not excuse the others: the
+  // product of the non-zero dimensions is bounded too, so that compact strides (which count a
+  // 0 as 1) cannot overflow either.
   uint64_t elements = 1;
+  uint64_t extents = 1;  // the product of the non-zero dimensions
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("shape[", i, "] = ", shape[i], " is negative"));
     }
-    if (shape[i] != 0 && elements > kLimit / static_cast<uint64_t>(shape[i])) {
+    if (shape[i] == 0) {
+      elements = 0;
+      continue;
+    }
+    if (extents > kLimit / static_cast<uint64_t>(shape[i])) {
       return absl::InvalidArgumentError(absl::StrCat(
           "shape [", absl::StrJoin(shape, ", "), "] has too many elements (overflow)"));
     }
+    extents *= static_cast<uint64_t>(shape[i]);
     elements *= static_cast<uint64_t>(shape[i]);
   }
-  if (elements > kLimit / item) {
+  if (extents > kLimit / item) {
     return absl::InvalidArgumentError(
         absl::StrCat("shape [", absl::StrJoin(shape, ", "), "] is too large in bytes"));
   }

@@ -46,7 +46,8 @@ struct TensorLayout {
   uint64_t elements = 0;
 };
 
-// Checks shape and (optional) strides and computes the buffer size. Strides must be
+// Checks shape and (optional) strides and computes the buffer size. As in NumPy, the non-zero
+// dimensions must stay within 2^62 bytes even when another dimension is 0. Strides must be
 // non-negative; with `buffer_nbytes` > 0 every element must lie inside that many bytes and the
 // buffer is that large, otherwise it is exactly as large as the elements span.
 absl::StatusOr<TensorLayout> ComputeLayout(const std::vector<int64_t>& shape,

@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -58,7 +59,18 @@ Adoption AdoptStoredDescriptors(std::vector<NamedFd> descriptors, CpuSegmentPool
                                 const FdStore& store) {
   Adoption result;
   std::map<std::string, v1::TensorRecord> records;  // by descriptor name
+  std::set<std::string> seen;                       // segment and record names
   for (NamedFd& named : descriptors) {
+    const bool segment_or_record = absl::StartsWith(named.name, kSegmentPrefix) ||
+                                   absl::StartsWith(named.name, kRecordPrefix);
+    if (segment_or_record && !seen.insert(named.name).second) {
+      // The store removes by name: dropping this one there would drop the first one too, which
+      // may be adopted (and lost at the next start). Only the first is used; this one closes.
+      Log(LogLevel::kWarning, "adoption: ", LogSafe(named.name),
+          " handed over more than once; only the first is used");
+      if (absl::StartsWith(named.name, kRecordPrefix)) ++result.records_dropped;
+      continue;
+    }
     if (absl::StartsWith(named.name, kSegmentPrefix)) {
       const std::string segment = named.name.substr(kSegmentPrefix.size());
       if (absl::Status adopted = pool->AdoptSegment(segment, std::move(named.fd));

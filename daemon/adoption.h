@@ -8,8 +8,10 @@
 //
 // Whatever is not adopted is dropped from the descriptor store, with a warning, so that it
 // never comes back: records that fail a check or lost to a higher version, and segments no
-// adopted tensor lies in (through the pool's journal). Descriptors of other names (sockets)
-// are returned untouched.
+// adopted tensor lies in (through the pool's journal). A segment or record name handed over
+// more than once is used once, its first descriptor: the others are closed but not dropped
+// from the store, since dropping is by name and would take the first one too. Descriptors of
+// other names (sockets) are returned untouched.
 #ifndef TENSORBROKER_DAEMON_ADOPTION_H_
 #define TENSORBROKER_DAEMON_ADOPTION_H_
 
@@ -29,7 +31,7 @@ struct Adoption {
   uint64_t bytes = 0;                               // of the adopted tensors
   size_t segments = 0;                              // holding adopted tensors
   size_t segments_freed = 0;                        // handed over, holding none
-  size_t records_dropped = 0;                       // unreadable, invalid or superseded
+  size_t records_dropped = 0;  // unreadable, invalid, superseded or a name's second descriptor
 };
 
 // `pool` must be fresh (serving nothing yet) and journal to `store`'s service manager.

@@ -111,10 +111,15 @@ void CpuSegmentPool::Free(const Block& block, std::vector<std::string>* removed_
   // An adopted segment is not kept during the restart's grace period (EndAdoptionGrace).
   const bool keep = segment.kind == BlockKind::kImmutable && !segment.adopted &&
                     (segment.dedicated || segment.memory.size() == PooledSegmentBytes());
+  // Copies: RemoveIdle may erase `segment` itself before it asks about the segments after it.
+  const BlockKind kind = segment.kind;
+  const std::string owner = segment.owner;
+  const bool dedicated = segment.dedicated;
+  const std::string name = it->first;
   RemoveIdle(
       [&](const Segment& s) {
-        return s.kind == segment.kind && s.owner == segment.owner &&
-               s.dedicated == segment.dedicated && (!keep || &s != &segment);
+        return s.kind == kind && s.owner == owner && s.dedicated == dedicated &&
+               (!keep || s.memory.name() != name);
       },
       removed_segments);
 }

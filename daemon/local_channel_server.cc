@@ -13,7 +13,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
-#include "common/fd_passing.h"
 #include "daemon/log.h"
 
 namespace tensorbroker::daemon {
@@ -307,17 +306,7 @@ void LocalChannelServer::Serve(LocalConnection* connection, uint32_t events) {
   if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) {
     // One request per wake-up: epoll is level-triggered, so more come with the next wait (no
     // busy client starves the others, and no read is spent to learn the socket is empty).
-    auto received = ReceiveMessage(connection->fd(), kMaxLocalRequestBytes, 0);
-    if (!received.ok() && absl::IsInvalidArgument(received.status())) {
-      // Too long, or descriptors the daemon never takes: refused, the connection serves on.
-      if (!connection->Refuse(received.status())) return Drop(id);
-    } else if (received.ok() && !received->closed) {
-      if (!connection->HandleRequest(received->bytes)) return Drop(id);
-    } else if (!received.ok() && absl::IsUnavailable(received.status())) {
-      // Nothing to read after all (EAGAIN).
-    } else {
-      return Drop(id);
-    }
+    if (!connection->ReadRequest()) return Drop(id);
   }
   WatchWrites(connection);
 }

@@ -99,6 +99,17 @@ absl::Status LocalConnection::NeedSession() const {
   return absl::OkStatus();
 }
 
+bool LocalConnection::ReadRequest() {
+  auto received = ReceiveMessage(socket_.get(), kMaxLocalRequestBytes, 0);
+  if (!received.ok() && absl::IsInvalidArgument(received.status())) {
+    // Too long, or descriptors the daemon never takes: refused, the connection serves on.
+    return Refuse(received.status());
+  }
+  if (received.ok() && !received->closed) return HandleRequest(received->bytes);
+  // Nothing to read after all (EAGAIN); anything else ends the connection.
+  return !received.ok() && absl::IsUnavailable(received.status());
+}
+
 bool LocalConnection::HandleRequest(const std::string& bytes) {
   const absl::Time start = absl::Now();
   v1::LocalRequest request;

@@ -69,6 +69,11 @@ class LocalConnection {
   // Whether it opened or attached a session yet.
   bool has_session() const { return !session_id_.empty(); }
 
+  // Reads one datagram from the socket (the server's loop found it readable) and handles it:
+  // a request too long or carrying descriptors is refused and the connection serves on; no
+  // datagram after all (EAGAIN) does nothing. False when the connection must be dropped (the
+  // client closed it, or a reply cannot be sent).
+  bool ReadRequest();
   // Handles one request datagram. False when the connection must be dropped.
   bool HandleRequest(const std::string& bytes);
   // Waiting Gets, by the store's waiter id.
@@ -83,8 +88,6 @@ class LocalConnection {
   // The daemon removed `segment`: tell the client (sessions opened here) and forget it.
   bool SegmentRemoved(const std::string& segment);
 
-  // Answers a datagram that could not be read as a request (request_id 0).
-  bool Refuse(const absl::Status& status);
   // Sends queued replies; false when the connection must be dropped.
   bool Flush();
   bool wants_to_write() const { return !outgoing_.empty(); }
@@ -96,6 +99,8 @@ class LocalConnection {
     std::vector<UniqueFd> fds;
   };
 
+  // Answers a datagram that could not be read as a request (request_id 0).
+  bool Refuse(const absl::Status& status);
   void Dispatch(const v1::LocalRequest& request, v1::LocalReply* reply,
                 std::vector<UniqueFd>* fds);
   absl::Status NeedSession() const;

@@ -9,19 +9,18 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <system_error>
 #include <utility>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/errno_status.h"
 #include "daemon/listen_address.h"
 #include "daemon/log.h"
+#include "daemon/metrics_http_request.h"
 
 namespace tensorbroker::daemon {
 namespace {
@@ -91,22 +90,6 @@ absl::StatusOr<UniqueFd> Listen(const ListenAddress& where, absl::string_view te
   return cannot("no address");
 }
 
-std::string Response(absl::string_view status, absl::string_view content_type,
-                     absl::string_view body, bool with_body, absl::string_view extra_headers = "") {
-  return absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", content_type,
-                      "\r\nContent-Length: ", body.size(), "\r\n", extra_headers,
-                      "Connection: close\r\n\r\n", with_body ? body : "");
-}
-
-// Whether `request` holds the end of an HTTP head (a blank line), looking only where
-// `new_bytes` just appended could have completed one: a client that sends a byte at a time
-// costs a few comparisons per byte, not a scan of all it sent.
-bool RequestComplete(absl::string_view request, size_t new_bytes) {
-  const size_t from = request.size() - new_bytes;
-  const absl::string_view tail = request.substr(from < 3 ? 0 : from - 3);
-  return absl::StrContains(tail, "\r\n\r\n") || absl::StrContains(tail, "\n\n");
-}
-
 }  // namespace
 
 // One client's connection (non-blocking), driven by the loop: it reads the request, writes the
@@ -125,8 +108,9 @@ class MetricsHttpServer::Connection {
   absl::Time deadline() const { return deadline_; }
   Phase phase() const { return phase_; }
 
-  // Reads what has arrived; a complete request is answered with `respond`'s response.
-  void OnReadable(absl::FunctionRef<std::string(absl::string_view)> respond) {
+  // Reads what has arrived; a complete request is answered (metrics_http_request.h), with
+  // `render` for /metrics.
+  void OnReadable(absl::FunctionRef<std::string()> render) {
     char buffer[1024];
     while (phase_ == Phase::kRequest || phase_ == Phase::kDrain) {
       const ssize_t n = ::recv(fd(), buffer, sizeof(buffer), 0);
@@ -137,13 +121,9 @@ class MetricsHttpServer::Connection {
         return;
       }
       if (phase_ == Phase::kDrain) continue;
-      request_.append(buffer, static_cast<size_t>(n));
-      if (RequestComplete(request_, static_cast<size_t>(n))) {
-        StartAnswer(respond(request_));
-      } else if (request_.size() >= kMaxRequestBytes) {
-        StartAnswer(Response("431 Request Header Fields Too Large", "text/plain",
-                             "request too large\n", true));
-      }
+      std::optional<std::string> answer = TakeMetricsRequestBytes(
+          &request_, absl::string_view(buffer, static_cast<size_t>(n)), render);
+      if (answer.has_value()) StartAnswer(*std::move(answer));
     }
   }
 
@@ -305,7 +285,7 @@ void MetricsHttpServer::Serve(uint64_t id, uint32_t events) {
   if (was_answering) {
     if ((events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) != 0) connection.OnWritable();
   } else if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0) {
-    connection.OnReadable([this](absl::string_view request) { return Respond(request); });
+    connection.OnReadable([this] { return render_(); });
   }
   if (connection.phase() == Connection::Phase::kDone) {
     Close(id);
@@ -358,29 +338,6 @@ int MetricsHttpServer::NextTimeoutMs() const {
   const absl::Duration left = next - absl::Now();
   if (left <= absl::ZeroDuration()) return 0;
   return static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))));
-}
-
-std::string MetricsHttpServer::Respond(absl::string_view request) const {
-  const absl::string_view first_line = request.substr(0, request.find('\n'));
-  const std::vector<absl::string_view> parts =
-      absl::StrSplit(absl::StripAsciiWhitespace(first_line), ' ');
-  if (parts.size() != 3 || !absl::StartsWith(parts[2], "HTTP/1.")) {
-    return Response("400 Bad Request", "text/plain", "malformed request\n", true);
-  }
-  const bool head = parts[0] == "HEAD";
-  if (parts[0] != "GET" && !head) {
-    return Response("405 Method Not Allowed", "text/plain", "only GET and HEAD\n", true,
-                    "Allow: GET, HEAD\r\n");
-  }
-  const absl::string_view path = parts[1].substr(0, parts[1].find('?'));
-  if (path == "/metrics") {
-    return Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", render_(), !head);
-  }
-  if (path == "/") {
-    return Response("200 OK", "text/plain; charset=utf-8", "tensorbrokerd: metrics at /metrics\n",
-                    !head);
-  }
-  return Response("404 Not Found", "text/plain", "not found; metrics are at /metrics\n", !head);
 }
 
 }  // namespace tensorbroker::daemon

@@ -28,6 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/unique_fd.h"
+#include "daemon/metrics_http_request.h"
 
 namespace tensorbroker::daemon {
 
@@ -36,7 +37,7 @@ class MetricsHttpServer {
   using Render = std::function<std::string()>;
 
   static constexpr size_t kMaxConnections = 64;
-  static constexpr size_t kMaxRequestBytes = 8192;
+  static constexpr size_t kMaxRequestBytes = kMaxMetricsRequestBytes;
   static constexpr absl::Duration kConnectionLimit = absl::Seconds(2);  // reading and answering
 
   // Binds and listens on `address` (see ParseListenAddress), then serves on its own thread.
@@ -63,8 +64,6 @@ class MetricsHttpServer {
   void Close(uint64_t id);
   void CloseExpired();
   int NextTimeoutMs() const;
-  // The whole HTTP response to `request` (its head, up to the blank line).
-  std::string Respond(absl::string_view request) const;
 
   const std::string bound_address_;
   const Render render_;

@@ -59,8 +59,7 @@ absl::Status PutReactor::Begin() {
   shared_->header_seen = true;  // OnReadDone holds shared_->mu
   timer_->Cancel(header_timer_);
   name_ = header.name();
-  auto spec = MakeSpec(header.name(), header.dtype(), header.shape(), {}, 0, header.mutable_(),
-                       header.replace(), header.has_device(), header.device());
+  auto spec = MakeSpec(header);
   if (!spec.ok()) return spec.status();
   const std::vector<std::string> readers(header.readers().begin(), header.readers().end());
   if (absl::Status s = policy_->Admit(*caller_, readers, "header.readers", &*spec); !s.ok()) {

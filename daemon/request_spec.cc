@@ -48,4 +48,9 @@ absl::StatusOr<TensorSpec> MakeSpec(const v1::CreateRequest& request) {
                   request.device());
 }
 
+absl::StatusOr<TensorSpec> MakeSpec(const v1::PutRequest::Header& header) {
+  return MakeSpec(header.name(), header.dtype(), header.shape(), {}, 0, header.mutable_(),
+                  header.replace(), header.has_device(), header.device());
+}
+
 }  // namespace tensorbroker::daemon

@@ -20,6 +20,8 @@ absl::StatusOr<TensorSpec> MakeSpec(const std::string& name, const v1::DataType&
                                     bool has_device, const v1::Device& device);
 // The same for a CreateRequest.
 absl::StatusOr<TensorSpec> MakeSpec(const v1::CreateRequest& request);
+// The same for a Put's header: compact strides, and a buffer exactly as large as the elements.
+absl::StatusOr<TensorSpec> MakeSpec(const v1::PutRequest::Header& header);
 
 void ToProto(const TensorGrant& grant, v1::TensorGrant* out);
 

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency of tensorbroker from Debian packages.
 # Idempotent: when everything is already present it returns in well under a second.
-# Usage: deploy/install-deps.sh [--with-torch]   (run as root)
+# Usage: deploy/install-deps.sh [--with-torch] [--with-fuzz]   (run as root)
+#   --with-torch   PyTorch, for the Python package's interop tests
+#   --with-fuzz    clang and its libFuzzer runtime, for tests/fuzz
 set -euo pipefail
 
 with_torch=0
+with_fuzz=0
 for arg in "$@"; do
   case "$arg" in
     --with-torch) with_torch=1 ;;
-    -h|--help) sed -n '2,4p' "$0"; exit 0 ;;
+    --with-fuzz) with_fuzz=1 ;;
+    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
     *) echo "install-deps.sh: unknown argument '$arg'" >&2; exit 2 ;;
   esac
 done
@@ -22,6 +26,7 @@ packages=(
   python3-kubernetes yamllint
 )
 [ "$with_torch" = 1 ] && packages+=(python3-torch)
+[ "$with_fuzz" = 1 ] && packages+=(clang libclang-rt-14-dev)
 
 missing=()
 for p in "${packages[@]}"; do

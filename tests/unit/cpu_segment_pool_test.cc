@@ -132,6 +132,25 @@ TEST_F(CpuSegmentPoolTest, EveryMutableBlockHasASegmentRemovedWithIt) {
   pool.Free(*m3, &removed);
 }
 
+// Freeing the last block of a segment that goes with it (a mutable one) while an idle segment
+// comes after it: the idle one is judged by what the removed one was, not by its freed memory
+// (a heap-use-after-free under ASan, found by tests/fuzz/local_channel_fuzz).
+TEST_F(CpuSegmentPoolTest, ASegmentRemovedBeforeAnIdleOneLeavesTheIdleOneKept) {
+  CpuSegmentPool pool(Options(8 << 20));
+  std::vector<std::string> removed;
+  auto mutable_block = pool.Allocate(64, BlockKind::kMutable, kAlice, &removed);  // segment 0
+  auto pooled = pool.Allocate(64, BlockKind::kImmutable, kAlice, &removed);       // segment 1
+  ASSERT_TRUE(mutable_block.ok() && pooled.ok());
+  ASSERT_LT(mutable_block->segment, pooled->segment);  // visited first by the removal
+  pool.Free(*pooled, &removed);                          // idle, kept for reuse
+  pool.Free(*mutable_block, &removed);                   // removed, then segment 1 is judged
+  EXPECT_EQ(removed, std::vector<std::string>{mutable_block->segment});
+  EXPECT_EQ(pool.Stats().segments, 1u);
+  auto again = pool.Allocate(64, BlockKind::kImmutable, kAlice, &removed);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->segment, pooled->segment);
+}
+
 TEST_F(CpuSegmentPoolTest, LargeBlocksGetTheirOwnSegmentKeptIdleForReuse) {
   CpuSegmentPool pool(Options(8 << 20));
   std::vector<std::string> removed;

@@ -1,17 +1,21 @@
 // The TensorStore's persistence journal as the service manager sees it: a real store on a real
 // CpuSegmentPool, journaling through FdStoreJournal into the descriptor store that
 // tests/support/service_manager_harness.h keeps. Checks what is kept, what each record says,
-// and the order that makes a kill at any instant safe (persistence_journal.h).
+// the order that makes a kill at any instant safe (persistence_journal.h), and that adoption
+// (adoption.h) never drops from it what it adopted.
 #include "daemon/fd_store_journal.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/adoption.h"
 #include "daemon/cpu_segment_pool.h"
 #include "daemon/tensor_record.h"
 #include "daemon/tensor_store.h"
@@ -155,6 +159,36 @@ TEST_F(PersistenceJournalTest, AStoppedJournalLetsTheStoreGoAndKeepsEverything) 
   store_.reset();  // frees every block here, mutable segments included
   EXPECT_EQ(Stored(), (std::vector<std::string>{"r-1", "r-2", SegmentFdName(kept.block.segment),
                                                 SegmentFdName(changing.block.segment)}));
+}
+
+// The descriptor store keeps a second descriptor under a name beside the first, and drops by
+// name. A restart handed a segment or a record name twice uses the first and must not drop the
+// extra one there: that would drop what it adopted too, lost at the next start (found by
+// tests/fuzz/adoption_fuzz).
+TEST_F(PersistenceJournalTest, ANameHandedOverTwiceDoesNotDropWhatWasAdopted) {
+  const TensorGrant grant = Publish(Spec("frames/0"));
+  const std::string segment = SegmentFdName(grant.block.segment);
+  ASSERT_EQ(Stored(), (std::vector<std::string>{"r-1", segment}));
+  auto copy = [&](const std::string& name) {
+    return UniqueFd(::fcntl(harness_->StoredFds(name).at(0), F_DUPFD_CLOEXEC, 0));
+  };
+  std::vector<NamedFd> handed;
+  handed.push_back({segment, copy(segment)});
+  handed.push_back({segment, copy(segment)});
+  handed.push_back({"r-1", copy("r-1")});
+  handed.push_back({"r-1", UniqueFd(::memfd_create("not-a-record", MFD_CLOEXEC))});
+
+  CpuSegmentPoolOptions options;
+  options.capacity_bytes = 64 << 20;
+  options.name_prefix = absl::StrCat("tb-journaltest-next-", ::getpid(), "-");
+  options.journal = journal_.get();
+  CpuSegmentPool next(options);
+  Adoption adopted = AdoptStoredDescriptors(std::move(handed), &next, FdStore::FromEnvironment());
+  ASSERT_EQ(adopted.tensors.size(), 1u);
+  EXPECT_EQ(adopted.tensors[0].spec.name, "frames/0");
+  EXPECT_EQ(adopted.records_dropped, 1u);  // the second "r-1"
+  EXPECT_EQ(adopted.segments_freed, 0u);
+  EXPECT_EQ(Stored(), (std::vector<std::string>{"r-1", segment}));
 }
 
 }  // namespace

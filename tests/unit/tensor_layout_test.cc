@@ -95,6 +95,10 @@ TEST(ComputeLayout, RejectsMalformedShapesAndStrides) {
   } cases[] = {
       {{-1, 2}, {}, 0, "shape[0]"},
       {{int64_t{1} << 40, int64_t{1} << 40}, {}, 0, "shape"},
+      // A zero dimension empties the tensor but does not excuse the others (found by
+      // tests/fuzz/proto_request_fuzz: their compact strides overflowed int64).
+      {{0, int64_t{1} << 40, int64_t{1} << 40}, {}, 0, "shape"},
+      {{int64_t{1} << 61, 0, 2}, {}, 0, "shape"},  // 2^62 elements of 4 bytes
       {std::vector<int64_t>(33, 1), {}, 0, "shape"},
       {{2, 2}, {1}, 0, "strides"},
       {{2, 2}, {2, -1}, 0, "strides[1]"},
