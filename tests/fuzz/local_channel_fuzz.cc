@@ -26,7 +26,6 @@
 #include <utility>
 #include <vector>
 
-#include <google/protobuf/stubs/logging.h>
 
 #include "common/fd_passing.h"
 #include "common/proto_convert.h"
@@ -35,11 +34,11 @@
 #include "daemon/call_metrics.h"
 #include "daemon/cpu_segment_pool.h"
 #include "daemon/local_connection.h"
-#include "daemon/log.h"
 #include "daemon/peer_registry.h"
 #include "daemon/tensor_store.h"
 #include "tensorbroker/v1/local.pb.h"
 #include "tests/fuzz/fuzz_support.h"
+#include "tests/fuzz/quiet_daemon_logs.h"
 
 namespace tensorbroker::daemon {
 namespace {
@@ -252,12 +251,6 @@ void Run(const uint8_t* data, size_t size) {
 
 }  // namespace
 }  // namespace tensorbroker::daemon
-
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  tensorbroker::daemon::SetLogLevel(tensorbroker::daemon::LogLevel::kError);
-  google::protobuf::SetLogHandler(nullptr);  // invalid UTF-8 in string fields is logged
-  return 0;
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tensorbroker::daemon::Run(data, size);

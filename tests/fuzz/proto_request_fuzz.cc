@@ -15,15 +15,14 @@
 #include <string>
 #include <vector>
 
-#include <google/protobuf/stubs/logging.h>
 
 #include "common/proto_convert.h"
 #include "common/tensor_layout.h"
 #include "daemon/access_policy.h"
-#include "daemon/log.h"
 #include "daemon/request_spec.h"
 #include "tensorbroker/v1/broker.pb.h"
 #include "tests/fuzz/fuzz_support.h"
+#include "tests/fuzz/quiet_daemon_logs.h"
 
 namespace tensorbroker::daemon {
 namespace {
@@ -99,12 +98,6 @@ void Admit(const Request& request, const char* field, TensorSpec* spec) {
 
 }  // namespace
 }  // namespace tensorbroker::daemon
-
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  tensorbroker::daemon::SetLogLevel(tensorbroker::daemon::LogLevel::kError);
-  google::protobuf::SetLogHandler(nullptr);  // invalid UTF-8 in string fields is logged
-  return 0;
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tensorbroker::daemon;

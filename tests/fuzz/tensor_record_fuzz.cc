@@ -14,21 +14,14 @@
 #include <string>
 #include <vector>
 
-#include <google/protobuf/stubs/logging.h>
 
 #include "daemon/adoption.h"
 #include "daemon/fd_store.h"
 #include "daemon/fd_store_journal.h"
-#include "daemon/log.h"
 #include "daemon/tensor_record.h"
 #include "tests/fuzz/adoption_support.h"
 #include "tests/fuzz/fuzz_support.h"
-
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  tensorbroker::daemon::SetLogLevel(tensorbroker::daemon::LogLevel::kError);
-  google::protobuf::SetLogHandler(nullptr);  // invalid UTF-8 in string fields is logged
-  return 0;
-}
+#include "tests/fuzz/quiet_daemon_logs.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tensorbroker;
