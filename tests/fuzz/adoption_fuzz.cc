@@ -21,7 +21,6 @@
 #include <string>
 #include <vector>
 
-
 #include "absl/strings/match.h"
 #include "daemon/adoption.h"
 #include "daemon/fd_store.h"

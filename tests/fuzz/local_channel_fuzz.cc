@@ -26,7 +26,6 @@
 #include <utility>
 #include <vector>
 
-
 #include "common/fd_passing.h"
 #include "common/proto_convert.h"
 #include "common/tensor_layout.h"

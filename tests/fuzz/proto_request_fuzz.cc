@@ -15,7 +15,6 @@
 #include <string>
 #include <vector>
 
-
 #include "common/proto_convert.h"
 #include "common/tensor_layout.h"
 #include "daemon/access_policy.h"

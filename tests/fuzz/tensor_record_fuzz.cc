@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-
 #include "daemon/adoption.h"
 #include "daemon/fd_store.h"
 #include "daemon/fd_store_journal.h"
