@@ -77,7 +77,6 @@ def test_ten_thousand_get_release_cycles_leak_nothing(client, peers):
           f"({answer['heap_counter']}) {heap} bytes")
     print(f"descriptors {answer['descriptors']}, mappings {answer['mappings']}")
     assert answer["descriptors"][4] == answer["descriptors"][0]
-    assert answer["mappings"][4] == answer["mappings"][0]
     assert answer["leases_after"] == 0
     assert client.stat("leak/a")["leases"] == 0
     assert client.stats()["leases"] == 0
@@ -89,6 +88,9 @@ def test_ten_thousand_get_release_cycles_leak_nothing(client, peers):
         # sanitizer it also counts the runtime's bookkeeping, which grows with every new
         # address it sees: TSan's by about 1.5 MiB over these cycles.)
         assert rss[4] - rss[0] < 1536
+        # So are its mappings. (A sanitizer's allocator maps new regions of its own as the
+        # heap's addresses move: TSan's added one over these cycles.)
+        assert answer["mappings"][4] == answer["mappings"][0]
 
 
 def test_sigkilled_consumer_leases_are_reclaimed(client, peers):
