@@ -56,7 +56,8 @@ absl::Status CheckPerUserSocketDirectory(const std::string& directory) {
   return PerUserRule(directory, info, *user);
 }
 
-absl::Status CheckDaemonSocketDirectory(const std::string& directory, uid_t daemon_uid) {
+absl::Status CheckDaemonSocketDirectory(const std::string& directory,
+                                        const TrustedServers& servers) {
   struct stat info {};
   if (::stat(directory.c_str(), &info) != 0) {
     return ErrnoStatus(errno, absl::StrCat("stat ", directory));
@@ -67,11 +68,11 @@ absl::Status CheckDaemonSocketDirectory(const std::string& directory, uid_t daem
   if (std::optional<uid_t> user = PerUserSocketDirectoryOwner(directory); user.has_value()) {
     return PerUserRule(directory, info, *user);
   }
-  if (info.st_uid != daemon_uid && info.st_uid != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("directory ", directory, " is owned by ", DescribeUid(info.st_uid),
-                     ", not by this daemon's ", DescribeUid(daemon_uid),
-                     daemon_uid == 0 ? "" : " or root", ": its owner could replace the socket"));
+  if (!servers.Trusts(info.st_uid)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "directory ", directory, " is owned by ", DescribeUid(info.st_uid), ", not by ",
+        servers.Describe(), ": its owner could replace the socket (set ", kDaemonUserVariable,
+        " to that user if it is the one the broker runs as)"));
   }
   if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
     const char* who =

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/server_identity.h"
 
 namespace tensorbroker {
 
@@ -25,10 +26,13 @@ std::string SocketDirectoryOf(const std::string& socket_path);
 // `directory` does not exist (there is no socket there to trust).
 absl::Status CheckPerUserSocketDirectory(const std::string& directory);
 
-// What the daemon of `daemon_uid` requires of its socket's (existing) directory: owned by that
-// uid or root; writable by neither its group nor others (sticky or not); and the per-user rule
-// above. A group-readable directory (the packaged /run/tensorbroker, 0750) is fine.
-absl::Status CheckDaemonSocketDirectory(const std::string& directory, uid_t daemon_uid);
+// What a daemon requires of its socket's (existing) directory: owned by a user its clients trust
+// to serve (`servers`, server_identity.h: root, the daemon's own uid, the daemon user), since the
+// owner could replace the socket; writable by neither its group nor others (sticky or not); and
+// the per-user rule above. A group-readable directory (the packaged /run/tensorbroker, 0750) is
+// fine, and so is a root-run daemon in that directory of the service's user `tensorbroker`.
+absl::Status CheckDaemonSocketDirectory(const std::string& directory,
+                                        const TrustedServers& servers);
 
 }  // namespace tensorbroker
 

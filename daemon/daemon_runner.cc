@@ -190,7 +190,7 @@ absl::StatusOr<DaemonListeners> TakeOrBindListeners(const std::string& socket_pa
   listeners.local = *std::move(local);
   auto grpc = TakeOrBindUnixListener(&handed, socket_path, SOCK_STREAM, "--socket");
   if (!grpc.ok()) {
-    if (!listeners.local.inherited) ::unlink(local_path.c_str());
+    listeners.local.RemoveFileIfOurs(local_path);
     return grpc.status();
   }
   listeners.grpc = *std::move(grpc);
@@ -398,16 +398,16 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
       TakeOrBindListeners(options.socket_path, local_path, std::move(adopted.others));
   if (!listeners.ok()) return listeners.status();
   if (options.takeover) {  // the sockets a daemon taken over handed over are ours now
-    listeners->grpc.inherited = false;
-    listeners->local.inherited = false;
+    listeners->grpc.ClaimFile(options.socket_path);
+    listeners->local.ClaimFile(local_path);
   }
   // Socket files the socket unit made stay for the next instance, as do those handed over to a
   // successor; those bound here go with us.
   std::atomic<bool> handed_over{false};
   auto remove_socket_files = [&] {
     if (handed_over.load()) return;
-    if (!listeners->grpc.inherited) ::unlink(options.socket_path.c_str());
-    if (!listeners->local.inherited) ::unlink(local_path.c_str());
+    listeners->grpc.RemoveFileIfOurs(options.socket_path);
+    listeners->local.RemoveFileIfOurs(local_path);
   };
   // Kept to hand over to a successor (--takeover) after the acceptors closed theirs.
   const UniqueFd grpc_listener(::fcntl(listeners->grpc.fd.get(), F_DUPFD_CLOEXEC, 0));

@@ -12,6 +12,9 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "common/user_names.h"
+#include "daemon/log.h"
+#include "daemon/socket_holder.h"
 
 namespace tensorbroker::daemon {
 
@@ -27,11 +30,18 @@ absl::StatusOr<UniqueFd> BindUnixListener(const std::string& path, int type,
                                                    sizeof(address.sun_path) - 1, " bytes"));
   }
   std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
-  // What a dead predecessor left is replaced; anything that is not a socket is not ours.
+  // What a dead predecessor left is replaced, whoever it was; a socket something still listens
+  // on (systemd's socket unit) and anything that is not a socket are not ours.
   struct stat existing {};
   if (::lstat(path.c_str(), &existing) == 0) {
     if (!S_ISSOCK(existing.st_mode)) return cannot("it exists and is not a socket");
-    ::unlink(path.c_str());
+    if (absl::Status nobody = CheckNobodyListens(path, flag); !nobody.ok()) return nobody;
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return cannot(absl::StrCat("cannot remove the stale socket file of ",
+                                 DescribeUid(existing.st_uid), ": ", std::strerror(errno)));
+    }
+    Log(LogLevel::kInfo, "removed the socket file ", path, " of ", DescribeUid(existing.st_uid),
+        " left behind by a daemon no longer running");
   }
   UniqueFd listener(::socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!listener.valid()) return cannot(std::strerror(errno));
@@ -83,7 +93,7 @@ absl::StatusOr<UnixListener> TakeOrBindUnixListener(std::vector<NamedFd>* handed
                                                     absl::string_view flag) {
   for (auto it = handed->begin(); it != handed->end(); ++it) {
     if (!IsListenerFor(it->fd.get(), path, type)) continue;
-    UnixListener listener{std::move(it->fd), true};
+    UnixListener listener{std::move(it->fd), true, std::nullopt};
     handed->erase(it);
     const int flags = ::fcntl(listener.fd.get(), F_GETFL);
     if (flags < 0 || ::fcntl(listener.fd.get(), F_SETFL, flags | O_NONBLOCK) != 0 ||
@@ -95,7 +105,25 @@ absl::StatusOr<UnixListener> TakeOrBindUnixListener(std::vector<NamedFd>* handed
   }
   auto bound = BindUnixListener(path, type, flag);
   if (!bound.ok()) return bound.status();
-  return UnixListener{*std::move(bound), false};
+  UnixListener listener{*std::move(bound), false, std::nullopt};
+  listener.ClaimFile(path);
+  return listener;
+}
+
+void UnixListener::ClaimFile(const std::string& path) {
+  inherited = false;
+  struct stat file {};
+  if (::lstat(path.c_str(), &file) == 0) file_identity = FileIdentity{file.st_dev, file.st_ino};
+}
+
+void UnixListener::RemoveFileIfOurs(const std::string& path) const {
+  if (inherited || !file_identity.has_value()) return;
+  struct stat file {};
+  if (::lstat(path.c_str(), &file) != 0 || file.st_dev != file_identity->device ||
+      file.st_ino != file_identity->inode) {
+    return;  // bound again since by someone else (a socket unit started meanwhile)
+  }
+  ::unlink(path.c_str());
 }
 
 }  // namespace tensorbroker::daemon

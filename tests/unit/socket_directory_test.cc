@@ -21,6 +21,9 @@ namespace {
 
 constexpr uid_t kOther = 65534;
 
+// The users a daemon of `self` trusts with its directory, with no daemon user configured.
+TrustedServers Alone(uid_t self) { return TrustedServers{self, std::nullopt}; }
+
 class TempDir {
  public:
   TempDir() {
@@ -82,7 +85,8 @@ TEST(SocketDirectory, DaemonAcceptsDirectoriesOnlyItsOwnerMayWrite) {
   TempDir dir;
   for (mode_t mode : {0700, 0750, 0755, 0711, 0500}) {
     ASSERT_EQ(::chmod(dir.path().c_str(), mode), 0);
-    EXPECT_TRUE(CheckDaemonSocketDirectory(dir.path(), ::geteuid()).ok()) << std::oct << mode;
+    EXPECT_TRUE(CheckDaemonSocketDirectory(dir.path(), Alone(::geteuid())).ok())
+        << std::oct << mode;
   }
 }
 
@@ -99,7 +103,7 @@ TEST(SocketDirectory, DaemonRefusesDirectoriesOthersOrItsGroupMayWrite) {
         Case{01777, "1777", "writable by others, sticky like /tmp"},
         Case{01770, "1770", "writable by its group, sticky like /tmp"}}) {
     ASSERT_EQ(::chmod(dir.path().c_str(), c.mode), 0);
-    const absl::Status status = CheckDaemonSocketDirectory(dir.path(), ::geteuid());
+    const absl::Status status = CheckDaemonSocketDirectory(dir.path(), Alone(::geteuid()));
     EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << c.text;
     EXPECT_EQ(status.message(), WritableMessage(dir.path(), c.text, c.why));
   }
@@ -115,20 +119,41 @@ TEST(SocketDirectory, DaemonRefusesADirectoryOfAnotherOwner) {
   if (::geteuid() != 0) GTEST_SKIP() << "chown needs root";
   TempDir dir;
   ASSERT_EQ(::chown(dir.path().c_str(), kOther, kOther), 0);
-  const absl::Status status = CheckDaemonSocketDirectory(dir.path(), 0);
+  const absl::Status status = CheckDaemonSocketDirectory(dir.path(), Alone(0));
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(status.message(),
             absl::StrCat("directory ", dir.path(), " is owned by ", DescribeUid(kOther),
-                         ", not by this daemon's uid 0 (root): its owner could "
-                         "replace the socket"));
-  const absl::Status as_1000 = CheckDaemonSocketDirectory(dir.path(), 1000);
+                         ", not by root: its owner could replace the socket (set "
+                         "TENSORBROKER_DAEMON_USER to that user if it is the one the broker runs "
+                         "as)"));
+  const absl::Status as_1000 = CheckDaemonSocketDirectory(dir.path(), Alone(1000));
   EXPECT_EQ(as_1000.message(),
             absl::StrCat("directory ", dir.path(), " is owned by ", DescribeUid(kOther),
-                         ", not by this daemon's ", DescribeUid(1000),
-                         " or root: its owner could replace the socket"));
-  EXPECT_TRUE(CheckDaemonSocketDirectory(dir.path(), kOther).ok());  // its own
+                         ", not by root or uid 1000 (you): its owner could replace the socket "
+                         "(set TENSORBROKER_DAEMON_USER to that user if it is the one the broker "
+                         "runs as)"));
+  EXPECT_TRUE(CheckDaemonSocketDirectory(dir.path(), Alone(kOther)).ok());  // its own
   ASSERT_EQ(::chown(dir.path().c_str(), 0, 0), 0);
-  EXPECT_TRUE(CheckDaemonSocketDirectory(dir.path(), kOther).ok());  // root's
+  EXPECT_TRUE(CheckDaemonSocketDirectory(dir.path(), Alone(kOther)).ok());  // root's
+}
+
+// The quick start run as root in /run/tensorbroker, which the package made the service user's:
+// clients trust that user to serve, so its directory is as good as root's.
+TEST(SocketDirectory, DaemonAcceptsADirectoryOfTheDaemonUser) {
+  if (::geteuid() != 0) GTEST_SKIP() << "chown needs root";
+  TempDir dir;
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0750), 0);
+  ASSERT_EQ(::chown(dir.path().c_str(), kOther, kOther), 0);
+  const TrustedServers with_daemon_user{0, kOther};
+  EXPECT_TRUE(CheckDaemonSocketDirectory(dir.path(), with_daemon_user).ok());
+  const TrustedServers other_daemon_user{1000, 4242};
+  const absl::Status status = CheckDaemonSocketDirectory(dir.path(), other_daemon_user);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.message(),
+            absl::StrCat("directory ", dir.path(), " is owned by ", DescribeUid(kOther),
+                         ", not by root, uid 4242 or uid 1000 (you): its owner could replace the "
+                         "socket (set TENSORBROKER_DAEMON_USER to that user if it is the one the "
+                         "broker runs as)"));
 }
 
 // The real /tmp/tensorbroker-<uid>, of a uid nobody uses.
@@ -156,7 +181,7 @@ class PerUserDirectory : public ::testing::Test {
 
 TEST_F(PerUserDirectory, ItsUsersOwnMode0700IsTrusted) {
   EXPECT_TRUE(CheckPerUserSocketDirectory(path_).ok());
-  EXPECT_TRUE(CheckDaemonSocketDirectory(path_, user_).ok());
+  EXPECT_TRUE(CheckDaemonSocketDirectory(path_, Alone(user_)).ok());
 }
 
 TEST_F(PerUserDirectory, AnyOtherModeIsRefused) {
@@ -166,7 +191,7 @@ TEST_F(PerUserDirectory, AnyOtherModeIsRefused) {
         absl::StrCat("directory ", path_, " is mode ", absl::StrFormat("%04o", mode),
                      ", not 0700: ", Rule(), " (chmod 0700 it)");
     for (const absl::Status& status :
-         {CheckPerUserSocketDirectory(path_), CheckDaemonSocketDirectory(path_, user_)}) {
+         {CheckPerUserSocketDirectory(path_), CheckDaemonSocketDirectory(path_, Alone(user_))}) {
       EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
       EXPECT_EQ(status.message(), expected);
     }
@@ -180,7 +205,7 @@ TEST_F(PerUserDirectory, AnotherOwnerIsRefusedEvenRoot) {
         absl::StrCat("directory ", path_, " is owned by ", DescribeUid(owner), ", not by uid ",
                      user_, ": ", Rule(), " (someone else may have created it first; remove it)");
     for (const absl::Status& status :
-         {CheckPerUserSocketDirectory(path_), CheckDaemonSocketDirectory(path_, user_)}) {
+         {CheckPerUserSocketDirectory(path_), CheckDaemonSocketDirectory(path_, Alone(user_))}) {
       EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
       EXPECT_EQ(status.message(), expected);
     }
