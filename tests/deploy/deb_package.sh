@@ -39,6 +39,33 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 expect_eq() { [ "$1" = "$2" ] || fail "$3: got '$1', expected '$2'"; }
+expect_in() { case "$1" in *"$2"*) ;; *) fail "$3: '$2' is not in: $1" ;; esac; }
+# wait_serving PID SOCKET LOG: returns once the daemon PID answers on SOCKET; fails at once, with
+# its log, when it exits first, and after 60 s (a bound on time, not tries) when it never serves.
+wait_serving() {
+  local pid=$1 socket=$2 log=$3 deadline=$(( $(date +%s) + 60 ))
+  until /usr/bin/tensorbroker --socket "$socket" health --timeout 1 >/dev/null 2>&1; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      local status=0
+      wait "$pid" || status=$?
+      fail "tensorbrokerd (pid $pid) exited with status $status before serving on $socket; its log:
+$(cat "$log")"
+    fi
+    [ "$(date +%s)" -lt "$deadline" ] ||
+      fail "tensorbrokerd (pid $pid) did not serve on $socket within 60 s; its log:
+$(cat "$log")"
+    sleep 0.05
+  done
+}
+# refused_at_once LOG COMMAND...: COMMAND (a second daemon) must exit 1 without serving; its
+# stderr goes to LOG. 60 s guard against a hang (it exits in milliseconds).
+refused_at_once() {
+  local log=$1 status=0
+  shift
+  timeout 60 "$@" >/dev/null 2>"$log" || status=$?
+  [ "$status" -eq 1 ] || fail "a second daemon on a served socket exited with $status; its log:
+$(cat "$log")"
+}
 
 build_started=$(date +%s)
 bash "$src/deploy/build-deb.sh" --build-dir "${build_dir:-$work/build}" --out "$work/out" \
@@ -74,11 +101,39 @@ grep -qx 'ExecStart=/usr/sbin/tensorbrokerd --socket /run/tensorbroker/broker.so
   fail "the installed daemon does not read /etc/tensorbroker/tensorbrokerd.conf"
 echo "installed: user and group, /run/tensorbroker, conffile, unit"
 
-# The daemon as the unit runs it: user and group tensorbroker, the socket in /run/tensorbroker.
-setpriv --reuid tensorbroker --regid tensorbroker --init-groups \
-  /usr/sbin/tensorbrokerd --socket "$socket" --capacity 64M --log-level warning &
+# The quick start (deploy/run-broker.sh: tensorbrokerd as root on the default socket, which is
+# the service's) and the service share the socket one after the other, whoever's files are left.
+as_service=(setpriv --reuid tensorbroker --regid tensorbroker --init-groups)
+/usr/sbin/tensorbrokerd --capacity 64M --log-level info 2>"$work/quick.log" &
 daemon_pid=$!
-for _ in $(seq 400); do /usr/bin/tensorbroker --socket "$socket" stats >/dev/null 2>&1 && break; sleep 0.05; done
+wait_serving "$daemon_pid" "$socket" "$work/quick.log"
+# The service starting meanwhile fails at once, naming the quick start's daemon.
+refused_at_once "$work/refused.log" "${as_service[@]}" /usr/sbin/tensorbrokerd --socket "$socket"
+expect_in "$(cat "$work/refused.log")" \
+  "--socket $socket is served by another tensorbrokerd: pid $daemon_pid (tensorbrokerd, user root" \
+  "the service's refusal"
+expect_in "$(cat "$work/refused.log")" "stop it with \`kill $daemon_pid\`" "the service's refusal"
+quick_pid=$daemon_pid
+kill -INT "$daemon_pid"  # Ctrl-C
+wait "$daemon_pid" || fail "the quick start's daemon exited with $? on SIGINT"
+daemon_pid=""
+expect_eq "$(stat -c '%U %a' "$socket.lock")" "root 644" "the lock file the quick start left"
+
+# The daemon as the unit runs it: user and group tensorbroker, the socket in /run/tensorbroker.
+"${as_service[@]}" /usr/sbin/tensorbrokerd --socket "$socket" --capacity 64M --log-level info \
+  2>"$work/service.log" &
+daemon_pid=$!
+wait_serving "$daemon_pid" "$socket" "$work/service.log"
+expect_in "$(cat "$work/service.log")" \
+  "replaced the lock file $socket.lock left behind by uid 0 (root), pid $quick_pid, which no longer holds it" \
+  "the service's log"
+expect_eq "$(stat -c '%U %a' "$socket.lock")" "tensorbroker 644" "the lock file the service took"
+# The quick start while the service runs fails at once, naming the service's daemon.
+refused_at_once "$work/refused.log" /usr/sbin/tensorbrokerd --capacity 64M
+expect_in "$(cat "$work/refused.log")" \
+  "--socket $socket is served by another tensorbrokerd: pid $daemon_pid (tensorbrokerd, user tensorbroker" \
+  "the quick start's refusal"
+echo "shared socket: the quick start as root, stopped, then the service as tensorbroker (stale lock replaced); each refused while the other serves"
 expect_eq "$(stat -c '%U:%G %a' "$socket")" "tensorbroker:tensorbroker 660" "the socket"
 /usr/bin/tensorbroker --socket "$socket" stats --json | grep -q '"tensors": 0' || fail "stats"
 
