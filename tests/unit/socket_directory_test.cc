@@ -3,6 +3,7 @@
 // /tmp/tensorbroker-$UID rule that clients apply too, and the modes of what the daemon creates.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -210,6 +211,43 @@ TEST_F(PerUserDirectory, AnotherOwnerIsRefusedEvenRoot) {
       EXPECT_EQ(status.message(), expected);
     }
   }
+}
+
+// The packaged /run/tensorbroker before the package made it the service user's (root's, 0755):
+// a daemon of another uid is told why it cannot serve there, not "cannot open lock file".
+TEST(SocketDirectory, DaemonRefusesADirectoryItMayNotWrite) {
+  if (::geteuid() != 0) GTEST_SKIP() << "acting as uid 65534 needs root";
+  TempDir dir;
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(pipe_fds[0]);
+    if (::setresgid(kOther, kOther, kOther) != 0 || ::setresuid(kOther, kOther, kOther) != 0) {
+      ::_exit(2);
+    }
+    const absl::Status status = daemon::PrepareSocketDirectory(dir.path() + "/broker.sock");
+    const std::string text = absl::StrCat(absl::StatusCodeToString(status.code()), ": ",
+                                          status.message());
+    const bool written = ::write(pipe_fds[1], text.data(), text.size()) ==
+                         static_cast<ssize_t>(text.size());
+    ::_exit(written ? 0 : 3);
+  }
+  ::close(pipe_fds[1]);
+  std::string said;
+  char buffer[512];
+  ssize_t n = 0;
+  while ((n = ::read(pipe_fds[0], buffer, sizeof(buffer))) > 0) said.append(buffer, n);
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(said, absl::StrCat("FAILED_PRECONDITION: --socket ", dir.path(),
+                               "/broker.sock: directory ", dir.path(),
+                               " (owner uid 0 (root), mode 0755) does not let this daemon's ",
+                               DescribeUid(kOther), " create files there: Permission denied"));
 }
 
 TEST(SocketDirectory, AnAbsentPerUserDirectoryHasNothingToDistrust) {
