@@ -7,8 +7,9 @@
 //   consumer --seed S --slots N  gets of soak/0..N-1/*, holding up to 16 views (and Retains of
 //                                them) for a while, re-checking each view before releasing it
 //   client-soak NAME CYCLES      Get, read every byte, Retain, release both, CYCLES times;
-//                                prints "soak fds=A/B maps=A/B heap=A/B" (after a warm-up
-//                                tenth of the cycles, and at the end)
+//                                prints "soak fds=A/B maps=A/B other_maps=A/B heap=A/B"
+//                                (after a warm-up tenth of the cycles, and at the end; maps
+//                                are mappings of broker memory)
 // Every role takes --socket PATH. Lines: "progress ops=N reads=R bytes=B" every 256
 // operations and at the end (then "done"); "corrupt NAME ..." when a read differs from its
 // producer's bytes; "error OP CODE message" for an answer the workload never expects (a name
@@ -231,11 +232,20 @@ size_t CountEntries(const char* directory) {
   return n;
 }
 
-size_t CountMappings() {
+// Mappings of broker memory (segments are memfds: "/memfd:tb-..."), and all others (libraries,
+// thread stacks, the allocator's arenas: glibc gives a thread that first allocates after the
+// warm-up an arena of its own, two entries).
+struct MappingCount {
+  size_t segments = 0;
+  size_t others = 0;
+};
+MappingCount CountMappings() {
   std::ifstream maps("/proc/self/maps");
-  size_t n = 0;
-  for (std::string line; std::getline(maps, line);) ++n;
-  return n;
+  MappingCount count;
+  for (std::string line; std::getline(maps, line);) {
+    ++(line.find(" /memfd:") != std::string::npos ? count.segments : count.others);
+  }
+  return count;
 }
 
 // Bytes of heap in use: the sanitizer allocator's live bytes (its quarantine excluded), else
@@ -249,7 +259,9 @@ size_t HeapInUse() {
 }
 
 struct Footprint {
-  size_t fds, maps, heap;
+  size_t fds;
+  MappingCount maps;
+  size_t heap;
 };
 
 Footprint Measure() {
@@ -286,8 +298,10 @@ int ClientSoak(Client& client, const std::string& name, long cycles) {
     return 1;
   }
   const Footprint end = Measure();
-  Say(absl::StrCat("soak cycles=", cycles, " fds=", warm.fds, "/", end.fds, " maps=", warm.maps,
-                   "/", end.maps, " heap=", warm.heap, "/", end.heap));
+  Say(absl::StrCat("soak cycles=", cycles, " fds=", warm.fds, "/", end.fds,
+                   " maps=", warm.maps.segments, "/", end.maps.segments,
+                   " other_maps=", warm.maps.others, "/", end.maps.others, " heap=", warm.heap, "/",
+                   end.heap));
   return 0;
 }
 
