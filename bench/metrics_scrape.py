@@ -14,9 +14,14 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "python"))
+from daemon_wait import log_line, wait_for  # noqa: E402  (tests/python/daemon_wait.py)
 
 REQUEST = b"GET /metrics HTTP/1.1\r\nHost: bench\r\n\r\n"
 
@@ -27,16 +32,15 @@ def start(daemon, workdir):
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([daemon, "--socket", sock, "--cuda-capacity", "0",
                                  "--metrics-listen", "127.0.0.1:0"], stderr=log)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with open(log_path) as log:
-            for line in log:
-                if "metrics at http://" in line:
-                    host, port = line.split("http://")[1].split("/")[0].rsplit(":", 1)
-                    return proc, (host, int(port))
-        time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("tensorbrokerd did not say where it serves /metrics")
+    try:
+        line = wait_for(proc, "serving /metrics", lambda: log_line(log_path, "metrics at http://"),
+                        log_path)
+    except AssertionError as e:
+        if proc.poll() is None:
+            proc.kill()
+        raise SystemExit(str(e))
+    host, port = line.split("http://")[1].split("/")[0].rsplit(":", 1)
+    return proc, (host, int(port))
 
 
 def scrape(address):

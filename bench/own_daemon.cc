@@ -18,7 +18,7 @@
 
 #include "bench/report.h"
 #include "bench/units.h"
-#include "tensorbroker/client.h"
+#include "tests/support/daemon_wait.h"
 
 namespace tensorbroker::bench {
 
@@ -70,29 +70,15 @@ absl::Status OwnDaemon::Start(const std::string& binary, const std::string& capa
   }
   close(log_fd);
   pid_ = pid;
-  // Wait until it answers Ping.
-  const auto deadline = Clock::now() + std::chrono::seconds(15);
-  absl::Status last = absl::UnavailableError("not tried");
-  while (Clock::now() < deadline) {
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return absl::InternalError("tensorbrokerd exited during start-up (" +
-                                 DescribeStatus(status) + "); log:\n" + LogTail());
-    }
-    if (access(socket_.c_str(), F_OK) == 0) {
-      auto client = Client::Connect(socket_, std::chrono::milliseconds(500));
-      if (client.ok()) {
-        last = (*client)->Ping();
-        if (last.ok()) return absl::OkStatus();
-      } else {
-        last = client.status();
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return absl::DeadlineExceededError("tensorbrokerd did not serve on " + socket_ + ": " +
-                                     last.ToString() + "; log:\n" + LogTail());
+  // Wait until it answers Ping: the tests' way (tests/support/daemon_wait.h).
+  const testing::WatchedDaemon watched{[this]() -> std::optional<int> {
+                                         std::optional<int> status = testing::ReapIfExited(pid_);
+                                         if (status.has_value()) pid_ = -1;
+                                         return status;
+                                       },
+                                       [this] { return testing::ReadLogFile(log_); }};
+  return testing::WaitForDaemon(watched, "serving on " + socket_,
+                                [this] { return testing::PingOn(socket_); });
 }
 
 std::string OwnDaemon::Stop() {

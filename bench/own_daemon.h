@@ -21,7 +21,8 @@ class OwnDaemon {
   ~OwnDaemon();
 
   // Starts `binary --socket <tmp>/broker.sock --capacity <capacity>` (pinned to `pin_cpu`, or
-  // floating when < 0) and waits up to 15 s for it to answer Ping.
+  // floating when < 0) and waits until it answers Ping (testing::WaitForDaemon: up to 30 s, and
+  // at once, with its exit status and log, when it exits first).
   absl::Status Start(const std::string& binary, const std::string& capacity, int pin_cpu);
 
   // SIGTERM, wait up to 10 s, then SIGKILL. Returns a description of how it ended.

@@ -24,7 +24,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "tensorbroker/client.h"
+#include "tests/support/daemon_log.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/daemon_wait.h"
 #include "tests/support/service_manager_harness.h"
 
 namespace {
@@ -73,14 +75,35 @@ std::vector<StartFigures> MeasureRestarts(int tensors, int rounds) {
   const std::string socket = (*harness)->directory() + "/broker.sock";
   const std::vector<std::string> argv = {tensorbroker::testing::DaemonBinaryPath(), "--socket",
                                          socket, "--capacity", "2G", "--log-level", "warning"};
+  std::unique_ptr<tensorbroker::testing::DaemonLog> log;  // the running daemon's stderr
   // `populated`: the tensors are there to be adopted (not at the very first start).
   auto start = [&](bool populated) {
+    auto new_log = tensorbroker::testing::DaemonLog::Create();
+    if (!new_log.ok()) Die(new_log.status().ToString());
+    log = *std::move(new_log);
     const Clock::time_point t0 = Clock::now();
-    auto pid = (*harness)->Start(argv);
+    auto pid = (*harness)->Start(argv, {}, log->child_end());
+    log->CloseChildEnd();
     if (!pid.ok()) Die(pid.status().ToString());
-    if (!(*harness)->WaitFor([&] { return (*harness)->ready(); }, absl::Seconds(60))) {
-      Die("no READY=1");
-    }
+    // Polled every 5 ms: the figure's resolution. 60 s against a hang while adopting.
+    bool exited = false;
+    const absl::Status ready = tensorbroker::testing::WaitForDaemon(
+        {[&] {
+           std::optional<int> status = tensorbroker::testing::ReapIfExited(*pid);
+           exited = status.has_value();
+           return status;
+         },
+         [&] {
+           if (exited) (void)log->WaitForEnd(absl::Seconds(5));  // its last words
+           return log->Text();
+         }},
+        "ready (READY=1)",
+        [&] {
+          (*harness)->Drain();
+          return (*harness)->ready() ? absl::OkStatus() : absl::UnavailableError("no READY=1");
+        },
+        absl::Seconds(60), absl::Milliseconds(5));
+    if (!ready.ok()) Die(ready.ToString());
     StartFigures f;
     f.ready_ms = Ms(Clock::now() - t0);
     auto client = Client::Connect(socket);
@@ -98,6 +121,7 @@ std::vector<StartFigures> MeasureRestarts(int tensors, int rounds) {
     ::kill(pid, SIGTERM);
     ::waitpid(pid, nullptr, 0);
     (*harness)->Drain();
+    (void)log->WaitForEnd(absl::Seconds(5));  // its last words shown before the next start
   };
   auto [pid, first] = start(false);
   {

@@ -21,6 +21,10 @@ import grpc
 from tensorbroker.v1 import broker_pb2 as pb
 from tensorbroker.v1 import broker_pb2_grpc as pbg
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "python"))
+from daemon_wait import wait_for  # noqa: E402  (tests/python/daemon_wait.py)
+
 CHANNELS = 100  # 100 waiting calls per connection at 10,000
 
 
@@ -56,19 +60,23 @@ def main():
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tbwait.") as workdir:
         sock = os.path.join(workdir, "b.sock")
-        daemon = subprocess.Popen([args.daemon, "--socket", sock, "--cuda-capacity", "0",
-                                   "--log-level", "warning"])
+        log_path = os.path.join(workdir, "daemon.log")
+        with open(log_path, "wb") as log:
+            daemon = subprocess.Popen([args.daemon, "--socket", sock, "--cuda-capacity", "0",
+                                       "--log-level", "warning"], stderr=log)
         try:
             stub = pbg.BrokerStub(grpc.insecure_channel("unix:" + sock))
-            deadline = time.monotonic() + 30
-            while True:
+
+            def answers_ping():
                 try:
                     stub.Ping(pb.Empty(), timeout=1)
-                    break
+                    return True
                 except grpc.RpcError:
-                    if time.monotonic() > deadline:
-                        raise SystemExit("tensorbrokerd did not answer")
-                    time.sleep(0.05)
+                    return False
+            try:
+                wait_for(daemon, f"serving on {sock}", answers_ping, log_path)
+            except AssertionError as e:
+                raise SystemExit(str(e))
             done = threading.Event()
 
             def hello():
@@ -108,6 +116,8 @@ def main():
         finally:
             daemon.terminate()
             daemon.wait(timeout=60)
+            with open(log_path, errors="replace") as log:
+                sys.stderr.write(log.read())  # its warnings, if any, as when it was on our stderr
     print(f"waiting Gets on the daemon, {args.waiters} waiters over {CHANNELS} connections "
           f"({pending} still waiting when measured), daemon {os.path.realpath(args.daemon)}")
     print(f"{'':28}{'threads':>8}{'fds':>8}{'RSS MiB':>10}{'Ping p50 ms':>13}{'health ms':>11}")

@@ -11,11 +11,15 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
 import numpy as np
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from daemon_wait import wait_for  # noqa: E402  (tests/python/daemon_wait.py)
 
 CLI = os.environ.get("TENSORBROKER_CLI", "")
 DAEMON = os.environ.get("TENSORBROKERD", "")
@@ -80,15 +84,8 @@ def broker():
                                    stdin=subprocess.DEVNULL)
     b = Broker(workdir, socket_path, process, log_path)
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"tensorbrokerd exited {process.returncode} at start:\n{b.log()}")
-            if b.cli("stats", timeout=10).returncode == 0:
-                break
-            if time.monotonic() > deadline:
-                pytest.fail(f"tensorbrokerd did not answer within 10 s:\n{b.log()}")
-            time.sleep(0.1)
+        wait_for(process, f"serving on {socket_path}",
+                 lambda: b.cli("stats", timeout=10).returncode == 0, log_path, interval=0.1)
         yield b
     finally:
         if process.poll() is None:

@@ -6,10 +6,13 @@ what would need a restart."""
 import os
 import signal
 import subprocess
+import sys
 import tempfile
-import time
 
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from daemon_wait import log_line, wait_for  # noqa: E402  (tests/python/daemon_wait.py)
 
 DAEMON = os.environ.get("TENSORBROKERD", "")
 pytestmark = pytest.mark.skipif(not DAEMON, reason="set TENSORBROKERD to the binary")
@@ -89,16 +92,6 @@ def test_an_explicit_config_must_exist(workdir):
     assert "missing.conf: No such file or directory" in done.stderr
 
 
-def wait_for(path, text, seconds=20):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        with open(path) as f:
-            if text in f.read():
-                return True
-        time.sleep(0.05)
-    return False
-
-
 def test_sighup_applies_the_log_level_and_names_what_needs_a_restart(workdir):
     conf = os.path.join(workdir, "tb.conf")
     sock = os.path.join(workdir, "b.sock")
@@ -106,12 +99,14 @@ def test_sighup_applies_the_log_level_and_names_what_needs_a_restart(workdir):
     write(conf, f"socket = {sock}\ncapacity = 32M\nlog-level = notice\n")
     with open(log, "w") as out:
         daemon = subprocess.Popen([DAEMON, "--config", conf], stderr=out)
+
+    def wait_for_line(text):
+        wait_for(daemon, f"logging '{text}'", lambda: log_line(log, text), log)
     try:
-        assert wait_for(log, "") and wait_until_socket(sock, daemon)
+        wait_for(daemon, f"serving on {sock}", lambda: os.path.exists(sock), log)
         write(conf, f"socket = {sock}\ncapacity = 64M\nlog-level = debug\n")
         daemon.send_signal(signal.SIGHUP)
-        assert wait_for(log, f"<5>SIGHUP: configuration reloaded from {conf}: "
-                             "log-level notice -> debug"), open(log).read()
+        wait_for_line(f"<5>SIGHUP: configuration reloaded from {conf}: log-level notice -> debug")
         with open(log) as f:
             text = f.read()
         assert ("<4>SIGHUP: capacity changed (33554432 -> 67108864); it takes effect at the "
@@ -119,7 +114,7 @@ def test_sighup_applies_the_log_level_and_names_what_needs_a_restart(workdir):
         # A broken file is refused and the running configuration kept.
         write(conf, "log-level = shouting\n")
         daemon.send_signal(signal.SIGHUP)
-        assert wait_for(log, "<3>SIGHUP: configuration not reloaded: "), open(log).read()
+        wait_for_line("<3>SIGHUP: configuration not reloaded: ")
         assert daemon.poll() is None
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=HANG_GUARD) == 0
@@ -128,12 +123,3 @@ def test_sighup_applies_the_log_level_and_names_what_needs_a_restart(workdir):
             daemon.kill()
             daemon.wait()
 
-
-def wait_until_socket(path, daemon, seconds=20):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if os.path.exists(path):
-            return True
-        assert daemon.poll() is None, "tensorbrokerd exited"
-        time.sleep(0.05)
-    return False

@@ -24,6 +24,7 @@ import signal
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -36,6 +37,9 @@ from kubernetes.client.configuration import Configuration
 from prometheus_client.parser import text_string_to_metric_families
 from yamllint import linter
 from yamllint.config import YamlLintConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+from daemon_wait import wait_for  # noqa: E402  (tests/python/daemon_wait.py)
 
 DAEMON = os.environ.get("TENSORBROKERD", "")
 CLI = os.environ.get("TENSORBROKER_CLI", "")
@@ -737,11 +741,7 @@ def test_the_daemonset_and_the_example_pod_run_as_written(node):
     with open(log_path, "w") as out:
         daemon = subprocess.Popen(args, stderr=out)
     try:
-        deadline = time.monotonic() + 30
-        while not os.path.exists(sock):
-            assert daemon.poll() is None, f"tensorbrokerd exited:\n{log()}"
-            assert time.monotonic() < deadline, log()
-            time.sleep(0.05)
+        wait_for(daemon, f"serving on {sock}", lambda: os.path.exists(sock), log_path)
         # Both sockets in the one directory the pods mount, with the same mode.
         for path in (sock, sock + ".fd"):
             assert stat.S_ISSOCK(os.stat(path).st_mode), path

@@ -8,11 +8,14 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import tempfile
-import time
 
 import numpy as np
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from daemon_wait import wait_for  # noqa: E402  (tests/python/daemon_wait.py)
 
 DAEMON = os.environ.get("TENSORBROKERD", "")
 CLI = os.environ.get("TENSORBROKER_CLI", "")
@@ -29,10 +32,8 @@ class Broker:
             self.daemon = subprocess.Popen([DAEMON, "--socket", self.socket, "--capacity", "64M",
                                             "--cuda-capacity", "0", "--log-level", level],
                                            stderr=log)
-        deadline = time.monotonic() + 30
-        while not os.path.exists(self.socket):
-            assert self.daemon.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_for(self.daemon, f"serving on {self.socket}", lambda: os.path.exists(self.socket),
+                 self.log_path)
 
     def cli(self, *args, prefix=()):
         """Runs the CLI; returns (its pid, exit status)."""

@@ -9,12 +9,17 @@ import signal
 import socket
 import subprocess
 import tempfile
+import sys
 import threading
 import time
 import urllib.parse
 
 import numpy as np
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from daemon_wait import (  # noqa: E402  (tests/python/daemon_wait.py)
+    describe_exit, log_line, quote_log, wait_for)
 
 prometheus_parser = pytest.importorskip("prometheus_client.parser")
 
@@ -24,19 +29,34 @@ pytestmark = pytest.mark.skipif(not (DAEMON and CLI), reason="set TENSORBROKERD 
 HANG_GUARD = 60
 
 
+@contextlib.contextmanager
+def stopped_at_the_end(daemon, log_path):
+    """Stops `daemon` when the block ends: SIGTERM and exit status 0 expected (its log quoted
+    otherwise), or SIGKILL when the block failed."""
+    try:
+        yield
+    except BaseException:
+        if daemon.poll() is None:
+            daemon.kill()
+        daemon.wait()
+        raise
+    daemon.send_signal(signal.SIGTERM)
+    code = daemon.wait(timeout=HANG_GUARD)
+    assert code == 0, f"tensorbrokerd: {describe_exit(code)}; its log:\n{quote_log(log_path)}"
+
+
 @pytest.fixture
 def broker():
     with tempfile.TemporaryDirectory(prefix="tbmetrics.") as d:
         sock = os.path.join(d, "b.sock")
-        daemon = subprocess.Popen([DAEMON, "--socket", sock, "--capacity", "128M",
-                                   "--cuda-capacity", "0", "--log-level", "warning"])
-        deadline = time.monotonic() + 30
-        while not os.path.exists(sock):
-            assert daemon.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
-        yield d, sock
-        daemon.send_signal(signal.SIGTERM)
-        assert daemon.wait(timeout=HANG_GUARD) == 0
+        log_path = os.path.join(d, "daemon.log")
+        with open(log_path, "wb") as log:
+            daemon = subprocess.Popen([DAEMON, "--socket", sock, "--capacity", "128M",
+                                       "--cuda-capacity", "0", "--log-level", "warning"],
+                                      stderr=log)
+        with stopped_at_the_end(daemon, log_path):
+            wait_for(daemon, f"serving on {sock}", lambda: os.path.exists(sock), log_path)
+            yield d, sock
 
 
 def cli(sock, *args):
@@ -121,17 +141,12 @@ def serving_http():
             daemon = subprocess.Popen([DAEMON, "--socket", sock, "--capacity", "128M",
                                        "--cuda-capacity", "0", "--metrics-listen", "127.0.0.1:0"],
                                       stderr=log)
-        deadline = time.monotonic() + 30
-        url = None
-        while url is None or not os.path.exists(sock):
-            assert daemon.poll() is None and time.monotonic() < deadline
-            for line in open(log_path):
-                if line.startswith("<6>metrics at http://127.0.0.1:"):
-                    url = line[len("<6>metrics at "):].strip()[:-len("/metrics")]
-            time.sleep(0.05)
-        yield d, sock, url, daemon
-        daemon.send_signal(signal.SIGTERM)
-        assert daemon.wait(timeout=HANG_GUARD) == 0
+        with stopped_at_the_end(daemon, log_path):
+            line = wait_for(daemon, f"serving on {sock} and /metrics",
+                            lambda: os.path.exists(sock) and
+                            log_line(log_path, "<6>metrics at http://127.0.0.1:"), log_path)
+            url = line[len("<6>metrics at "):].strip()[:-len("/metrics")]
+            yield d, sock, url, daemon
 
 
 @pytest.fixture

@@ -21,7 +21,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -39,6 +38,7 @@
 #include "tensorbroker/v1/broker.grpc.pb.h"
 #include "tests/integration/test_util.h"
 #include "tests/integration/uid_process.h"
+#include "tests/support/daemon_wait.h"
 
 namespace tensorbroker::testing {
 namespace {
@@ -97,11 +97,14 @@ class LoggedDaemon {
 
   const std::string& socket() const { return socket_; }
   const std::string& dir() const { return dir_; }
-  std::string Log() const {
-    std::ifstream in(log_path_);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
+  std::string Log() const { return ReadLogFile(log_path_); }
+  // Waits until the log has a line containing `text` (the bound only guards against a line that
+  // never comes); fails at once when the daemon exits first.
+  absl::Status WaitForLogLine(const std::string& text, absl::Duration deadline) {
+    return WaitForDaemon(Watched(), absl::StrCat("logging '", text, "'"), [&] {
+      return absl::StrContains(Log(), text) ? absl::OkStatus()
+                                            : absl::NotFoundError("no such line yet");
+    }, deadline);
   }
 
   // SIGTERM, then its wait status; SIGKILL after 30 s (a hang guard: gRPC's own shutdown may
@@ -128,23 +131,19 @@ class LoggedDaemon {
   explicit LoggedDaemon(std::string dir)
       : dir_(std::move(dir)), socket_(dir_ + "/broker.sock"), log_path_(dir_ + "/daemon.log") {}
 
+  // The daemon as WaitForDaemon watches it.
+  WatchedDaemon Watched() {
+    return {[this]() -> std::optional<int> {
+              std::optional<int> status = ReapIfExited(pid_);
+              if (status.has_value()) pid_ = -1;  // nothing left to stop
+              return status;
+            },
+            [this] { return Log(); }};
+  }
+
   absl::Status WaitUntilServing() {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    absl::Status last;
-    while (std::chrono::steady_clock::now() < deadline) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return absl::InternalError(absl::StrCat("tensorbrokerd ", DescribeWaitStatus(status),
-                                                " during start-up:\n", Log()));
-      }
-      auto client = Client::Connect(socket_, std::chrono::milliseconds(500));
-      if (client.ok()) return (*client)->Ping();
-      last = client.status();
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return absl::DeadlineExceededError(
-        absl::StrCat("tensorbrokerd did not serve: ", last.ToString()));
+    return WaitForDaemon(Watched(), absl::StrCat("serving on ", socket_),
+                         [this] { return PingOn(socket_); });
   }
 
   const std::string dir_;
@@ -367,9 +366,10 @@ class TenancyTest : public ::testing::Test {
 
   // Whether the daemon's log has a line containing `text`: read until it shows up (the line is
   // written before the call is answered; the bound only guards against a missing line).
-  bool LogHas(const std::string& text) {
-    return PollUntil([&] { return absl::StrContains(daemon_->Log(), text); },
-                     std::chrono::seconds(5));
+  ::testing::AssertionResult LogHas(const std::string& text) {
+    const absl::Status logged = daemon_->WaitForLogLine(text, absl::Seconds(5));
+    if (logged.ok()) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << logged;
   }
 
   std::unique_ptr<LoggedDaemon> daemon_;

@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "tests/support/daemon_wait.h"
 
 namespace tensorbroker::testing {
 namespace {
@@ -88,6 +89,7 @@ UidProcess& UidProcess::operator=(UidProcess&& other) noexcept {
   std::swap(reaped_status_, other.reaped_status_);
   std::swap(out_, other.out_);
   std::swap(err_, other.err_);
+  std::swap(err_so_far_, other.err_so_far_);
   return *this;
 }
 
@@ -98,17 +100,31 @@ UidProcess::~UidProcess() {
   }
 }
 
-bool UidProcess::Running() {
-  if (reaped_status_ != -1) return false;
-  int status = 0;
-  if (::waitpid(pid_, &status, WNOHANG) != pid_) return true;
-  reaped_status_ = status;
-  return false;
+std::optional<int> UidProcess::ExitStatus() {
+  if (reaped_status_ == -1) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) != pid_) return std::nullopt;
+    reaped_status_ = status;
+  }
+  return reaped_status_;
+}
+
+std::string UidProcess::ErrSoFar() {
+  char buffer[4096];
+  while (true) {
+    pollfd ready{err_.get(), POLLIN, 0};
+    if (::poll(&ready, 1, 0) <= 0 || (ready.revents & (POLLIN | POLLHUP)) == 0) break;
+    const ssize_t n = ::read(err_.get(), buffer, sizeof(buffer));
+    if (n <= 0) break;  // the end (Finish reads it again and sees it too) or an error
+    err_so_far_.append(buffer, static_cast<size_t>(n));
+  }
+  return err_so_far_;
 }
 
 absl::StatusOr<ProcessOutput> UidProcess::Finish(int signal) {
   if (signal != 0 && reaped_status_ == -1) ::kill(pid_, signal);
   ProcessOutput output;
+  output.err = std::move(err_so_far_);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   pollfd fds[2] = {{out_.get(), POLLIN, 0}, {err_.get(), POLLIN, 0}};
   std::string* texts[2] = {&output.out, &output.err};
@@ -147,22 +163,16 @@ absl::Status WaitUntilListening(const std::string& socket_path, UidProcess& proc
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   socket_path.copy(address.sun_path, sizeof(address.sun_path) - 1);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (!process.Running()) {
-      auto output = process.Finish();
-      return absl::InternalError(
-          absl::StrCat("pid ", process.pid(), " exited before listening on ", socket_path, ": ",
-                       output.ok() ? output->err : output.status().ToString()));
-    }
-    UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0) {
-      return absl::OkStatus();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return absl::DeadlineExceededError(
-      absl::StrCat("nothing listens on ", socket_path, " after 10 s"));
+  return WaitForDaemon({[&] { return process.ExitStatus(); }, [&] { return process.ErrSoFar(); }},
+                       absl::StrCat("listening on ", socket_path), [&] {
+                         UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+                         if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&address),
+                                       sizeof(address)) == 0) {
+                           return absl::OkStatus();
+                         }
+                         return absl::UnavailableError(
+                             absl::StrCat("connect: ", std::strerror(errno)));
+                       });
 }
 
 }  // namespace tensorbroker::testing

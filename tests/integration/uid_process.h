@@ -14,6 +14,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,7 +44,11 @@ class UidProcess {
 
   pid_t pid() const { return pid_; }
   // True while it has not exited (reaps it when it has; Finish still reports it).
-  bool Running();
+  bool Running() { return !ExitStatus().has_value(); }
+  // Its wait status once it has exited (reaps it; Finish still reports it), else nullopt.
+  std::optional<int> ExitStatus();
+  // What it wrote to its stderr so far, read without waiting (Finish still returns all of it).
+  std::string ErrSoFar();
   // Sends `signal` (0: none), reads its output to the end and reaps it. The 30 s bound only
   // guards against a hung child (then SIGKILL and DEADLINE_EXCEEDED), it measures nothing.
   absl::StatusOr<ProcessOutput> Finish(int signal = 0);
@@ -54,14 +59,16 @@ class UidProcess {
   int reaped_status_ = -1;  // set by Running() when it saw the exit
   UniqueFd out_;
   UniqueFd err_;
+  std::string err_so_far_;  // read from err_ by ErrSoFar()
 };
 
 // Start(...) then Finish().
 absl::StatusOr<ProcessOutput> RunAs(uid_t uid, gid_t gid, const std::vector<std::string>& argv,
                                     const std::vector<std::string>& env);
 
-// Waits until `socket_path` accepts a plain connection (a daemon listening there), or fails when
-// `process` exits first. Bounded by 10 s against a daemon that never comes up.
+// Waits until `socket_path` accepts a plain connection (a daemon listening there): WaitForDaemon
+// (tests/support/daemon_wait.h), so bounded by kDaemonWaitDeadline, and failing at once, with
+// the exit status and stderr, when `process` exits first.
 absl::Status WaitUntilListening(const std::string& socket_path, UidProcess& process);
 
 }  // namespace tensorbroker::testing

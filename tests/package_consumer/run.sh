@@ -5,11 +5,15 @@
 #   run.sh BUILD_DIR [EXTRA_CXX_FLAGS]      # flags: the sanitizer flags of a sanitized build
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../support/daemon_wait.sh"
 build=$1 flags=${2:-}
 work=$(mktemp -d)
 daemon_pid=""
+daemon_log=$work/daemon.log
 cleanup() {
   [ -z "$daemon_pid" ] || { kill -TERM "$daemon_pid" 2>/dev/null; wait "$daemon_pid" || true; }
+  # What the daemon wrote to its stderr, for whoever reads the test's output.
+  [ ! -s "$daemon_log" ] || { echo "tensorbrokerd's log:"; daemon_wait_quote_log "$daemon_log"; }
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -23,9 +27,10 @@ c++ -std=c++17 $flags "$here/main.cc" -o "$work/pkgconfig-consumer" \
   $(PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --cflags --libs tensorbroker)
 echo "pkg-config tensorbroker: built"
 socket=$work/b.sock
-"$work/prefix/sbin/tensorbrokerd" --socket "$socket" --capacity 64M --log-level warning &
+"$work/prefix/sbin/tensorbrokerd" --socket "$socket" --capacity 64M --log-level warning \
+  2>"$daemon_log" &
 daemon_pid=$!
-for _ in $(seq 200); do [ -S "$socket" ] && break; sleep 0.05; done
+wait_for_daemon "$daemon_pid" "$daemon_log" "serving on $socket" test -S "$socket" || exit 1
 "$work/cmake-build/consumer" "$socket"
 "$work/prefix/bin/tensorbroker" --socket "$socket" rm consumer/x
 "$work/pkgconfig-consumer" "$socket"

@@ -1,22 +1,24 @@
 """A tensorbrokerd on a private socket for the tests that speak raw gRPC (stubs generated from
-broker.proto): started, waited for with Ping, stopped with a signal. The daemon gets SIGTERM if
-the test process dies, however it dies."""
+broker.proto): started, waited for with Ping (daemon_wait.wait_for: a start that fails quotes
+its exit status and log), stopped with a signal. Its stderr is kept in `log_path` and printed by
+stop(). The daemon gets SIGTERM if the test process dies, however it dies."""
 
 import ctypes
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
-import time
 
 import grpc
 
 from tensorbroker.v1 import broker_pb2 as pb
 from tensorbroker.v1 import broker_pb2_grpc as pbg
 
+from daemon_wait import describe_exit, wait_for
+
 PR_SET_PDEATHSIG = 1
-START_GUARD = 30  # seconds; only against hangs, never a measurement
 
 
 def dies_with_test():
@@ -34,28 +36,46 @@ class RawDaemon:
         assert binary and os.path.exists(binary), "set TENSORBROKERD to the tensorbrokerd binary"
         self.dir = tempfile.mkdtemp(prefix=prefix)
         self.socket = os.path.join(self.dir, "broker.sock")
-        self.proc = subprocess.Popen(
-            [binary, "--socket", self.socket, "--log-level", "warning", *extra_args],
-            preexec_fn=dies_with_test())
+        self.log_path = os.path.join(self.dir, "daemon.log")
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [binary, "--socket", self.socket, "--log-level", "warning", *extra_args],
+                stderr=log, preexec_fn=dies_with_test())
         self.pid = self.proc.pid
         self.channel = grpc.insecure_channel("unix:" + self.socket)
         self.stub = pbg.BrokerStub(self.channel)
-        deadline = time.monotonic() + START_GUARD
-        while True:
+
+        def answers_ping():
             try:
                 self.stub.Ping(pb.Empty(), timeout=1)
-                break
+                return True
             except grpc.RpcError:
-                assert self.proc.poll() is None, "tensorbrokerd exited during start-up"
-                assert time.monotonic() < deadline, "tensorbrokerd did not answer Ping"
-                time.sleep(0.02)
+                return False
+        try:
+            wait_for(self.proc, f"serving on {self.socket}", answers_ping, self.log_path,
+                     interval=0.02)
+        except AssertionError:
+            self.channel.close()
+            self.cleanup()
+            raise
+
+    def log(self):
+        """What it wrote to its stderr so far."""
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
 
     def stop(self, sig=signal.SIGTERM, timeout=60):
-        """Sends `sig` (if it still runs) and returns its exit status."""
+        """Sends `sig` (if it still runs) and returns its exit status. Prints its log, if it
+        wrote one, for whoever reads the test's output."""
         self.channel.close()
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-        return self.proc.wait(timeout=timeout)
+        code = self.proc.wait(timeout=timeout)
+        text = self.log()
+        if text:
+            sys.stderr.write(f"tensorbrokerd (pid {self.pid}, {describe_exit(code)}) logged:\n"
+                             f"{text}")
+        return code
 
     def cleanup(self):
         if self.proc.poll() is None:

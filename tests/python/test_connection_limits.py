@@ -25,6 +25,8 @@ from tensorbroker.v1 import broker_pb2 as pb
 from tensorbroker.v1 import broker_pb2_grpc as pbg
 from tb_health import health_pb2, health_pb2_grpc
 
+import daemon_wait
+
 NOBODY = 65534
 MAX_CONNECTIONS = 32
 FLOOD = 100  # per socket
@@ -65,15 +67,26 @@ def daemon():
     workdir = tempfile.mkdtemp(prefix="tblimits.")
     os.chmod(workdir, 0o750)  # the socket's group (0) may enter, as /run/tensorbroker
     sock = os.path.join(workdir, "broker.sock")
-    proc = subprocess.Popen([binary, "--socket", sock, "--log-level", "warning",
-                             "--max-connections", str(MAX_CONNECTIONS),
-                             "--handshake-timeout", f"{HANDSHAKE_TIMEOUT_S}s"])
-    # Serving once both sockets exist (no connection is made: the flood must come first).
-    wait_for(lambda: os.path.exists(sock) and os.path.exists(sock + ".fd"), "the sockets")
-    yield proc, sock
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=HANG_GUARD) == 0
-    shutil.rmtree(workdir, ignore_errors=True)
+    log_path = os.path.join(workdir, "daemon.log")
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([binary, "--socket", sock, "--log-level", "warning",
+                                 "--max-connections", str(MAX_CONNECTIONS),
+                                 "--handshake-timeout", f"{HANDSHAKE_TIMEOUT_S}s"], stderr=log)
+    try:
+        # Serving once both sockets exist (no connection is made: the flood must come first).
+        daemon_wait.wait_for(proc, f"serving on {sock} and {sock}.fd",
+                             lambda: os.path.exists(sock) and os.path.exists(sock + ".fd"),
+                             log_path)
+        yield proc, sock
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=HANG_GUARD)
+        assert code == 0, f"{daemon_wait.describe_exit(code)}; its log:\n" \
+                          f"{daemon_wait.quote_log(log_path)}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def flood_as_nobody(sock, report, release):

@@ -12,12 +12,17 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "tensorbroker/client.h"
+#include "tests/support/daemon_wait.h"
 
 namespace tensorbroker::testing {
 namespace {
 
-absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv) {
+// How long the pipe of a daemon that has exited may take to end: a bound against a process
+// that still holds it (none should), not a measurement.
+constexpr absl::Duration kLogEndBound = absl::Seconds(5);
+
+// `stderr_fd`: the child's descriptor 2.
+absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, int stderr_fd) {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -28,30 +33,11 @@ absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv) {
     // gets SIGTERM and cleans up after itself instead of living on as an orphan.
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() == 1) _exit(127);  // the parent is already gone
+    if (dup2(stderr_fd, STDERR_FILENO) < 0) _exit(126);
     execv(args[0], args.data());
     _exit(127);
   }
   return pid;
-}
-
-// `*reaped` is set when the daemon exited (and was reaped here).
-absl::Status WaitUntilServing(const std::string& socket_path, pid_t pid, bool* reaped) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  absl::Status last;
-  while (std::chrono::steady_clock::now() < deadline) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      *reaped = true;
-      return absl::InternalError(absl::StrCat("tensorbrokerd exited during start-up (status ",
-                                              status, ")"));
-    }
-    auto client = Client::Connect(socket_path, std::chrono::milliseconds(500));
-    if (client.ok()) return (*client)->Ping();
-    last = client.status();
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return absl::DeadlineExceededError(
-      absl::StrCat("tensorbrokerd did not serve on ", socket_path, ": ", last.ToString()));
 }
 
 }  // namespace
@@ -79,15 +65,26 @@ absl::StatusOr<DaemonProcess> DaemonProcess::StartOn(const std::string& socket_p
                                                      std::vector<std::string> extra_args) {
   std::vector<std::string> argv = {DaemonBinaryPath(), "--socket", socket_path};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  auto pid = Spawn(argv);
+  auto log = DaemonLog::Create();
+  if (!log.ok()) return log.status();
+  auto pid = Spawn(argv, (*log)->child_end());
+  (*log)->CloseChildEnd();
   if (!pid.ok()) return pid.status();
   DaemonProcess daemon;
   daemon.pid_ = *pid;
   daemon.socket_path_ = socket_path;
-  bool reaped = false;
-  if (absl::Status s = WaitUntilServing(socket_path, *pid, &reaped); !s.ok()) {
-    if (reaped) daemon.pid_ = -1;  // nothing left to stop
-    return s;
+  daemon.log_ = *std::move(log);
+  const WatchedDaemon watched{
+      [&daemon]() -> std::optional<int> {
+        std::optional<int> status = ReapIfExited(daemon.pid_);
+        if (status.has_value()) daemon.pid_ = -1;  // nothing left to stop
+        return status;
+      },
+      [&daemon] { return daemon.Log(); }};
+  if (absl::Status s = WaitForDaemon(watched, absl::StrCat("serving on ", socket_path),
+                                     [&] { return PingOn(socket_path); });
+      !s.ok()) {
+    return s;  // the destructor stops a daemon still running
   }
   return daemon;
 }
@@ -98,7 +95,15 @@ DaemonProcess& DaemonProcess::operator=(DaemonProcess&& other) noexcept {
   std::swap(pid_, other.pid_);
   std::swap(socket_path_, other.socket_path_);
   std::swap(owned_dir_, other.owned_dir_);
+  std::swap(log_, other.log_);
   return *this;
+}
+
+std::string DaemonProcess::Log() const {
+  if (log_ == nullptr) return "";
+  // Once it has exited, the pipe ends as soon as what it wrote last is read.
+  if (pid_ <= 0) (void)log_->WaitForEnd(kLogEndBound);
+  return log_->Text();
 }
 
 absl::StatusOr<int> DaemonProcess::Stop(int signal) {
@@ -113,11 +118,14 @@ absl::StatusOr<int> DaemonProcess::Stop(int signal) {
       kill(pid_, SIGKILL);
       waitpid(pid_, &status, 0);
       pid_ = -1;
+      if (log_ != nullptr) (void)log_->WaitForEnd(kLogEndBound);
       return absl::DeadlineExceededError("tensorbrokerd did not exit within 30 s; killed it");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   pid_ = -1;
+  // Its last words (a sanitizer's report) are shown before the caller goes on.
+  if (log_ != nullptr) (void)log_->WaitForEnd(kLogEndBound);
   return status;
 }
 

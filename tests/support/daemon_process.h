@@ -1,6 +1,11 @@
 // Runs the real tensorbrokerd binary as a child process on a private temporary socket, for
-// tests and benchmarks. The destructor stops it (SIGTERM, then SIGKILL after 10 s) and removes
+// tests and benchmarks. The destructor stops it (SIGTERM, then SIGKILL after 30 s) and removes
 // the temporary directory. Not thread-safe; one owner.
+//
+// The daemon's stderr goes through a DaemonLog (daemon_log.h): still shown on this process's
+// stderr as it comes, and kept, so that Log() and a failed start quote it. Start() waits with
+// WaitForDaemon (daemon_wait.h): up to 30 s, and a daemon that exits on its way up fails it at
+// once, with its exit status and the end of its log.
 //
 // Fork safety: Start() fork()s and immediately exec()s, so it is safe even when the calling
 // process already runs gRPC threads.
@@ -9,10 +14,12 @@
 
 #include <sys/types.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "tests/support/daemon_log.h"
 
 namespace tensorbroker::testing {
 
@@ -22,7 +29,7 @@ std::string DaemonBinaryPath();
 class DaemonProcess {
  public:
   // Starts `tensorbrokerd --socket <tmp>/broker.sock <extra_args...>` and waits until it
-  // answers Ping (up to 10 s).
+  // answers Ping (WaitForDaemon: up to kDaemonWaitDeadline; at once when it exits).
   static absl::StatusOr<DaemonProcess> Start(std::vector<std::string> extra_args = {});
   // Starts on a given socket path (does not own or remove its directory).
   static absl::StatusOr<DaemonProcess> StartOn(const std::string& socket_path,
@@ -36,6 +43,9 @@ class DaemonProcess {
 
   const std::string& socket_path() const { return socket_path_; }
   pid_t pid() const { return pid_; }
+  // What the daemon wrote to its stderr so far (its last DaemonLog::kKeptBytes); once it has
+  // exited (Stop(), MarkReaped()), to the end.
+  std::string Log() const;
 
   // Sends `signal` and waits for the process; returns its wait status (see WIFEXITED).
   absl::StatusOr<int> Stop(int signal = 15 /*SIGTERM*/);
@@ -48,6 +58,7 @@ class DaemonProcess {
   pid_t pid_ = -1;
   std::string socket_path_;
   std::string owned_dir_;  // removed on destruction when not empty
+  std::unique_ptr<DaemonLog> log_;
 };
 
 }  // namespace tensorbroker::testing

@@ -215,7 +215,7 @@ std::vector<int> ServiceManagerHarness::StoredFds(const std::string& name) const
 
 absl::StatusOr<pid_t> ServiceManagerHarness::Start(
     const std::vector<std::string>& argv,
-    const std::vector<std::pair<std::string, int>>& sockets) {
+    const std::vector<std::pair<std::string, int>>& sockets, int stderr_fd) {
   std::lock_guard<std::recursive_mutex> lock(mu_);  // no descriptor goes while we fork
   std::vector<std::pair<std::string, int>> passed;
   for (const UniqueFd& socket : sockets_) passed.emplace_back("tensorbroker", socket.get());
@@ -255,6 +255,7 @@ absl::StatusOr<pid_t> ServiceManagerHarness::Start(
   if (pid == 0) {
     // As DaemonProcess does: a test process that dies takes its daemon with it.
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (stderr_fd >= 0 && ::dup2(stderr_fd, STDERR_FILENO) < 0) ::_exit(126);
     // Move every source above the target range first, so no dup2 overwrites a later source.
     const int base = 3 + static_cast<int>(sources.size()) + 64;
     for (size_t i = 0; i < sources.size(); ++i) {

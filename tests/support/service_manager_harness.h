@@ -60,9 +60,12 @@ class ServiceManagerHarness {
 
   // Starts `argv` (argv[0] a path) with $NOTIFY_SOCKET set and, as descriptors 3, 4, ...,
   // the `sockets` (name, borrowed descriptor) then every kept descriptor, named in
-  // $LISTEN_FDNAMES (after the Listen() sockets). Resets ready(). Returns the child's pid; the caller waits for it.
+  // $LISTEN_FDNAMES (after the Listen() sockets); its stderr is `stderr_fd` (borrowed; -1:
+  // this process's, e.g. DaemonLog::child_end()). Resets ready(). Returns the child's pid; the
+  // caller waits for it.
   absl::StatusOr<pid_t> Start(const std::vector<std::string>& argv,
-                              const std::vector<std::pair<std::string, int>>& sockets = {});
+                              const std::vector<std::pair<std::string, int>>& sockets = {},
+                              int stderr_fd = -1);
 
  private:
   ServiceManagerHarness(std::string path, UniqueFd socket, UniqueFd wake);

@@ -72,11 +72,12 @@ class Broker:
         assert binary and os.path.exists(binary), "set TENSORBROKERD to the tensorbrokerd binary"
         self.dir = tempfile.mkdtemp(prefix="tbgpu.")
         self.socket = os.path.join(self.dir, "broker.sock")
-        self.log = open(os.path.join(self.dir, "daemon.log"), "w+")
+        self.log_path = os.path.join(self.dir, "daemon.log")
+        self.log = open(self.log_path, "w+")
         self.proc = subprocess.Popen(
             [binary, "--socket", self.socket, "--cuda-capacity", "8G", "--log-level", "info"],
             stdout=self.log, stderr=subprocess.STDOUT)
-        wait_until_serving(self.socket, self.proc)
+        wait_until_serving(self.socket, self.proc, self.log_path)
 
     @classmethod
     def get(cls):

@@ -15,7 +15,8 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from daemon_wait import wait_until_serving  # noqa: E402  (tests/python/daemon_wait.py)
+# tests/python/daemon_wait.py
+from daemon_wait import describe_exit, wait_until_serving  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HANG_GUARD = 120  # seconds; only against hangs, never a measurement
@@ -32,7 +33,9 @@ def dies_with_test(sig):
 
 class Daemon:
     """`takeover`: a Daemon whose socket this one takes over (tensorbrokerd --takeover); its
-    directory then belongs to this one."""
+    directory then belongs to this one. The daemon's stderr goes to `stderr` (a file opened for
+    writing) or else to a file of its own in its directory: log_path either way. A start that
+    fails quotes it (daemon_wait.py); stop() prints it."""
 
     def __init__(self, *extra_args, stderr=None, takeover=None):
         binary = os.environ.get("TENSORBROKERD")
@@ -48,15 +51,45 @@ class Daemon:
         if "TENSORBROKERD_ASAN_OPTIONS" in env:
             env["ASAN_OPTIONS"] = env["TENSORBROKERD_ASAN_OPTIONS"]
 
-        self.proc = subprocess.Popen(
+        if stderr is None:
+            # Its own name: a takeover's daemon shares the directory with the one it replaces.
+            fd, self.log_path = tempfile.mkstemp(prefix="tensorbrokerd.", suffix=".log",
+                                                 dir=self.dir)
+            with os.fdopen(fd, "wb") as log:
+                self.proc = self._start(binary, extra_args, env, log)
+        else:
+            self.log_path = stderr.name
+            self.proc = self._start(binary, extra_args, env, stderr)
+        try:
+            wait_until_serving(self.socket, self.proc, self.log_path)
+        except AssertionError:
+            if takeover is None:
+                shutil.rmtree(self.dir, ignore_errors=True)
+            raise
+
+    def _start(self, binary, extra_args, env, log):
+        return subprocess.Popen(
             [binary, "--socket", self.socket, "--log-level", "warning", *extra_args], env=env,
-            stderr=stderr, preexec_fn=dies_with_test(signal.SIGTERM))
-        wait_until_serving(self.socket, self.proc)
+            stderr=log, preexec_fn=dies_with_test(signal.SIGTERM))
+
+    def log(self):
+        """What it wrote to its stderr so far ("" once stop() removed its directory)."""
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
 
     def stop(self):
+        """SIGTERM; its exit status. Prints its log, if it wrote one, for whoever reads the
+        test's output (where its stderr went before it was kept in a file)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         code = self.proc.wait(timeout=60)
+        text = self.log()
+        if text:
+            sys.stderr.write(f"tensorbrokerd (pid {self.proc.pid}, {describe_exit(code)}) "
+                             f"logged:\n{text}")
         shutil.rmtree(self.dir, ignore_errors=True)
         return code
 

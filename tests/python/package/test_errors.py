@@ -1,6 +1,7 @@
 """Each exception class is raised by the case that should raise it, and is also the builtin a
 Python programmer would catch; the GIL is released while a call waits; Ctrl-C interrupts an
-endless get(); tensors, views and capsules still alive at interpreter exit are harmless."""
+endless get(); tensors, views and capsules still alive at interpreter exit are harmless. And the
+tests' own Daemon: one that cannot start fails the test at once, with the daemon's error."""
 
 import os
 import pwd
@@ -153,6 +154,18 @@ def test_unavailable_is_a_connection_error(tmp_path):
     assert d.stop() == 0
     with pytest.raises(tensorbroker.Unavailable, match="did not come back within 500 ms"):
         c.stats()
+
+
+def test_a_daemon_that_cannot_start_fails_at_once_with_its_error():
+    started = time.monotonic()
+    with pytest.raises(AssertionError) as failure:
+        Daemon("--capacity", "nonsense")
+    assert time.monotonic() - started < 5  # at once, not at the 30 s deadline
+    message = str(failure.value)
+    assert message.startswith("tensorbrokerd exited (exit status 2) before it was serving on "), \
+        message
+    assert message.endswith("/broker.sock; its log:\n  | tensorbrokerd: --capacity 'nonsense' "
+                            "is not a size (examples: 1048576, 512M, 4G, 1.5GiB)\n"), message
 
 
 def test_a_client_rides_through_a_takeover():
