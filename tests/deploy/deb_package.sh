@@ -41,21 +41,12 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 expect_eq() { [ "$1" = "$2" ] || fail "$3: got '$1', expected '$2'"; }
 expect_in() { case "$1" in *"$2"*) ;; *) fail "$3: '$2' is not in: $1" ;; esac; }
 # wait_serving PID SOCKET LOG: returns once the daemon PID answers on SOCKET; fails at once, with
-# its log, when it exits first, and after 60 s (a bound on time, not tries) when it never serves.
+# its log, when it exits first (support/daemon_wait.sh; bounded in time, not tries).
+. "$src/tests/support/daemon_wait.sh"
+serves() { /usr/bin/tensorbroker --socket "$1" health --timeout 1 >/dev/null 2>&1; }
 wait_serving() {
-  local pid=$1 socket=$2 log=$3 deadline=$(( $(date +%s) + 60 ))
-  until /usr/bin/tensorbroker --socket "$socket" health --timeout 1 >/dev/null 2>&1; do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      local status=0
-      wait "$pid" || status=$?
-      fail "tensorbrokerd (pid $pid) exited with status $status before serving on $socket; its log:
-$(cat "$log")"
-    fi
-    [ "$(date +%s)" -lt "$deadline" ] ||
-      fail "tensorbrokerd (pid $pid) did not serve on $socket within 60 s; its log:
-$(cat "$log")"
-    sleep 0.05
-  done
+  DAEMON_WAIT_DEADLINE=60 wait_for_daemon "$1" "$3" "serving on $2" serves "$2" ||
+    fail "the installed tensorbrokerd did not serve on $2"
 }
 # refused_at_once LOG COMMAND...: COMMAND (a second daemon) must exit 1 without serving; its
 # stderr goes to LOG. 60 s guard against a hang (it exits in milliseconds).
