@@ -24,27 +24,11 @@
 #include "tensorbroker/v1/broker.grpc.pb.h"
 #include "tests/integration/squatter.h"
 #include "tests/integration/test_util.h"
+#include "tests/support/temp_dir.h"
 #include "tests/integration/uid_process.h"
 
 namespace tensorbroker::testing {
 namespace {
-
-// A private directory (mkdtemp, 0700, root's), removed with everything in it at the end.
-class TempDir {
- public:
-  TempDir() {
-    std::string t = (std::filesystem::temp_directory_path() / "tbident.XXXXXX").string();
-    if (::mkdtemp(t.data()) != nullptr) path_ = t;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // A 4-element float32 .npy file at `path`, readable by everyone.
 void WriteNpy(const std::string& path) {
@@ -83,7 +67,7 @@ class IdentityTest : public ::testing::Test {
 };
 
 TEST_F(IdentityTest, ClientAndCliRefuseASocketServedByAnotherUidAndSendItNothing) {
-  TempDir dir, files;
+  TempDir dir("tbident"), files("tbident");
   ASSERT_FALSE(dir.path().empty() || files.path().empty());
   ASSERT_EQ(::chown(dir.path().c_str(), kSquatterUid, kSquatterUid), 0);  // the squatter's own
   const std::string socket = dir.path() + "/broker.sock";
@@ -115,7 +99,7 @@ TEST_F(IdentityTest, ClientAndCliRefuseASocketServedByAnotherUidAndSendItNothing
 }
 
 TEST_F(IdentityTest, ClientRefusesARealDaemonOfAnotherUidWhichGetsNoSession) {
-  TempDir dir;
+  TempDir dir("tbident");
   ASSERT_FALSE(dir.path().empty());
   ASSERT_EQ(::chown(dir.path().c_str(), kSquatterUid, kSquatterUid), 0);
   const std::string socket = dir.path() + "/broker.sock";
@@ -162,7 +146,7 @@ TEST_F(IdentityTest, SquattedPerUserDirectoryIsRefusedByTheVictimsCliAndDaemon) 
       std::filesystem::remove_all(path, ignored);
     }
   } cleanup{directory};
-  TempDir files;
+  TempDir files("tbident");
   ASSERT_EQ(::chmod(files.path().c_str(), 0755), 0);
   const std::string npy = files.path() + "/x.npy";
   WriteNpy(npy);
@@ -227,7 +211,7 @@ TEST(DaemonSocketDirectoryTest, DaemonRefusesADirectoryOthersMayWrite) {
   };
   for (const Case& c : {Case{0777, "writable by others"}, Case{0770, "writable by its group"},
                         Case{01777, "writable by others, sticky like /tmp"}}) {
-    TempDir dir;
+    TempDir dir("tbident");
     ASSERT_EQ(::chmod(dir.path().c_str(), c.mode), 0);
     ASSERT_OK_AND_ASSIGN(ProcessOutput daemon, DaemonIn(dir.path()));
     EXPECT_TRUE(WIFEXITED(daemon.status) && WEXITSTATUS(daemon.status) == 1)
@@ -245,7 +229,7 @@ TEST(DaemonSocketDirectoryTest, DaemonRefusesADirectoryOthersMayWrite) {
 
 // The packaged service's /run/tensorbroker is 0750 (group members reach the socket): served.
 TEST(DaemonSocketDirectoryTest, DaemonServesInAGroupReadableDirectory) {
-  TempDir dir;
+  TempDir dir("tbident");
   ASSERT_EQ(::chmod(dir.path().c_str(), 0750), 0);
   ASSERT_OK_AND_ASSIGN(DaemonProcess daemon, DaemonProcess::StartOn(dir.path() + "/broker.sock"));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> client, Client::Connect(daemon.socket_path()));

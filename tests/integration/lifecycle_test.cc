@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_join.h"
 #include "tests/integration/test_util.h"
+#include "tests/support/temp_dir.h"
 
 namespace tensorbroker::testing {
 namespace {
@@ -37,22 +38,6 @@ std::string SegmentOf(const Mapping& m) {
   const std::string prefix = kMemfdPathPrefix;
   return m.path.rfind(prefix, 0) == 0 ? m.path.substr(prefix.size()) : "";
 }
-
-// A private temporary directory, removed at the end of the scope.
-class TempDir {
- public:
-  TempDir() {
-    std::string t = (std::filesystem::temp_directory_path() / "tblife.XXXXXX").string();
-    if (mkdtemp(t.data()) != nullptr) path_ = t;
-  }
-  ~TempDir() {
-    if (!path_.empty()) std::filesystem::remove_all(path_);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // Publishes a pooled (small) tensor, a dedicated (large) one and a mutable one; returns a lease
 // on the small one.
@@ -132,7 +117,7 @@ TEST(LifecycleTest, SigtermWithNoClientsExitsZero) {
 
 TEST(LifecycleTest, RestartAfterSigkillOnTheSameSocketCleansUpBothInstances) {
   const std::set<std::string> before = ListSegmentFiles();
-  TempDir dir;
+  TempDir dir("tblife");
   ASSERT_FALSE(dir.path().empty());
   const std::string socket = dir.path() + "/broker.sock";
 
@@ -190,7 +175,7 @@ TEST(LifecycleTest, RestartAfterSigkillOnTheSameSocketCleansUpBothInstances) {
 // A long-lived client process across a graceful daemon restart on the same socket: the new
 // daemon's segments may reuse names, and what this process reads must be what it wrote.
 TEST(LifecycleTest, ClientProcessOutlivingARestartedDaemonUsesTheNewSegments) {
-  TempDir dir;
+  TempDir dir("tblife");
   ASSERT_FALSE(dir.path().empty());
   const std::string socket = dir.path() + "/broker.sock";
   for (int round = 0; round < 2; ++round) {

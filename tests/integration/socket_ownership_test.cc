@@ -13,11 +13,9 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -28,6 +26,7 @@
 #include "common/server_identity.h"
 #include "tests/integration/test_util.h"
 #include "tests/integration/uid_process.h"
+#include "tests/support/unix_listener.h"
 
 namespace tensorbroker::testing {
 namespace {
@@ -229,20 +228,8 @@ TEST_F(SocketOwnershipTest, AnUnreadableLockFileIsJudgedByProcLocks) {
 
 // A listener bound at the socket path without the lock: what systemd's tensorbrokerd.socket is
 // while the service is stopped (here a socket of this test's, as root like systemd).
-UniqueFd ListenAt(const std::string& path) {
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
-  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 ||
-      ::listen(fd.get(), 4) != 0) {
-    return UniqueFd();
-  }
-  return fd;
-}
-
 TEST_F(SocketOwnershipTest, ASocketSomethingListensOnWithoutTheLockIsNeitherReplacedNorTouched) {
-  UniqueFd listener = ListenAt(socket_);
+  UniqueFd listener = ListenOnUnixSocket(socket_);
   ASSERT_TRUE(listener.valid());
   struct stat before {};
   ASSERT_EQ(::lstat(socket_.c_str(), &before), 0);
@@ -272,7 +259,7 @@ TEST_F(SocketOwnershipTest, ASocketSomethingListensOnWithoutTheLockIsNeitherRepl
 TEST_F(SocketOwnershipTest, ADaemonRemovesOnlyTheSocketFileItBound) {
   ASSERT_OK_AND_ASSIGN(UidProcess daemon, StartAs(0));
   ASSERT_EQ(::unlink(socket_.c_str()), 0);
-  UniqueFd listener = ListenAt(socket_);
+  UniqueFd listener = ListenOnUnixSocket(socket_);
   ASSERT_TRUE(listener.valid());
   struct stat rebound {};
   ASSERT_EQ(::lstat(socket_.c_str(), &rebound), 0);

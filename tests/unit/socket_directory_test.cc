@@ -16,30 +16,17 @@
 #include "common/socket_path.h"
 #include "common/user_names.h"
 #include "daemon/socket_directory_setup.h"
+#include "tests/support/temp_dir.h"
 
 namespace tensorbroker {
 namespace {
+
+using ::tensorbroker::testing::TempDir;
 
 constexpr uid_t kOther = 65534;
 
 // The users a daemon of `self` trusts with its directory, with no daemon user configured.
 TrustedServers Alone(uid_t self) { return TrustedServers{self, std::nullopt}; }
-
-class TempDir {
- public:
-  TempDir() {
-    std::string t = (std::filesystem::temp_directory_path() / "tbsockdir.XXXXXX").string();
-    if (::mkdtemp(t.data()) != nullptr) path_ = t;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 mode_t ModeOf(const std::string& path) {
   struct stat info {};
@@ -73,7 +60,7 @@ TEST(SocketDirectory, PerUserDirectoriesAreKnownByTheirExactName) {
 }
 
 TEST(SocketDirectory, DaemonCreatesWhatIsMissingMode0700WhateverTheUmask) {
-  TempDir base;
+  TempDir base("tbsockdir");
   const mode_t old_umask = ::umask(0277);  // would make 0500 directories
   const absl::Status prepared = daemon::PrepareSocketDirectory(base.path() + "/a/b/broker.sock");
   ::umask(old_umask);
@@ -83,7 +70,7 @@ TEST(SocketDirectory, DaemonCreatesWhatIsMissingMode0700WhateverTheUmask) {
 }
 
 TEST(SocketDirectory, DaemonAcceptsDirectoriesOnlyItsOwnerMayWrite) {
-  TempDir dir;
+  TempDir dir("tbsockdir");
   for (mode_t mode : {0700, 0750, 0755, 0711, 0500}) {
     ASSERT_EQ(::chmod(dir.path().c_str(), mode), 0);
     EXPECT_TRUE(CheckDaemonSocketDirectory(dir.path(), Alone(::geteuid())).ok())
@@ -92,7 +79,7 @@ TEST(SocketDirectory, DaemonAcceptsDirectoriesOnlyItsOwnerMayWrite) {
 }
 
 TEST(SocketDirectory, DaemonRefusesDirectoriesOthersOrItsGroupMayWrite) {
-  TempDir dir;
+  TempDir dir("tbsockdir");
   struct Case {
     mode_t mode;
     const char* text;
@@ -118,7 +105,7 @@ TEST(SocketDirectory, DaemonRefusesDirectoriesOthersOrItsGroupMayWrite) {
 
 TEST(SocketDirectory, DaemonRefusesADirectoryOfAnotherOwner) {
   if (::geteuid() != 0) GTEST_SKIP() << "chown needs root";
-  TempDir dir;
+  TempDir dir("tbsockdir");
   ASSERT_EQ(::chown(dir.path().c_str(), kOther, kOther), 0);
   const absl::Status status = CheckDaemonSocketDirectory(dir.path(), Alone(0));
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
@@ -142,7 +129,7 @@ TEST(SocketDirectory, DaemonRefusesADirectoryOfAnotherOwner) {
 // clients trust that user to serve, so its directory is as good as root's.
 TEST(SocketDirectory, DaemonAcceptsADirectoryOfTheDaemonUser) {
   if (::geteuid() != 0) GTEST_SKIP() << "chown needs root";
-  TempDir dir;
+  TempDir dir("tbsockdir");
   ASSERT_EQ(::chmod(dir.path().c_str(), 0750), 0);
   ASSERT_EQ(::chown(dir.path().c_str(), kOther, kOther), 0);
   const TrustedServers with_daemon_user{0, kOther};
@@ -217,7 +204,7 @@ TEST_F(PerUserDirectory, AnotherOwnerIsRefusedEvenRoot) {
 // a daemon of another uid is told why it cannot serve there, not "cannot open lock file".
 TEST(SocketDirectory, DaemonRefusesADirectoryItMayNotWrite) {
   if (::geteuid() != 0) GTEST_SKIP() << "acting as uid 65534 needs root";
-  TempDir dir;
+  TempDir dir("tbsockdir");
   ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
   int pipe_fds[2];
   ASSERT_EQ(::pipe(pipe_fds), 0);

@@ -8,46 +8,21 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <sys/un.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <filesystem>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/unique_fd.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/unix_listener.h"
 
 namespace tensorbroker::daemon {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string t = (std::filesystem::temp_directory_path() / "tbholder.XXXXXX").string();
-    if (::mkdtemp(t.data()) != nullptr) path_ = t;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-UniqueFd ListenAt(const std::string& path, int type = SOCK_STREAM) {
-  UniqueFd fd(::socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
-  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 ||
-      ::listen(fd.get(), 4) != 0) {
-    return UniqueFd();
-  }
-  return fd;
-}
+using ::tensorbroker::testing::ListenOnUnixSocket;
+using ::tensorbroker::testing::TempDir;
 
 TEST(SocketHolder, FlockHolderIsReadFromProcLocksByDeviceAndInode) {
   const std::string locks =
@@ -63,7 +38,7 @@ TEST(SocketHolder, FlockHolderIsReadFromProcLocksByDeviceAndInode) {
 }
 
 TEST(SocketHolder, FlockHolderFindsThisProcessOnARealFileOfAnyMode) {
-  TempDir dir;
+  TempDir dir("tbholder");
   const std::string path = dir.path() + "/x.lock";
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0000));  // unreadable by mode
   ASSERT_TRUE(fd.valid());
@@ -94,10 +69,10 @@ TEST(SocketHolder, ListeningSocketsAreReadFromProcNetUnix) {
 }
 
 TEST(SocketHolder, ARealListenerIsFoundWithItsProcessAndAClosedOneIsNot) {
-  TempDir dir;
+  TempDir dir("tbholder");
   const std::string path = dir.path() + "/broker.sock";
   {
-    UniqueFd listener = ListenAt(path);
+    UniqueFd listener = ListenOnUnixSocket(path);
     ASSERT_TRUE(listener.valid());
     std::optional<uint64_t> inode = ListeningSocketAt(path);
     ASSERT_TRUE(inode.has_value());
@@ -119,11 +94,11 @@ TEST(SocketHolder, ARealListenerIsFoundWithItsProcessAndAClosedOneIsNot) {
 }
 
 TEST(SocketHolder, ARelativePathIsMatchedAsBoundAndAsAbsolute) {
-  TempDir dir;
+  TempDir dir("tbholder");
   const std::filesystem::path previous = std::filesystem::current_path();
   std::filesystem::current_path(dir.path());
-  UniqueFd relative = ListenAt("rel.sock");
-  UniqueFd absolute = ListenAt(dir.path() + "/abs.sock");
+  UniqueFd relative = ListenOnUnixSocket("rel.sock");
+  UniqueFd absolute = ListenOnUnixSocket(dir.path() + "/abs.sock");
   EXPECT_TRUE(ListeningSocketAt("rel.sock").has_value());
   EXPECT_TRUE(ListeningSocketAt("abs.sock").has_value());
   EXPECT_TRUE(ListeningSocketAt(dir.path() + "/./abs.sock").has_value());
