@@ -1,7 +1,7 @@
 #include "python/src/lease_export.h"
 
-#include <pybind11/numpy.h>
-
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -17,7 +17,6 @@ namespace {
 
 constexpr const char* kVersionedName = "dltensor_versioned";
 constexpr const char* kLegacyName = "dltensor";
-constexpr const char* kArrayBaseName = "tensorbroker.lease";
 
 // manager_ctx of every exported DLPack tensor: the lease and the two ABI views of it.
 struct LeaseExport {
@@ -52,10 +51,6 @@ void DestroyLegacyCapsule(PyObject* capsule) {
   tensor->deleter(tensor);
 }
 
-void DestroyArrayBase(PyObject* capsule) {
-  DeleteExport(static_cast<LeaseExport*>(PyCapsule_GetPointer(capsule, kArrayBaseName)));
-}
-
 }  // namespace
 
 py::capsule MakeDLPackCapsule(TensorPtr lease, const ExportLook& look, bool versioned) {
@@ -83,22 +78,46 @@ py::capsule MakeDLPackCapsule(TensorPtr lease, const ExportLook& look, bool vers
   return capsule;
 }
 
+void BindLeaseBytes(py::module_& module) {
+  py::class_<LeaseBytes>(module, "_LeaseBytes", py::buffer_protocol(),
+                         "The bytes of one broker lease, for numpy.ndarray(buffer=...); the "
+                         "lease ends when nothing refers to it any more.")
+      .def_buffer([](LeaseBytes& bytes) {
+        return py::buffer_info(bytes.start(), 1, "B", static_cast<py::ssize_t>(bytes.size()),
+                               bytes.read_only());
+      });
+}
+
+LeaseBytes::~LeaseBytes() {
+  RunWithoutGil([this] { lease_.reset(); });
+}
+
 py::object MakeNumpyArray(TensorPtr lease, const ExportLook& look) {
-  py::dtype dtype = py::reinterpret_borrow<py::dtype>(NumpyDType(look.dtype));
+  // Built through NumPy's Python API (numpy.ndarray over a buffer), not its C API, whose
+  // structures changed in NumPy 2: the same code serves NumPy 1.x and 2.x.
+  py::object dtype = NumpyDType(look.dtype);
+  const py::ssize_t itemsize = dtype.attr("itemsize").cast<py::ssize_t>();
   const DLTensor& t = lease->dl_tensor;
-  std::vector<py::ssize_t> shape(t.shape, t.shape + t.ndim);
-  std::vector<py::ssize_t> strides(t.strides, t.strides + t.ndim);
-  for (py::ssize_t& stride : strides) stride *= dtype.itemsize();
-  void* data = static_cast<uint8_t*>(t.data) + t.byte_offset;
-  auto owned = std::make_unique<LeaseExport>();
-  owned->lease = std::move(lease);
-  py::capsule base(owned.get(), kArrayBaseName, &DestroyArrayBase);
-  owned.release();
-  py::array array(dtype, shape, strides, data, base);
-  if (look.read_only) {
-    py::detail::array_proxy(array.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  // The bytes the strides reach, from the lowest to one item past the highest (a stride may be
+  // 0 or negative); an empty tensor reaches none.
+  int64_t lowest = 0, highest = 0;
+  bool empty = false;
+  py::tuple shape(t.ndim), strides(t.ndim);
+  for (int32_t d = 0; d < t.ndim; ++d) {
+    const int64_t extent = t.shape[d], stride = t.strides[d] * itemsize;
+    empty = empty || extent == 0;
+    if (extent > 0) (stride < 0 ? lowest : highest) += (extent - 1) * stride;
+    shape[d] = extent;
+    strides[d] = stride;
   }
-  return std::move(array);
+  auto* data = static_cast<uint8_t*>(t.data) + t.byte_offset;
+  const size_t size = empty ? 0 : static_cast<size_t>(highest - lowest + itemsize);
+  py::object bytes = py::cast(
+      std::make_unique<LeaseBytes>(std::move(lease), empty ? data : data + lowest, size,
+                                   look.read_only));
+  return py::module_::import("numpy").attr("ndarray")(
+      shape, dtype, py::arg("buffer") = bytes, py::arg("offset") = empty ? 0 : -lowest,
+      py::arg("strides") = strides);
 }
 
 }  // namespace tensorbroker::python

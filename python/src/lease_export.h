@@ -1,5 +1,5 @@
 // Hands one broker lease to a Python consumer: as a DLPack capsule ("dltensor_versioned" or the
-// pre-1.0 "dltensor") or as a NumPy array. The lease ends when the consumer is done: when the
+// pre-1.0 "dltensor") or as a NumPy array (over a _LeaseBytes buffer). The lease ends when the consumer is done: when the
 // capsule's deleter runs (or the capsule is dropped unused), or when the array is collected.
 //
 // Ownership: each export takes a TensorPtr (its own reference to the client's lease, from Client::Retain: local) and owns
@@ -10,6 +10,9 @@
 
 #include <dlpack/dlpack.h>
 #include <pybind11/pybind11.h>
+
+#include <cstddef>
+#include <utility>
 
 #include "tensorbroker/client.h"
 
@@ -25,8 +28,32 @@ struct ExportLook {
 // A DLPack capsule; `versioned` picks the DLPack >= 1.0 ABI (with the read-only flag).
 pybind11::capsule MakeDLPackCapsule(TensorPtr lease, const ExportLook& look, bool versioned);
 
-// A NumPy array over the lease's memory, writeable unless `look.read_only`.
+// A NumPy array over the lease's memory, writeable unless `look.read_only`: numpy.ndarray over
+// a _LeaseBytes buffer (no NumPy C API), which owns the lease while the array refers to it.
 pybind11::object MakeNumpyArray(TensorPtr lease, const ExportLook& look);
+
+// Owns a lease and shows its bytes through the buffer protocol (1-D, unsigned bytes).
+class LeaseBytes {
+ public:
+  LeaseBytes(TensorPtr lease, void* start, size_t size, bool read_only)
+      : lease_(std::move(lease)), start_(start), size_(size), read_only_(read_only) {}
+  ~LeaseBytes();  // ends the lease, without the GIL
+  LeaseBytes(const LeaseBytes&) = delete;
+  LeaseBytes& operator=(const LeaseBytes&) = delete;
+
+  void* start() const { return start_; }
+  size_t size() const { return size_; }
+  bool read_only() const { return read_only_; }
+
+ private:
+  TensorPtr lease_;
+  void* start_;
+  size_t size_;
+  bool read_only_;
+};
+
+// Registers _LeaseBytes in the extension module.
+void BindLeaseBytes(pybind11::module_& module);
 
 }  // namespace tensorbroker::python
 

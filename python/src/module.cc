@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "common/dtype_names.h"
+#include "python/src/lease_export.h"
 #include "python/src/py_client.h"
 #include "python/src/py_tensor.h"
 #include "python/src/status_error.h"
@@ -22,6 +23,8 @@ PYBIND11_MODULE(_core, m) {
       tensorbroker::python::RaiseInPython(e);
     }
   });
+
+  tensorbroker::python::BindLeaseBytes(m);
 
   m.def("default_socket", &tensorbroker::DefaultSocketPath,
         "The socket used when none is given: $TENSORBROKER_SOCKET, else "

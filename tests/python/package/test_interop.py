@@ -146,3 +146,33 @@ def test_views_outlive_their_tensor_object(client):
     after = client.stats()
     assert after["leases"] == before["leases"]
     assert after["used_bytes"] == before["used_bytes"]  # freed with the last lease
+
+
+def test_numpy_arrays_come_from_numpys_python_api_not_its_c_api(client):
+    # NumPy's C API changed its structures in NumPy 2 (the dtype's item size moved): an extension
+    # built against one would make wrong strides with the other. The array is numpy.ndarray over
+    # a buffer that owns the lease, so no NumPy C API is compiled in.
+    with open(tensorbroker._core.__file__, "rb") as so:
+        assert b"_ARRAY_API" not in so.read()
+    client.put("noapi/a", np.arange(24, dtype=np.int16).reshape(2, 3, 4))
+    t = client.get("noapi/a", timeout=0)
+    a = np.asarray(t)
+    assert type(a.base).__name__ == "_LeaseBytes"
+    assert a.shape == (2, 3, 4) and a.strides == (24, 8, 2) and a.dtype == np.int16
+    assert not a.flags.writeable and a[1, 2, 3] == 23
+    assert memoryview(a.base).readonly and memoryview(a.base).nbytes == 48
+    t.release()
+    del t
+    leases = client.stat("noapi/a")["leases"]
+    assert leases == 1  # the array's
+    del a
+    assert client.stat("noapi/a")["leases"] == 0
+    client.delete("noapi/a")
+    # A 0-d and an empty tensor.
+    client.put("noapi/scalar", np.float32(2.5).reshape(()))
+    client.put("noapi/empty", np.zeros((3, 0), np.float32))
+    with client.get("noapi/scalar", timeout=0) as s, client.get("noapi/empty", timeout=0) as e:
+        assert np.asarray(s).shape == () and float(np.asarray(s)) == 2.5
+        assert np.asarray(e).shape == (3, 0)
+    client.delete("noapi/scalar")
+    client.delete("noapi/empty")
