@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/strided_copy.h"
 #include "python/src/py_dtype.h"
 #include "python/src/status_error.h"
 
@@ -51,7 +52,60 @@ void DestroyLegacyCapsule(PyObject* capsule) {
   tensor->deleter(tensor);
 }
 
+// manager_ctx of a copy made for __dlpack__(copy=True): bytes of its own, compact in C order.
+struct CopyExport {
+  std::unique_ptr<uint8_t[]> bytes;
+  std::vector<int64_t> shape;
+  DLManagedTensorVersioned versioned{};
+  DLManagedTensor legacy{};
+};
+
+void DeleteCopyVersioned(DLManagedTensorVersioned* self) {
+  delete static_cast<CopyExport*>(self->manager_ctx);
+}
+
+void DeleteCopyLegacy(DLManagedTensor* self) { delete static_cast<CopyExport*>(self->manager_ctx); }
+
 }  // namespace
+
+py::capsule MakeDLPackCopy(TensorPtr lease, const ExportLook& look, bool versioned) {
+  auto owned = std::make_unique<CopyExport>();
+  CopyExport* copy = owned.get();
+  DLTensor source = lease->dl_tensor;
+  source.dtype = look.dtype;  // same item size as the lease's
+  copy->shape.assign(source.shape, source.shape + source.ndim);
+  int64_t elements = 1;
+  for (int64_t extent : copy->shape) elements *= extent;
+  const size_t itemsize = (static_cast<size_t>(look.dtype.bits) * look.dtype.lanes + 7) / 8;
+  copy->bytes.reset(new uint8_t[std::max<size_t>(1, static_cast<size_t>(elements) * itemsize)]);
+  RunWithoutGil([&] {
+    CopyToCompact(source, copy->bytes.get());
+    lease.reset();  // the copy needs the broker's memory no more
+  });
+  DLTensor tensor{};
+  tensor.data = copy->bytes.get();
+  tensor.device = DLDevice{kDLCPU, 0};
+  tensor.ndim = source.ndim;
+  tensor.dtype = look.dtype;
+  tensor.shape = copy->shape.data();
+  tensor.strides = nullptr;  // compact
+  if (versioned) {
+    copy->versioned.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+    copy->versioned.manager_ctx = copy;
+    copy->versioned.deleter = &DeleteCopyVersioned;
+    copy->versioned.flags = DLPACK_FLAG_BITMASK_IS_COPIED;  // and writable: it is the consumer's
+    copy->versioned.dl_tensor = tensor;
+    py::capsule capsule(&copy->versioned, kVersionedName, &DestroyVersionedCapsule);
+    owned.release();
+    return capsule;
+  }
+  copy->legacy.manager_ctx = copy;
+  copy->legacy.deleter = &DeleteCopyLegacy;
+  copy->legacy.dl_tensor = tensor;
+  py::capsule capsule(&copy->legacy, kLegacyName, &DestroyLegacyCapsule);
+  owned.release();
+  return capsule;
+}
 
 py::capsule MakeDLPackCapsule(TensorPtr lease, const ExportLook& look, bool versioned) {
   auto owned = std::make_unique<LeaseExport>();  // the capsule owns it once it exists

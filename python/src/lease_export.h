@@ -28,6 +28,11 @@ struct ExportLook {
 // A DLPack capsule; `versioned` picks the DLPack >= 1.0 ABI (with the read-only flag).
 pybind11::capsule MakeDLPackCapsule(TensorPtr lease, const ExportLook& look, bool versioned);
 
+// A DLPack capsule of a copy of the lease's CPU tensor (__dlpack__(copy=True)): compact, in
+// memory of its own that the consumer may write (DLPACK_FLAG_BITMASK_IS_COPIED when versioned);
+// the lease ends once the bytes are copied.
+pybind11::capsule MakeDLPackCopy(TensorPtr lease, const ExportLook& look, bool versioned);
+
 // A NumPy array over the lease's memory, writeable unless `look.read_only`: numpy.ndarray over
 // a _LeaseBytes buffer (no NumPy C API), which owns the lease while the array refers to it.
 pybind11::object MakeNumpyArray(TensorPtr lease, const ExportLook& look);

@@ -148,7 +148,10 @@ legacy "dltensor" that NumPy 1.24 and PyTorch 1.13 read.
 stream: for CUDA tensors, the consumer's stream (DLPack: 1 legacy default, 2 per-thread, -1 no
     synchronisation; 0 is refused as ambiguous). The tensor is complete when get() returns (its
     producer's stream was synchronised before seal), so no wait is queued on it. For a mutable
-    tensor, order concurrent writers yourself. CPU tensors take None (or -1).)doc")
+    tensor, order concurrent writers yourself. CPU tensors take None (or -1).
+dl_device: None, or the tensor's own (__dlpack_device__()); any other is BufferError.
+copy: None or False share the broker's pages; True hands a private, writable copy (CPU tensors
+    only; BufferError for CUDA ones), flagged as copied in DLPack 1.x.)doc")
       .def("__dlpack_device__", &PyTensor::DLPackDevice,
            "(device_type, device_id): (1, 0) = CPU (pinned tensors too), (2, N) = CUDA device N "
            "of this process.")

@@ -94,9 +94,11 @@ py::object PyTensor::DLPack(py::object stream, py::object max_version, py::objec
                                           shown.device_id, "); copy it yourself"));
     }
   }
-  if (!IsNone(copy) && copy.cast<bool>()) {
-    throw py::buffer_error("copy=True is not supported: tensorbroker exports the broker's own "
-                           "shared pages (copy=None or False)");
+  const bool copied = !IsNone(copy) && copy.cast<bool>();
+  if (copied && shown.device_type != kDLCPU) {
+    throw py::buffer_error(absl::StrCat(
+        "copy=True is supported for CPU tensors only: tensor '", info_.name, "' is in ",
+        DeviceName(device_), " memory (take the shared one, copy=None, and clone it there)"));
   }
   bool versioned = false;
   if (!IsNone(max_version)) {
@@ -104,6 +106,7 @@ py::object PyTensor::DLPack(py::object stream, py::object max_version, py::objec
     versioned = version.size() >= 1 && version[0].cast<int>() >= 1;
   }
   ExportLook look{dtype_, !writable_, shown};
+  if (copied) return MakeDLPackCopy(RetainLease(), look, versioned);
   return MakeDLPackCapsule(RetainLease(), look, versioned);
 }
 

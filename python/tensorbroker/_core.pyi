@@ -160,7 +160,10 @@ class Tensor:
         dl_device: Optional[Tuple[int, int]] = None,
         copy: Optional[bool] = None,
     ) -> Any:
-        """A capsule with its own reference to the lease: "dltensor_versioned" if max_version >= (1, 0), else "dltensor"."""
+        """A capsule with its own reference to the lease: "dltensor_versioned" if max_version >= (1, 0), else "dltensor".
+
+        copy=True: a private writable copy instead (CPU tensors only; BufferError otherwise).
+        """
     def __dlpack_device__(self) -> Tuple[int, int]: ...
     def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> Any: ...
     def numpy(self) -> Any:

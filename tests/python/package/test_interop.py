@@ -124,8 +124,7 @@ def test_dlpack_versions_and_capsule_leases(client):
         t.__dlpack__(stream=1)
     with pytest.raises(BufferError):
         t.__dlpack__(dl_device=(2, 0))
-    with pytest.raises(BufferError):
-        t.__dlpack__(copy=True)
+    assert "dltensor" in repr(t.__dlpack__(copy=False))  # shared pages (copy=True: below)
     t.release()
     with pytest.raises(tensorbroker.FailedPrecondition, match="released"):
         t.__dlpack__()
@@ -176,3 +175,30 @@ def test_numpy_arrays_come_from_numpys_python_api_not_its_c_api(client):
         assert np.asarray(e).shape == (3, 0)
     client.delete("noapi/scalar")
     client.delete("noapi/empty")
+
+
+def test_dlpack_copy_true_hands_a_private_writable_copy_and_no_lease(client):
+    client.put("copy/a", np.arange(6, dtype=np.float32).reshape(2, 3))
+    with client.get("copy/a", timeout=0) as t:
+        for max_version in [None, (1, 0)]:
+            capsule = t.__dlpack__(copy=True, max_version=max_version)
+            assert client.stat("copy/a")["leases"] == 1  # the copy holds none of its own
+            name = "dltensor_versioned" if max_version else "dltensor"
+            assert f'"{name}"' in repr(capsule)
+            del capsule
+        # What NumPy 2.1+ asks (np.from_dlpack(x, copy=True)), as it asks it.
+        class Asks:
+            def __dlpack_device__(self):
+                return t.__dlpack_device__()
+
+            def __dlpack__(self, **kwargs):
+                return t.__dlpack__(copy=True, **{k: v for k, v in kwargs.items() if k != "copy"})
+
+        b = torch.from_dlpack(Asks())
+        b += 100  # writable: its own memory
+        assert b.tolist() == [[100, 101, 102], [103, 104, 105]]
+        assert np.asarray(t).tolist() == [[0, 1, 2], [3, 4, 5]]  # the broker's copy is intact
+        with pytest.raises(BufferError, match="dl_device"):
+            t.__dlpack__(dl_device=(2, 0))
+    assert client.stat("copy/a")["leases"] == 0
+    client.delete("copy/a")
