@@ -161,7 +161,8 @@ copy: None or False share the broker's pages; True hands a private, writable cop
       .def("numpy", [](PyTensor& self) { return self.Array(py::none(), py::none()); },
            "np.asarray(t): a zero-copy NumPy view, bool included.")
       .def("torch", &PyTensor::Torch,
-           "torch.from_dlpack(t); bool tensors come back as torch.bool (through a uint8 view).")
+           "torch.from_dlpack(t); bool tensors come back as torch.bool (through a uint8 view where "
+           "torch does not take DLPack's kDLBool, as 1.13).")
       .def("view", &PyTensor::View, py::arg("dtype"),
            "The same bytes as another dtype of the same item size (e.g. bool as uint8), with a "
            "reference of its own to the lease.")

@@ -151,9 +151,29 @@ std::unique_ptr<PyTensor> PyTensor::View(py::handle dtype) {
   return view;
 }
 
+namespace {
+
+// Whether this process's torch speaks kDLBool through DLPack (2.x does; 1.13 rejects it), asked
+// once, of torch itself rather than of its version number. Called with the GIL held.
+bool TorchTakesDLBool(const py::module_& torch) {
+  static const bool takes = [&] {
+    try {
+      py::module_::import("torch.utils.dlpack")
+          .attr("to_dlpack")(torch.attr("zeros")(1, py::arg("dtype") = torch.attr("bool")));
+      return true;
+    } catch (const py::error_already_set&) {
+      return false;
+    }
+  }();
+  return takes;
+}
+
+}  // namespace
+
 py::object PyTensor::Torch() {
   py::module_ torch = py::module_::import("torch");
-  if (dtype_.code == kDLBool) {  // torch 1.13 rejects kDLBool: take the bytes, call them bool
+  if (dtype_.code == kDLBool && !TorchTakesDLBool(torch)) {
+    // Take the bytes, call them bool: the same pages, no copy.
     std::unique_ptr<PyTensor> bytes = View(py::str("uint8"));
     py::object as_bytes = torch.attr("from_dlpack")(py::cast(std::move(bytes)));
     return as_bytes.attr("view")(torch.attr("bool"));
