@@ -355,11 +355,17 @@ def settled_resources(pid, wait=10):
 
 
 def back_to(pid, baseline, wait=10):
-    """resources(pid), polled for up to `wait` seconds until they equal `baseline`."""
+    """resources(pid), polled for up to `wait` seconds until they are back to `baseline`: the
+    same threads, and no descriptor more. Fewer is no leak: a baseline can hold descriptors of an
+    earlier test's clients that the daemon had not closed yet (three, once, under TSan)."""
     deadline = time.monotonic() + wait
-    while (now := resources(pid)) != baseline and time.monotonic() < deadline:
+    while not within(now := resources(pid), baseline) and time.monotonic() < deadline:
         time.sleep(0.1)
     return now
+
+
+def within(now, baseline):
+    return now[0] <= baseline[0] and now[1] == baseline[1]
 
 
 def scrape(url):
@@ -423,7 +429,8 @@ def test_slow_clients_do_not_hold_up_a_scrape(http_broker_pid):
             t.join(timeout=HANG_GUARD)
         for s in slow:
             s.close()
-    assert back_to(pid, baseline) == baseline
+    now = back_to(pid, baseline)
+    assert within(now, baseline), (now, baseline)
 
 
 def test_over_64_connections_the_oldest_are_closed(http_broker_pid):
@@ -444,4 +451,5 @@ def test_over_64_connections_the_oldest_are_closed(http_broker_pid):
     finally:
         for s in idle:
             s.close()
-    assert back_to(pid, baseline) == baseline
+    now = back_to(pid, baseline)
+    assert within(now, baseline), (now, baseline)
