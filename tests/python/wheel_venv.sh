@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The Python package as a user installs it (issue 15): a venv around the given interpreter
+# (--system-site-packages, for its numpy, torch and pytest), `pip wheel --no-build-isolation`
+# of ./python offline, `pip install` of that wheel into the venv; then the wheel's extension
+# finds its client library beside it ($ORIGIN, no LD_LIBRARY_PATH, nothing of the build tree),
+# imports from the venv with the project's version, and the package's own tests pass from there.
+#   wheel_venv.sh SOURCE_DIR PYTHON WHEEL_BUILD_DIR
+# WHEEL_BUILD_DIR is kept (CMake's tree for the wheel: a second run only relinks, and ccache
+# serves what the suite's build compiled). Needs TENSORBROKERD and TENSORBROKER_CLI.
+set -euo pipefail
+src=$1 python=$2 wheel_build=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+chmod 0755 "$work"  # peers of the tests run the venv's python as uid 65534
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$python" -m venv --system-site-packages "$work/venv"
+venv_python=$work/venv/bin/python
+started=$(date +%s)
+TENSORBROKER_WHEEL_BUILD_DIR=$wheel_build "$venv_python" -m pip wheel --no-build-isolation \
+  --no-deps --no-index -w "$work/dist" "$src/python" >"$work/wheel.log" 2>&1 ||
+  { tail -n 60 "$work/wheel.log" >&2; fail "pip wheel"; }
+wheel=$(ls "$work"/dist/tensorbroker-*.whl)
+echo "built $(basename "$wheel") in $(( $(date +%s) - started )) s"
+"$venv_python" -m pip install --no-deps --no-index "$wheel" >"$work/install.log" 2>&1 ||
+  { cat "$work/install.log" >&2; fail "pip install"; }
+
+version=$(sed -n 's/^project(tensorbroker VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+package=$(cd / && env -u PYTHONPATH -u LD_LIBRARY_PATH "$venv_python" -c \
+  "import tensorbroker; print(tensorbroker.__file__.rsplit('/', 1)[0], tensorbroker.__version__)")
+site=$("$venv_python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+[ "$package" = "$site/tensorbroker $version" ] || fail "imported '$package', expected '$site/tensorbroker $version'"
+echo "imports from the venv: $package"
+
+# The extension and the client library find what they load beside themselves, not elsewhere.
+core=$(ls "$site"/tensorbroker/_core*.so)
+for lib in "$core" "$site/tensorbroker/libtensorbroker_client.so.0"; do
+  runpath=$(readelf -d "$lib" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
+  [ "$runpath" = '$ORIGIN' ] || fail "$(basename "$lib"): RUNPATH '$runpath', expected \$ORIGIN"
+done
+resolved=$(env -u LD_LIBRARY_PATH ldd "$core" | grep libtensorbroker || true)
+for name in libtensorbroker_client.so.0 libtensorbroker_proto.so.0; do
+  grep -q "$name => $site/tensorbroker/$name" <<<"$resolved" ||
+    fail "$name is not loaded from the wheel: $resolved"
+done
+echo "libtensorbroker_client and libtensorbroker_proto load from the wheel (RUNPATH \$ORIGIN)"
+
+# The package's tests, from the venv, against the real daemon.
+cd "$src/tests/python/package"
+env -u PYTHONPATH -u LD_LIBRARY_PATH -u LD_PRELOAD PYTHONDONTWRITEBYTECODE=1 \
+  "$venv_python" -m pytest -q -p no:cacheprovider test_interop.py test_api.py test_errors.py
