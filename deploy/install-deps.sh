@@ -22,7 +22,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libboost-dev libgtest-dev libgmock-dev libbenchmark-dev libsystemd-dev systemd
   python3-grpcio python3-protobuf python3-numpy python3-pytest pybind11-dev python3-dev
-  python3-prometheus-client
+  python3-prometheus-client python3-venv python3-pip python3-setuptools python3-wheel
   python3-kubernetes yamllint
 )
 [ "$with_torch" = 1 ] && packages+=(python3-torch)
