@@ -19,24 +19,39 @@ namespace {
 constexpr const char* kVersionedName = "dltensor_versioned";
 constexpr const char* kLegacyName = "dltensor";
 
-// manager_ctx of every exported DLPack tensor: the lease and the two ABI views of it.
+// manager_ctx of a DLPack tensor that shares the broker's memory: the lease and the two ABI
+// views of it.
 struct LeaseExport {
   TensorPtr lease;
   DLManagedTensorVersioned versioned{};
   DLManagedTensor legacy{};
 };
 
-void DeleteExport(LeaseExport* export_) {
-  // Usually local (the release is queued); the last tensor of a closed client ends its session,
-  // a round trip: let other Python threads run meanwhile.
+// manager_ctx of a copy made for __dlpack__(copy=True): bytes of its own, compact in C order.
+struct CopyExport {
+  std::unique_ptr<uint8_t[]> bytes;
+  std::vector<int64_t> shape;
+  DLManagedTensorVersioned versioned{};
+  DLManagedTensor legacy{};
+};
+
+// Deleters, for either kind of export.
+template <typename Export>
+void DeleteExport(Export* export_) {
+  // A lease's release is usually local (queued); the last tensor of a closed client ends its
+  // session, a round trip: let other Python threads run meanwhile.
   RunWithoutGil([export_] { delete export_; });
 }
 
+template <typename Export>
 void DeleteVersioned(DLManagedTensorVersioned* self) {
-  DeleteExport(static_cast<LeaseExport*>(self->manager_ctx));
+  DeleteExport(static_cast<Export*>(self->manager_ctx));
 }
 
-void DeleteLegacy(DLManagedTensor* self) { DeleteExport(static_cast<LeaseExport*>(self->manager_ctx)); }
+template <typename Export>
+void DeleteLegacy(DLManagedTensor* self) {
+  DeleteExport(static_cast<Export*>(self->manager_ctx));
+}
 
 // Capsule destructors: a capsule the consumer never renamed ("used_...") was never consumed, so
 // its tensor is still ours to delete.
@@ -52,25 +67,34 @@ void DestroyLegacyCapsule(PyObject* capsule) {
   tensor->deleter(tensor);
 }
 
-// manager_ctx of a copy made for __dlpack__(copy=True): bytes of its own, compact in C order.
-struct CopyExport {
-  std::unique_ptr<uint8_t[]> bytes;
-  std::vector<int64_t> shape;
-  DLManagedTensorVersioned versioned{};
-  DLManagedTensor legacy{};
-};
-
-void DeleteCopyVersioned(DLManagedTensorVersioned* self) {
-  delete static_cast<CopyExport*>(self->manager_ctx);
+// `tensor` in a capsule of the chosen ABI, with `flags` (DLPack 1.x only); the capsule owns
+// `owned` from then on, and its deleter deletes it.
+template <typename Export>
+py::capsule InCapsule(std::unique_ptr<Export> owned, const DLTensor& tensor, uint64_t flags,
+                      bool versioned) {
+  Export* export_ = owned.get();
+  if (versioned) {
+    export_->versioned.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+    export_->versioned.manager_ctx = export_;
+    export_->versioned.deleter = &DeleteVersioned<Export>;
+    export_->versioned.flags = flags;
+    export_->versioned.dl_tensor = tensor;
+    py::capsule capsule(&export_->versioned, kVersionedName, &DestroyVersionedCapsule);
+    owned.release();
+    return capsule;
+  }
+  export_->legacy.manager_ctx = export_;
+  export_->legacy.deleter = &DeleteLegacy<Export>;
+  export_->legacy.dl_tensor = tensor;
+  py::capsule capsule(&export_->legacy, kLegacyName, &DestroyLegacyCapsule);
+  owned.release();
+  return capsule;
 }
-
-void DeleteCopyLegacy(DLManagedTensor* self) { delete static_cast<CopyExport*>(self->manager_ctx); }
 
 }  // namespace
 
 py::capsule MakeDLPackCopy(TensorPtr lease, const ExportLook& look, bool versioned) {
-  auto owned = std::make_unique<CopyExport>();
-  CopyExport* copy = owned.get();
+  auto copy = std::make_unique<CopyExport>();
   DLTensor source = lease->dl_tensor;
   source.dtype = look.dtype;  // same item size as the lease's
   copy->shape.assign(source.shape, source.shape + source.ndim);
@@ -89,47 +113,18 @@ py::capsule MakeDLPackCopy(TensorPtr lease, const ExportLook& look, bool version
   tensor.dtype = look.dtype;
   tensor.shape = copy->shape.data();
   tensor.strides = nullptr;  // compact
-  if (versioned) {
-    copy->versioned.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-    copy->versioned.manager_ctx = copy;
-    copy->versioned.deleter = &DeleteCopyVersioned;
-    copy->versioned.flags = DLPACK_FLAG_BITMASK_IS_COPIED;  // and writable: it is the consumer's
-    copy->versioned.dl_tensor = tensor;
-    py::capsule capsule(&copy->versioned, kVersionedName, &DestroyVersionedCapsule);
-    owned.release();
-    return capsule;
-  }
-  copy->legacy.manager_ctx = copy;
-  copy->legacy.deleter = &DeleteCopyLegacy;
-  copy->legacy.dl_tensor = tensor;
-  py::capsule capsule(&copy->legacy, kLegacyName, &DestroyLegacyCapsule);
-  owned.release();
-  return capsule;
+  // Writable: the copy is the consumer's.
+  return InCapsule(std::move(copy), tensor, DLPACK_FLAG_BITMASK_IS_COPIED, versioned);
 }
 
 py::capsule MakeDLPackCapsule(TensorPtr lease, const ExportLook& look, bool versioned) {
-  auto owned = std::make_unique<LeaseExport>();  // the capsule owns it once it exists
-  LeaseExport* export_ = owned.get();
+  auto shared = std::make_unique<LeaseExport>();
   DLTensor tensor = lease->dl_tensor;  // shape/strides stay owned by the lease
   tensor.dtype = look.dtype;
   tensor.device = look.device;
-  export_->lease = std::move(lease);
-  if (versioned) {
-    export_->versioned.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-    export_->versioned.manager_ctx = export_;
-    export_->versioned.deleter = &DeleteVersioned;
-    export_->versioned.flags = look.read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
-    export_->versioned.dl_tensor = tensor;
-    py::capsule capsule(&export_->versioned, kVersionedName, &DestroyVersionedCapsule);
-    owned.release();
-    return capsule;
-  }
-  export_->legacy.manager_ctx = export_;
-  export_->legacy.deleter = &DeleteLegacy;
-  export_->legacy.dl_tensor = tensor;
-  py::capsule capsule(&export_->legacy, kLegacyName, &DestroyLegacyCapsule);
-  owned.release();
-  return capsule;
+  shared->lease = std::move(lease);
+  return InCapsule(std::move(shared), tensor, look.read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0,
+                   versioned);
 }
 
 void BindLeaseBytes(py::module_& module) {
