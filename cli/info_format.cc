@@ -86,6 +86,7 @@ std::string StatsJson(const BrokerStats& stats) {
   json.Key("clients").UInt(stats.clients);
   json.Key("segments").UInt(stats.segments);
   json.Key("pending").UInt(stats.pending);
+  json.Key("waiting_gets").UInt(stats.waiting_gets);
   json.Key("pools").BeginArray();
   for (const PoolUsage& pool : stats.pools) {
     json.BeginObject();
@@ -168,6 +169,7 @@ std::string StatsText(const BrokerStats& stats) {
       {"clients", absl::StrCat(stats.clients)},
       {"segments", absl::StrCat(stats.segments)},
       {"pending", absl::StrCat(stats.pending)},
+      {"waiting gets", absl::StrCat(stats.waiting_gets)},
   };
   // Device pools beyond the CPU one (whose figures are the lines above).
   for (size_t i = 1; i < stats.pools.size(); ++i) {

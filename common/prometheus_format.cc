@@ -76,6 +76,8 @@ std::string PrometheusText(const BrokerStats& stats) {
       {"tensorbroker_leases", "Live leases.", stats.leases},
       {"tensorbroker_clients", "Open client sessions.", stats.clients},
       {"tensorbroker_pending_tensors", "Tensors created and not yet sealed.", stats.pending},
+      {"tensorbroker_waiting_gets", "Gets waiting for their name to be published.",
+       stats.waiting_gets},
   };
   for (const Gauge& gauge : gauges) {
     Header(&out, gauge.name, "gauge", gauge.help);

@@ -87,6 +87,7 @@ BrokerStats FromProto(const v1::BrokerStats& stats) {
   out.clients = stats.clients();
   out.segments = stats.segments();
   out.pending = stats.pending();
+  out.waiting_gets = stats.waiting_gets();
   for (const v1::PoolStats& pool : stats.pools()) {
     PoolUsage usage;
     usage.device = FromProto(pool.device());
@@ -123,6 +124,7 @@ void ToProto(const BrokerStats& stats, v1::BrokerStats* out) {
   out->set_clients(stats.clients);
   out->set_segments(stats.segments);
   out->set_pending(stats.pending);
+  out->set_waiting_gets(stats.waiting_gets);
   for (const PoolUsage& usage : stats.pools) {
     v1::PoolStats* pool = out->add_pools();
     ToProto(usage.device, pool->mutable_device());

@@ -173,6 +173,16 @@ std::optional<absl::StatusOr<TensorGrant>> LocalChannelServer::StartWait(
   return now;
 }
 
+void LocalChannelServer::WaitEnded(uint64_t id, uint64_t waiter_id, absl::Time deadline) {
+  auto [first, last] = deadlines_.equal_range(deadline);
+  for (auto it = first; it != last; ++it) {
+    if (it->second == std::make_pair(id, waiter_id)) {
+      deadlines_.erase(it);
+      return;
+    }
+  }
+}
+
 int LocalChannelServer::NextTimeoutMs() const {
   if (deadlines_.empty() && handshakes_.empty()) return -1;
   absl::Time next = absl::InfiniteFuture();

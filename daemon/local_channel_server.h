@@ -68,6 +68,7 @@ class LocalChannelServer final : public LocalConnectionHost {
                                                        const std::string& name,
                                                        absl::Time deadline,
                                                        uint64_t* waiter_id) override;
+  void WaitEnded(uint64_t id, uint64_t waiter_id, absl::Time deadline) override;
   absl::StatusOr<std::vector<NamedFd>> PrepareHandover(const PeerCredentials& peer) override;
   void HandoverSent(const absl::Status& sent) override;
 

@@ -34,6 +34,7 @@ const char* MethodOf(v1::LocalRequest::CallCase call) {
     case v1::LocalRequest::kRetain: return "Retain";
     case v1::LocalRequest::kFetchSegment: return "FetchSegment";
     case v1::LocalRequest::kTakeover: return "Takeover";
+    case v1::LocalRequest::kCancel: return "Cancel";
     case v1::LocalRequest::CALL_NOT_SET: break;
   }
   return "Barrier";
@@ -83,7 +84,10 @@ LocalConnection::LocalConnection(uint64_t id, UniqueFd socket, PeerCredentials p
       metrics_(metrics) {}
 
 LocalConnection::~LocalConnection() {
-  for (const auto& [waiter_id, wait] : waits_) store_->CancelWait(waiter_id);
+  for (const auto& [waiter_id, wait] : waits_) {
+    store_->CancelWait(waiter_id);
+    host_->WaitEnded(id_, waiter_id, wait.deadline);
+  }
   if (owns_session_) {
     const TensorStore::SessionCleanup cleanup = store_->CloseSession(session_id_);
     Log(LogLevel::kDebug, "local client disconnected: pid=", peer_.pid, " uid=", peer_.uid,
@@ -138,6 +142,7 @@ bool LocalConnection::HandleRequest(const std::string& bytes) {
     sent_read_write_.erase(segment);
   }
   if (request.call_case() == v1::LocalRequest::kTakeover) return TakeOver(request.request_id());
+  if (request.call_case() == v1::LocalRequest::kCancel) return CancelWait(request);
   if (request.call_case() == v1::LocalRequest::CALL_NOT_SET) {
     // Releases only: no reply wanted (request_id 0), or a barrier: the reply says they are done.
     reply.mutable_empty();
@@ -206,8 +211,9 @@ void LocalConnection::Dispatch(const v1::LocalRequest& request, v1::LocalReply* 
     case v1::LocalRequest::kFetchSegment:
       status = FetchSegment(request.fetch_segment(), reply, fds);
       break;
-    case v1::LocalRequest::kTakeover:  // HandleRequest takes it
-      status = absl::InternalError("takeover");
+    case v1::LocalRequest::kTakeover:  // HandleRequest takes these two
+    case v1::LocalRequest::kCancel:
+      status = absl::InternalError("takeover or cancel");
       break;
     case v1::LocalRequest::CALL_NOT_SET:
       status = absl::InvalidArgumentError("call: not set");
@@ -252,7 +258,7 @@ absl::Status LocalConnection::Get(uint64_t request_id, const v1::GetRequest& get
   uint64_t waiter_id = 0;
   auto now = host_->StartWait(id_, session_id_, get.name(), deadline, &waiter_id);
   if (!now.has_value()) {
-    waits_.emplace(waiter_id, Wait{request_id, absl::Now(), get.name()});
+    waits_.emplace(waiter_id, Wait{request_id, absl::Now(), deadline, get.name()});
     return absl::OkStatus();  // answered by FinishWait; the reply stays empty
   }
   return Grant(*std::move(now), reply, fds);
@@ -329,6 +335,7 @@ bool LocalConnection::FinishWait(uint64_t waiter_id, absl::StatusOr<TensorGrant>
   if (it == waits_.end()) return true;
   const Wait wait = std::move(it->second);
   waits_.erase(it);
+  host_->WaitEnded(id_, waiter_id, wait.deadline);
   v1::LocalReply reply;
   reply.set_request_id(wait.request_id);
   std::vector<UniqueFd> fds;
@@ -339,6 +346,25 @@ bool LocalConnection::FinishWait(uint64_t waiter_id, absl::StatusOr<TensorGrant>
   }
   Account(v1::LocalRequest::kGet, NameField(wait.name), reply, wait.start);
   return Send(reply, std::move(fds));
+}
+
+bool LocalConnection::CancelWait(const v1::LocalRequest& request) {
+  const uint64_t cancelled = request.cancel().request_id();
+  auto it = std::find_if(waits_.begin(), waits_.end(),
+                         [&](const auto& entry) { return entry.second.request_id == cancelled; });
+  // Not waiting (answered already, or no such Get): nothing to do. CancelWait false: the
+  // store answered it meanwhile, and that answer is queued for FinishWait.
+  if (it != waits_.end() && store_->CancelWait(it->first)) {
+    const uint64_t waiter_id = it->first;
+    const std::string message =
+        absl::StrCat("get: the client cancelled its wait for ", NameField(it->second.name));
+    if (!FinishWait(waiter_id, absl::CancelledError(message))) return false;
+  }
+  if (request.request_id() == 0) return true;
+  v1::LocalReply reply;
+  reply.set_request_id(request.request_id());
+  reply.mutable_empty();
+  return Send(reply, {});
 }
 
 bool LocalConnection::Refuse(const absl::Status& status) {

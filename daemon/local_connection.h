@@ -45,6 +45,9 @@ class LocalConnectionHost {
   virtual std::optional<absl::StatusOr<TensorGrant>> StartWait(
       uint64_t id, const std::string& session_id, const std::string& name,
       absl::Time deadline, uint64_t* waiter_id) = 0;
+  // The wait `waiter_id` of connection `id` (due at `deadline`) ended: answered, timed out,
+  // cancelled, or its connection closed. Forget its deadline.
+  virtual void WaitEnded(uint64_t id, uint64_t waiter_id, absl::Time deadline) = 0;
   // A takeover (handover.h) by a caller the connection admitted: stops serving and returns what
   // the successor needs; then HandoverSent once it went out (or failed to).
   virtual absl::StatusOr<std::vector<NamedFd>> PrepareHandover(const PeerCredentials& peer) = 0;
@@ -80,6 +83,7 @@ class LocalConnection {
   struct Wait {
     uint64_t request_id = 0;
     absl::Time start;
+    absl::Time deadline;
     std::string name;
   };
   const std::map<uint64_t, Wait>& waits() const { return waits_; }
@@ -101,6 +105,9 @@ class LocalConnection {
 
   // Answers a datagram that could not be read as a request (request_id 0).
   bool Refuse(const absl::Status& status);
+  // Ends the wait of the Get `request.cancel().request_id()`: answered CANCELLED now, unless
+  // its answer is on its way already. False when the connection must be dropped.
+  bool CancelWait(const v1::LocalRequest& request);
   void Dispatch(const v1::LocalRequest& request, v1::LocalReply* reply,
                 std::vector<UniqueFd>* fds);
   absl::Status NeedSession() const;

@@ -739,6 +739,7 @@ BrokerStats TensorStore::Stats(const Principal& caller) {
   stats.leases = leases_.size();
   stats.clients = sessions_.size();
   stats.pending = pending_.size();
+  stats.waiting_gets = waiters_.size();
   auto add_user = [&](uint32_t uid, const Usage& usage) {
     UserUsage row;
     row.uid = uid;

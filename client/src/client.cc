@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/cancel_scope.h"
 #include "client/src/connection.h"
 #include "client/src/cuda_slab_mapper.h"
 #include "client/src/exported_tensor.h"
@@ -170,10 +171,10 @@ absl::StatusOr<TensorInfo> SealOnWire(Client::Impl& impl, const std::string& nam
   return FromProto(answer->reply.info());
 }
 
-// A local call that grants a lease: its descriptors are mapped, its grant returned. If the
+// The grant of a local call's answer: its descriptors are mapped, its grant returned. If the
 // descriptors cannot be mapped the lease is released.
-absl::StatusOr<v1::TensorGrant> CallForGrant(Connection& connection, v1::LocalRequest request) {
-  auto answer = connection.local().Call(std::move(request));
+absl::StatusOr<v1::TensorGrant> GrantOf(Connection& connection,
+                                        absl::StatusOr<client_internal::LocalAnswer> answer) {
   if (!answer.ok()) return answer.status();
   if (!answer->reply.has_grant()) {
     return absl::DataLossError("tensorbrokerd answered without a grant");
@@ -185,15 +186,36 @@ absl::StatusOr<v1::TensorGrant> CallForGrant(Connection& connection, v1::LocalRe
   return std::move(*answer->reply.mutable_grant());
 }
 
-// A Get on the wire: the grant (and the lease it carries) for `name`.
+// A local call that grants a lease (GrantOf its answer).
+absl::StatusOr<v1::TensorGrant> CallForGrant(Connection& connection, v1::LocalRequest request) {
+  return GrantOf(connection, connection.local().Call(std::move(request)));
+}
+
+// A Get on the wire: the grant (and the lease it carries) for `name`. A `cancel` token
+// cancelled before or during the wait makes it CANCELLED, with no waiter left in the daemon and
+// the lease of a grant that came anyway released.
 absl::StatusOr<v1::TensorGrant> FetchGrant(Connection& connection, const std::string& name,
-                                           std::chrono::milliseconds timeout) {
+                                           std::chrono::milliseconds timeout,
+                                           GetCancellation* cancel = nullptr) {
+  client_internal::CancelScope scope(cancel);
+  const std::string what = absl::StrCat("get '", name, "'");
+  if (absl::Status cancelled = scope.Check(what); !cancelled.ok()) return cancelled;
   v1::LocalRequest request;
   v1::GetRequest& get = *request.mutable_get();
   get.set_name(name);
   get.set_wait_ms(static_cast<uint32_t>(
       std::clamp<int64_t>(timeout.count(), 0, std::numeric_limits<uint32_t>::max())));
-  return CallForGrant(connection, std::move(request));
+  client_internal::LocalChannel& channel = connection.local();
+  auto answer = channel.Call(std::move(request), [&](uint64_t request_id) {
+    // The hook runs at most until `scope` ends, within this call: the channel outlives it.
+    scope.Arm([&channel, request_id] { channel.CancelWait(request_id); });
+  });
+  auto grant = GrantOf(connection, std::move(answer));
+  if (grant.ok() && scope.cancelled()) {
+    connection.ReleaseLease(grant->lease_id());
+    return scope.Check(what);
+  }
+  return grant;
 }
 
 }  // namespace
@@ -375,7 +397,7 @@ absl::StatusOr<DLManagedTensorVersioned*> Client::Get(const std::string& name,
                                                       const GetOptions& options) {
   auto tensor = impl_->Run([&](const std::shared_ptr<Connection>& connection)
                                -> absl::StatusOr<DLManagedTensorVersioned*> {
-    auto grant = FetchGrant(*connection, name, options.timeout);
+    auto grant = FetchGrant(*connection, name, options.timeout, options.cancel.get());
     if (!grant.ok()) return grant.status();
     return client_internal::ExportVersioned(connection, *grant, options.pinned);
   });

@@ -132,6 +132,20 @@ void LocalChannel::FlushLoop() {
 }
 
 absl::StatusOr<LocalAnswer> LocalChannel::Call(v1::LocalRequest request) {
+  return Call(std::move(request), nullptr);
+}
+
+void LocalChannel::CancelWait(uint64_t request_id) {
+  v1::LocalRequest request;  // request_id 0: no reply of its own
+  request.mutable_cancel()->set_request_id(request_id);
+  std::lock_guard<std::mutex> lock(send_mu_);
+  DrainQueuesLocked(&request);
+  // If it cannot be sent the connection is gone, and with it the wait.
+  (void)SendLocked(request);
+}
+
+absl::StatusOr<LocalAnswer> LocalChannel::Call(v1::LocalRequest request,
+                                               const std::function<void(uint64_t)>& on_sent) {
   uint64_t request_id;
   {
     std::lock_guard<std::mutex> lock(send_mu_);
@@ -142,6 +156,7 @@ absl::StatusOr<LocalAnswer> LocalChannel::Call(v1::LocalRequest request) {
       return absl::UnavailableError(absl::StrCat("tensorbrokerd: ", sent.message()));
     }
   }
+  if (on_sent) on_sent(request_id);
   auto answer = Await(request_id);
   if (!answer.ok()) return answer.status();
   for (uint64_t seen = answered_.load(); seen < request_id &&

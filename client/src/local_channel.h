@@ -19,6 +19,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -55,6 +56,13 @@ class LocalChannel {
   // Sends `request` (its request_id is set here) and waits for the reply. A reply with a
   // non-OK code is returned as that status; its descriptors are closed then.
   absl::StatusOr<LocalAnswer> Call(v1::LocalRequest request);
+  // The same; `on_sent(request_id)` runs once the request is on the wire, before the wait (a
+  // Get arms its cancellation there: CancelWait needs the id).
+  absl::StatusOr<LocalAnswer> Call(v1::LocalRequest request,
+                                   const std::function<void(uint64_t)>& on_sent);
+  // Asks the daemon to end the wait of Get `request_id` (sent at once, no reply of its own):
+  // that Get's reply then comes with CANCELLED, unless its answer was on its way already.
+  void CancelWait(uint64_t request_id);
 
   // Ends a lease soon, without waiting. Never fails: if the daemon is gone, so is the lease.
   void QueueRelease(uint64_t lease_id);

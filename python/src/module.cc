@@ -56,6 +56,26 @@ Raises Unavailable when no daemon answers, PermissionDenied when the socket may 
 FailedPrecondition when it is served by a user other than root, the daemon's user
 ($TENSORBROKER_DAEMON_USER, else tensorbroker) or this process's own.)doc");
 
+  py::class_<tensorbroker::GetCancellation, std::shared_ptr<tensorbroker::GetCancellation>>(
+      m, "Cancellation", R"doc(Cancels waiting get() calls from any thread: get(name, cancel=c).
+
+Once c.cancel() is called, every get() given c raises Cancelled at once (now, or when it starts),
+leaving no waiter in the daemon and no lease in this process. It cannot be reset; one token may
+serve many calls. Thread-safe.)doc")
+      .def(py::init<>())
+      .def("cancel",
+           [](tensorbroker::GetCancellation& self) {
+             py::gil_scoped_release released;
+             self.Cancel();
+           },
+           "Cancel every get() given this token, now and later.")
+      .def_property_readonly("cancelled", &tensorbroker::GetCancellation::cancelled,
+                             "Whether cancel() was called.")
+      .def("__repr__", [](const tensorbroker::GetCancellation& self) {
+        return self.cancelled() ? "<tensorbroker.Cancellation cancelled>"
+                                : "<tensorbroker.Cancellation>";
+      });
+
   py::class_<PyClient>(m, "Client", R"doc(A session with tensorbrokerd; made by connect().
 
 Safe to share between threads. Every call releases the GIL while it talks to the daemon.
@@ -96,6 +116,7 @@ pinned: CPU tensors only: map this one page-locked for fast, asynchronous copies
 readers: as for put().)doc")
       .def("get", &PyClient::Get, py::arg("name"), py::arg("timeout") = py::none(),
            py::kw_only(), py::arg("pinned") = false, py::arg("device") = py::none(),
+           py::arg("cancel") = py::none(),
            R"doc(The tensor published under `name`, without copying it.
 
 timeout: seconds to wait for the name to be published; 0 answers at once (NotFound if absent);
@@ -106,7 +127,9 @@ pinned: CPU tensors only: map it page-locked (cudaHostRegister, once per segment
 device: None, or where you need the tensor ("cpu", "cuda:N"): get() never copies, so a tensor
     kept elsewhere raises FailedPrecondition saying where it is.
 A CUDA tensor comes back on this process's ordinal of its GPU (named by UUID across processes,
-so CUDA_VISIBLE_DEVICES may differ between producer and consumer).)doc")
+so CUDA_VISIBLE_DEVICES may differ between producer and consumer).
+cancel: a Cancellation; cancel() from any thread ends the wait with Cancelled, leaving no
+    waiter in the daemon and no lease here (get_async() uses this).)doc")
       .def("delete", &PyClient::Delete, py::arg("name"),
            "Unpublish `name` at once; holders keep valid memory until they release it. Only its "
            "owner or an administrator may (PermissionDenied).")

@@ -134,6 +134,7 @@ py::dict StatsDict(const BrokerStats& stats) {
   d["clients"] = stats.clients;
   d["segments"] = stats.segments;
   d["pending"] = stats.pending;
+  d["waiting_gets"] = stats.waiting_gets;
   py::list pools;
   for (const PoolUsage& pool : stats.pools) {
     py::dict p;
@@ -221,9 +222,17 @@ std::unique_ptr<PyTensor> PyClient::Create(const std::string& name, py::handle s
 }
 
 std::unique_ptr<PyTensor> PyClient::Get(const std::string& name, std::optional<double> timeout,
-                                        bool pinned, py::object device) {
+                                        bool pinned, py::object device, py::handle cancel) {
   std::optional<DLDevice> wanted;
   if (!device.is_none()) wanted = DeviceFromPython(device);
+  std::shared_ptr<GetCancellation> token;
+  if (!cancel.is_none()) {
+    if (!py::isinstance<GetCancellation>(cancel)) {
+      throw py::type_error(absl::StrCat("cancel: expected a tensorbroker.Cancellation or None, got ",
+                                        py::str(cancel.get_type().attr("__name__")).cast<std::string>()));
+    }
+    token = cancel.cast<std::shared_ptr<GetCancellation>>();
+  }
   std::shared_ptr<Client> client = Live();
   const bool forever = !timeout.has_value();
   const auto total = forever ? std::chrono::milliseconds(0) : SecondsToMillis(*timeout, "timeout");
@@ -244,6 +253,7 @@ std::unique_ptr<PyTensor> PyClient::Get(const std::string& name, std::optional<d
     options.timeout = slice;
     options.pinned = pinned;
     options.device = wanted;
+    options.cancel = token;
     auto got = Unlocked([&] { return client->Get(name, options); });
     if (got.ok()) {
       TensorPtr lease(*got);

@@ -37,8 +37,9 @@ class PyClient {
                                    pybind11::handle readers);
   // `timeout`: seconds to wait for the name to be published; None waits until it is.
   // `device`: None, or where the tensor must be (FAILED_PRECONDITION otherwise; no copy).
+  // `cancel`: None or a tensorbroker.Cancellation (GetCancellation) that ends the wait.
   std::unique_ptr<PyTensor> Get(const std::string& name, std::optional<double> timeout,
-                                bool pinned, pybind11::object device);
+                                bool pinned, pybind11::object device, pybind11::handle cancel);
   void Delete(const std::string& name);
   pybind11::list List(const std::string& prefix);
   pybind11::dict Stat(const std::string& name);

@@ -17,12 +17,16 @@ CUDA: ``client.create(name, shape, dtype, device="cuda:0")`` or ``client.put(nam
 keep the tensor in device memory the daemon owns; ``get`` returns it on this process's ordinal of
 that GPU through CUDA IPC (torch.from_dlpack / cupy.from_dlpack, no copy). ``get(name,
 pinned=True)`` maps a CPU tensor page-locked for asynchronous host-to-device copies.
+
+asyncio: ``await client.get_async(name, timeout)`` (and ``put_async``, ``create_async``,
+``Tensor.seal_async``) never block the event loop; cancelling the task cancels the wait.
 """
 
-from . import errors
-from ._core import Client, Tensor, connect, default_socket, process_mappings
+from . import _aio, errors
+from ._core import Cancellation, Client, Tensor, connect, default_socket, process_mappings
 from ._version import __version__
 from .errors import *  # noqa: F401,F403  (Error, NotFound, ... : see tensorbroker.errors)
 
-__all__ = ["connect", "default_socket", "process_mappings", "Client", "Tensor", "errors"] + [
+__all__ = ["connect", "default_socket", "process_mappings", "Client", "Tensor", "Cancellation",
+           "errors"] + [
     name for name in errors.__all__ if name != "error_class_for_code"]

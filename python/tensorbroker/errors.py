@@ -11,6 +11,8 @@ would reach for first, so ``except KeyError`` or ``except TimeoutError`` work to
     │                                   the caller's --quota-bytes / --quota-tensors
     │                                   (CapacityError is its earlier name)
     ├── Timeout(TimeoutError)           get() waited `timeout` seconds and nothing was published
+    ├── Cancelled                       get()'s Cancellation was cancelled (get_async() turns
+    │                                   it into asyncio.CancelledError)
     ├── PermissionDenied(PermissionError) the socket or object belongs to someone else
     ├── Unavailable(ConnectionError)    no daemon answers (not running, or shutting down)
     └── FailedPrecondition(RuntimeError) the tensor is in the wrong state (e.g. sealed twice),
@@ -28,6 +30,7 @@ __all__ = [
     "ResourceExhausted",
     "CapacityError",
     "Timeout",
+    "Cancelled",
     "PermissionDenied",
     "Unavailable",
     "FailedPrecondition",
@@ -82,6 +85,13 @@ class Timeout(Error, TimeoutError):
     code = "DEADLINE_EXCEEDED"
 
 
+class Cancelled(Error):
+    """The wait was cancelled through its :class:`tensorbroker.Cancellation`; no lease and no
+    waiter is left behind."""
+
+    code = "CANCELLED"
+
+
 class PermissionDenied(Error, PermissionError):
     """The caller may not use that socket or object."""
 
@@ -110,6 +120,7 @@ _BY_CODE = {
     "OUT_OF_RANGE": InvalidArgument,
     "RESOURCE_EXHAUSTED": ResourceExhausted,
     "DEADLINE_EXCEEDED": Timeout,
+    "CANCELLED": Cancelled,
     "PERMISSION_DENIED": PermissionDenied,
     "UNAVAILABLE": Unavailable,
     "FAILED_PRECONDITION": FailedPrecondition,

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(
 STAT_KEYS = {"name", "dtype", "shape", "strides", "nbytes", "device", "sealed", "mutable",
              "version", "leases", "created_unix_ms", "owner_uid", "readers"}
 STATS_KEYS = {"capacity_bytes", "used_bytes", "reserved_bytes", "tensors", "leases",
-              "clients", "segments", "pending"}
+              "clients", "segments", "pending", "waiting_gets"}
 POOL_KEYS = {"device", "capacity_bytes", "used_bytes", "reserved_bytes", "segments"}
 USER_KEYS = {"uid", "user", "bytes", "tensors", "quota_bytes", "quota_tensors"}
 

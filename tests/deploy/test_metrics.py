@@ -98,6 +98,7 @@ def test_metrics_match_the_daemons_state(broker):
     assert value("tensorbroker_tensors") == 2
     assert value("tensorbroker_leases") == 0
     assert value("tensorbroker_pending_tensors") == 0
+    assert value("tensorbroker_waiting_gets") == stats["waiting_gets"] == 0
     assert value("tensorbroker_clients") == 1  # the `stats` call's own session
     # Counters: what this test did (each CLI run is its own client; put = Create + Seal).
     assert value("tensorbroker_calls_total", method="Create", code="OK") == 3

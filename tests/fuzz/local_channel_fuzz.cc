@@ -77,6 +77,7 @@ class Host final : public LocalConnectionHost, public SessionEventSink {
     *waiter_id = *cell;
     return now;
   }
+  void WaitEnded(uint64_t, uint64_t, absl::Time) override {}  // no deadlines kept here
   // A server without handover hooks.
   absl::StatusOr<std::vector<NamedFd>> PrepareHandover(const PeerCredentials&) override {
     return absl::UnimplementedError("takeover: not offered here");

@@ -40,7 +40,10 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,6 +53,32 @@
 #include "tensorbroker/types.h"
 
 namespace tensorbroker {
+
+namespace client_internal {
+class CancelScope;
+}  // namespace client_internal
+
+// Cancels waiting Gets from any thread (GetOptions::cancel). Cancel() may come before, during
+// or after a Get: once it is cancelled, every Get given this token returns CANCELLED at once,
+// leaving no waiter in the daemon (it is told over the local channel) and no lease in this
+// process (a tensor granted meanwhile is released). One token may serve many Gets; it cannot
+// be reset. Thread-safe.
+class GetCancellation {
+ public:
+  GetCancellation() = default;
+  GetCancellation(const GetCancellation&) = delete;
+  GetCancellation& operator=(const GetCancellation&) = delete;
+
+  void Cancel();
+  bool cancelled() const;
+
+ private:
+  friend class client_internal::CancelScope;
+  mutable std::mutex mu_;
+  bool cancelled_ = false;                                // guarded by mu_
+  uint64_t next_hook_ = 0;                                // guarded by mu_
+  std::map<uint64_t, std::function<void()>> hooks_;       // guarded by mu_: Gets on the wire
+};
 
 struct CreateOptions {
   // Stays writable for every holder after Seal; writes are seen by all holders.
@@ -90,6 +119,9 @@ struct GetOptions {
   // Get never copies: FAILED_PRECONDITION naming where it is when that is elsewhere (the lease
   // is released). Unset: wherever it is.
   std::optional<DLDevice> device;
+  // Cancels the wait from another thread (GetCancellation). Null: the wait ends only when the
+  // name is published or `timeout` runs out.
+  std::shared_ptr<GetCancellation> cancel;
 };
 
 struct SealOptions {

@@ -90,6 +90,7 @@ struct BrokerStats {
   uint64_t clients = 0;
   uint64_t segments = 0;
   uint64_t pending = 0;
+  uint64_t waiting_gets = 0;  // Gets waiting for their name to be published (every client's)
   std::vector<PoolUsage> pools;  // CPU first, then each GPU the daemon serves
   std::vector<MethodStats> methods;  // by method name
   // What each user holds (every version in memory they created), with their quota (0: none).
