@@ -24,8 +24,17 @@ namespace py = pybind11;
 
 namespace {
 
-// get() waits in slices this long, checking for KeyboardInterrupt between them.
+// On the main thread (the only one Python's signal handlers run on), get() waits in slices
+// this long, checking for KeyboardInterrupt between them. Other threads wait in one piece (up
+// to kLongestSlice): a Cancellation ends their wait, and the daemon sees one steady waiter.
 constexpr std::chrono::milliseconds kWaitSlice(250);
+constexpr std::chrono::milliseconds kLongestSlice = std::chrono::hours(24);
+
+bool OnMainThread() {
+  static const unsigned long main_ident =
+      py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
+  return PyThread_get_thread_ident() == main_ident;
+}
 
 // Runs `call` (a Client method) with the GIL released and returns its value or throws.
 template <typename Call>
@@ -237,6 +246,7 @@ std::unique_ptr<PyTensor> PyClient::Get(const std::string& name, std::optional<d
   const bool forever = !timeout.has_value();
   const auto total = forever ? std::chrono::milliseconds(0) : SecondsToMillis(*timeout, "timeout");
   const auto deadline = std::chrono::steady_clock::now() + total;
+  const std::chrono::milliseconds longest = OnMainThread() ? kWaitSlice : kLongestSlice;
   bool first = true;
   while (true) {
     // Rounded up: a last slice of 0 ms would ask "is it there now?" and answer NOT_FOUND.
@@ -247,8 +257,8 @@ std::unique_ptr<PyTensor> PyClient::Get(const std::string& name, std::optional<d
           absl::StrCat("name '", name, "' was not published within ", *timeout, " s")));
     }
     first = false;
-    const auto slice = forever ? kWaitSlice : std::clamp(left, std::chrono::milliseconds(0),
-                                                         kWaitSlice);
+    const auto slice = forever ? longest : std::clamp(left, std::chrono::milliseconds(0),
+                                                      longest);
     GetOptions options;
     options.timeout = slice;
     options.pinned = pinned;

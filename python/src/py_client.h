@@ -2,7 +2,8 @@
 // Tensors it returns keep working after close(): each holds a reference to its lease and the connection.
 //
 // Threading: safe to call from many Python threads; every broker round trip and every wait
-// runs with the GIL released. get() waits in slices so Ctrl-C (KeyboardInterrupt) interrupts it.
+// runs with the GIL released. On the main thread get() waits in slices so Ctrl-C
+// (KeyboardInterrupt) interrupts it; on others a Cancellation (get(cancel=...)) does.
 #ifndef TENSORBROKER_PYTHON_SRC_PY_CLIENT_H_
 #define TENSORBROKER_PYTHON_SRC_PY_CLIENT_H_
 

@@ -48,4 +48,5 @@ echo "libtensorbroker_client and libtensorbroker_proto load from the wheel (RUNP
 # The package's tests, from the venv, against the real daemon.
 cd "$src/tests/python/package"
 env -u PYTHONPATH -u LD_LIBRARY_PATH -u LD_PRELOAD PYTHONDONTWRITEBYTECODE=1 \
-  "$venv_python" -m pytest -q -p no:cacheprovider test_interop.py test_api.py test_errors.py
+  "$venv_python" -m pytest -q -p no:cacheprovider test_interop.py test_api.py test_errors.py \
+  test_asyncio.py
