@@ -1,7 +1,6 @@
 """Type stubs for tensorbroker's native core (re-exported by the tensorbroker package)."""
 
-from types import TracebackType
-from typing import Any, Iterable, Literal, Optional, Tuple, Type, TypedDict, Union
+from typing import Any, Iterable, Optional, Tuple, TypedDict, Union
 
 DTypeLike = Union[str, Any]  # "float32", numpy dtypes and scalar types, torch dtypes
 
@@ -49,6 +48,7 @@ class BrokerStats(TypedDict):
     clients: int
     segments: int
     pending: int
+    waiting_gets: int  # Gets waiting in the daemon for a name to be published
     pools: list[PoolStats]  # the CPU pool first, then one per GPU served
     users: list[UserUsage]  # every user for an administrator, else the caller
 
@@ -56,21 +56,32 @@ DeviceLike = Union[str, Any]  # "cpu", "cuda", "cuda:N", torch.device
 StreamLike = Union[int, Any]  # a cudaStream_t value, torch.cuda.Stream, cupy.cuda.Stream
 
 def process_mappings() -> ProcessMappings:
-    """This process's mappings of broker memory (segments cached, CUDA slabs open, pinned)."""
+    """This process's mappings of broker memory: shared-memory segments cached for reuse, CUDA slabs open (closed with their last tensor) and segments page-locked."""
 
 def default_socket() -> str:
-    """The socket used when none is given ($TENSORBROKER_SOCKET, else the per-user default)."""
+    """The socket used when none is given: $TENSORBROKER_SOCKET, else /run/tensorbroker/broker.sock for root, else $XDG_RUNTIME_DIR/tensorbroker/broker.sock, else /tmp/tensorbroker-$UID/broker.sock."""
 
 def connect(
     socket: Optional[str] = None, timeout: float = 5.0, reconnect_timeout: float = 30.0
 ) -> Client:
-    """Connect to tensorbrokerd and open a session (Unavailable / PermissionDenied on failure)."""
+    """Connect to tensorbrokerd and open a session."""
+
+class Cancellation:
+    """Cancels waiting get() calls from any thread: get(name, cancel=c)."""
+
+    def __init__(self) -> None: ...
+    def cancel(self) -> None:
+        """Cancel every get() given this token, now and later."""
+    @property
+    def cancelled(self) -> bool:
+        """Whether cancel() was called."""
 
 class Client:
-    """A session with tensorbrokerd. Thread-safe; the GIL is released during every call."""
+    """A session with tensorbrokerd; made by connect()."""
 
     @property
-    def socket(self) -> str: ...
+    def socket(self) -> str:
+        """The daemon's socket path."""
     @property
     def closed(self) -> bool: ...
     def put(
@@ -83,7 +94,7 @@ class Client:
         device: Optional[DeviceLike] = None,
         readers: Union[None, str, Iterable[str]] = None,
     ) -> TensorStat:
-        """Publish one copy of `obj` (__dlpack__ or buffer protocol, CPU or CUDA, any strides)."""
+        """Publish a copy of `obj` under `name` and return its stat() dict."""
     def create(
         self,
         name: str,
@@ -96,7 +107,7 @@ class Client:
         pinned: bool = False,
         readers: Union[None, str, Iterable[str]] = None,
     ) -> Tensor:
-        """Reserve a writable broker tensor; fill it through np.asarray / torch.from_dlpack, then seal()."""
+        """Reserve a writable tensor in broker memory to fill in place, then seal() it."""
     def get(
         self,
         name: str,
@@ -104,24 +115,59 @@ class Client:
         *,
         pinned: bool = False,
         device: Optional[DeviceLike] = None,
+        cancel: Optional[Cancellation] = None,
     ) -> Tensor:
-        """The tensor published under `name`; waits up to `timeout` s (None: until published)."""
-    def delete(self, name: str) -> None: ...
-    def list(self, prefix: str = "") -> list[TensorStat]: ...
-    def stat(self, name: str) -> TensorStat: ...
-    def stats(self) -> BrokerStats: ...
-    def ping(self) -> None: ...
-    def close(self) -> None: ...
-    def __enter__(self) -> Client: ...
-    def __exit__(
+        """The tensor published under `name`, without copying it."""
+    async def get_async(
         self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None: ...
+        name: str,
+        timeout: Optional[float] = None,
+        *,
+        pinned: bool = False,
+        device: Optional[DeviceLike] = None,
+    ) -> Tensor:
+        """``get()`` for asyncio: awaits the tensor published under `name` without blocking the event loop."""
+    async def put_async(
+        self,
+        name: str,
+        obj: Any,
+        replace: bool = False,
+        *,
+        mutable: bool = False,
+        device: Optional[DeviceLike] = None,
+        readers: Union[None, str, Iterable[str]] = None,
+    ) -> TensorStat:
+        """``put()`` for asyncio (the copy runs on the pool)."""
+    async def create_async(
+        self,
+        name: str,
+        shape: Union[int, Iterable[int]],
+        dtype: DTypeLike,
+        mutable: bool = False,
+        replace: bool = False,
+        *,
+        device: DeviceLike = "cpu",
+        pinned: bool = False,
+        readers: Union[None, str, Iterable[str]] = None,
+    ) -> Tensor:
+        """``create()`` for asyncio."""
+    def delete(self, name: str) -> None:
+        """Unpublish `name` at once; holders keep valid memory until they release it."""
+    def list(self, prefix: str = "") -> list[TensorStat]:
+        """stat() dicts of the published tensors whose names start with `prefix` that you may read, by name (every page the daemon answers with)."""
+    def stat(self, name: str) -> TensorStat:
+        """What the broker knows about `name`: the fields of `tensorbroker stat --json` (name, dtype, shape, strides, nbytes, device, sealed, mutable, version, leases, created_unix_ms, owner_uid, readers)."""
+    def stats(self) -> BrokerStats:
+        """Daemon-wide counters and what each user holds (`users`: every user for an administrator, else you): the fields of `tensorbroker stats --json`."""
+    def ping(self) -> None:
+        """An empty round trip to the daemon."""
+    def close(self) -> None:
+        """End the session. Tensors already returned stay valid."""
+    def __enter__(self) -> Client: ...
+    def __exit__(self, *args: object) -> None: ...  # close()
 
 class Tensor:
-    """A lease on a broker tensor; zero-copy views through __dlpack__ and __array__."""
+    """A broker tensor this process holds a lease on."""
 
     @property
     def name(self) -> str: ...
@@ -151,7 +197,8 @@ class Tensor:
     def device(self) -> str:
         """"cpu", "cuda:N" (this process's ordinal) or "cuda_host" (pinned CPU memory)."""
     @property
-    def pinned(self) -> bool: ...
+    def pinned(self) -> bool:
+        """CPU memory page-locked for CUDA (create/get with pinned=True)."""
     def __dlpack__(
         self,
         *,
@@ -160,26 +207,28 @@ class Tensor:
         dl_device: Optional[Tuple[int, int]] = None,
         copy: Optional[bool] = None,
     ) -> Any:
-        """A capsule with its own reference to the lease: "dltensor_versioned" if max_version >= (1, 0), else "dltensor".
+        """A DLPack capsule holding its own reference to the lease, released by its deleter.
 
-        copy=True: a private writable copy instead (CPU tensors only; BufferError otherwise).
+        "dltensor_versioned" (DLPack 1.x, with the read-only flag) when max_version allows it, else the
+        legacy "dltensor" that NumPy 1.24 and PyTorch 1.13 read.
         """
-    def __dlpack_device__(self) -> Tuple[int, int]: ...
-    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> Any: ...
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        """(device_type, device_id): (1, 0) = CPU (pinned tensors too), (2, N) = CUDA device N of this process."""
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> Any:
+        """A NumPy view of the broker's pages (its own reference to the lease); read-only unless writable."""
     def numpy(self) -> Any:
-        """A zero-copy numpy.ndarray (bool included); read-only unless the tensor is writable."""
+        """np.asarray(t): a zero-copy NumPy view, bool included."""
     def torch(self) -> Any:
-        """A zero-copy torch.Tensor; bool tensors come back as torch.bool."""
+        """torch.from_dlpack(t); bool tensors come back as torch.bool (through a uint8 view where torch does not take DLPack's kDLBool, as 1.13)."""
     def view(self, dtype: DTypeLike) -> Tensor:
-        """The same bytes as another dtype of the same item size, with its own reference to the lease."""
+        """The same bytes as another dtype of the same item size (e.g. bool as uint8), with a reference of its own to the lease."""
     def seal(self, stream: Optional[StreamLike] = None) -> None:
-        """Publish; for CUDA, first wait for `stream` (None: all work on the GPU)."""
-    def abort(self) -> None: ...
-    def release(self) -> None: ...
+        """Publish a tensor from create(). Unless it is mutable it is read-only from now on: do not write through views taken before."""
+    async def seal_async(self, stream: Optional[StreamLike] = None) -> None:
+        """``seal()`` for asyncio (a CUDA seal waits for the GPU on the pool)."""
+    def abort(self) -> None:
+        """Drop a tensor from create() that was never sealed."""
+    def release(self) -> None:
+        """End this object's lease now (views made from it keep theirs). Idempotent."""
     def __enter__(self) -> Tensor: ...
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None: ...
+    def __exit__(self, *args: object) -> None: ...  # release(); abort() first if never sealed

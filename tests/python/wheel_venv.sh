@@ -3,7 +3,8 @@
 # (--system-site-packages, for its numpy, torch and pytest), `pip wheel --no-build-isolation`
 # of ./python offline, `pip install` of that wheel into the venv; then the wheel's extension
 # finds its client library beside it ($ORIGIN, no LD_LIBRARY_PATH, nothing of the build tree),
-# imports from the venv with the project's version, and the package's own tests pass from there.
+# imports from the venv with the project's version, and the package's own tests (its stub against
+# the wheel's module included) pass from there.
 #   wheel_venv.sh SOURCE_DIR PYTHON WHEEL_BUILD_DIR
 # WHEEL_BUILD_DIR is kept (CMake's tree for the wheel: a second run only relinks, and ccache
 # serves what the suite's build compiled). Needs TENSORBROKERD and TENSORBROKER_CLI.
@@ -49,4 +50,4 @@ echo "libtensorbroker_client and libtensorbroker_proto load from the wheel (RUNP
 cd "$src/tests/python/package"
 env -u PYTHONPATH -u LD_LIBRARY_PATH -u LD_PRELOAD PYTHONDONTWRITEBYTECODE=1 \
   "$venv_python" -m pytest -q -p no:cacheprovider test_interop.py test_api.py test_errors.py \
-  test_asyncio.py
+  test_asyncio.py test_stubs.py
