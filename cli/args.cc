@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "common/dtype_names.h"
+#include "tensorbroker/dtype_names.h"
 
 namespace tensorbroker::cli {
 namespace {

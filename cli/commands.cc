@@ -17,7 +17,7 @@
 #include "cli/posix_file.h"
 #include "common/prometheus_format.h"
 #include "common/cuda_runtime.h"
-#include "common/dtype_names.h"
+#include "tensorbroker/dtype_names.h"
 #include "common/tensor_layout.h"
 #include "tensorbroker/client.h"
 

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/byte_size.h"
-#include "common/dtype_names.h"
+#include "tensorbroker/dtype_names.h"
 
 namespace tensorbroker::cli {
 namespace {

@@ -1,4 +1,4 @@
-#include "common/dtype_names.h"
+#include "tensorbroker/dtype_names.h"
 
 #include <array>
 

@@ -1,14 +1,21 @@
-"""Builds tensorbroker's extension through the project's CMake, for pyproject.toml.
+"""Builds tensorbroker's extension through CMake, for pyproject.toml. Two ways:
 
-The extension (_core) and the two libraries it loads, libtensorbroker_client.so.0 and
-libtensorbroker_proto.so.0, go side by side into the wheel's package directory, each finding the
-next there through an $ORIGIN run path (TENSORBROKER_PYTHON_WHEEL=ON): the wheel needs no
-LD_LIBRARY_PATH and no installed tensorbroker, only the system libraries they link (gRPC,
-protobuf, Abseil from Debian). The version is the one in ../CMakeLists.txt.
+- Bundled (the default): the project's CMake builds the client library and the extension
+  (_core); the wheel carries libtensorbroker_client.so.0 and libtensorbroker_proto.so.0 beside
+  _core, each finding the next there through an $ORIGIN run path (TENSORBROKER_PYTHON_WHEEL=ON).
+  The wheel needs no LD_LIBRARY_PATH and no installed tensorbroker, only the system libraries they
+  link (gRPC, protobuf, Abseil from Debian): what a venv of its own wants.
+- Against an installed tensorbroker (TENSORBROKER_PREFIX=/usr, or any prefix `cmake --install`
+  or the .deb filled): python/CMakeLists.txt alone, find_package(tensorbroker) of exactly this
+  version; _core links that prefix's libtensorbroker_client.so.0 (run path <prefix>/lib unless
+  it is a system directory) and the wheel carries no library: one copy shared with the C++
+  programs, upgraded with the package.
 
-Environment: TENSORBROKER_CMAKE_ARGS (extra -D settings, split on spaces),
-TENSORBROKER_WHEEL_BUILD_DIR (CMake's build tree, kept; default: under setuptools' build_temp),
-CMAKE_BUILD_PARALLEL_LEVEL.
+The version is the one in ../CMakeLists.txt (project(tensorbroker VERSION ...)).
+
+Environment: TENSORBROKER_PREFIX (see above), TENSORBROKER_CMAKE_ARGS (extra -D settings, split
+on spaces), TENSORBROKER_WHEEL_BUILD_DIR (CMake's build tree, kept; default: under setuptools'
+build_temp; one per way), CMAKE_BUILD_PARALLEL_LEVEL.
 """
 
 import os
@@ -35,24 +42,31 @@ def project_version():
 
 
 class CMakeBuild(build_ext):
-    """Configures the whole project for this interpreter and builds only the extension."""
+    """Configures CMake for this interpreter and builds only the extension's target."""
 
-    # What the wheel carries beside _core, from the build tree (the files their sonames name).
+    # What a bundled wheel carries beside _core, from the build tree (the files their sonames name).
     LIBRARIES = ["client/libtensorbroker_client.so.0", "proto/libtensorbroker_proto.so.0"]
 
     def build_extension(self, ext):
+        prefix = os.environ.get("TENSORBROKER_PREFIX", "")
         # $TENSORBROKER_WHEEL_BUILD_DIR keeps CMake's tree between builds (the tests use it).
         build = pathlib.Path(os.environ.get("TENSORBROKER_WHEEL_BUILD_DIR") or
-                             pathlib.Path(self.build_temp) / "cmake").resolve()
+                             pathlib.Path(self.build_temp) / ("cmake-installed" if prefix
+                                                              else "cmake")).resolve()
         build.mkdir(parents=True, exist_ok=True)
-        configure = [
-            "cmake", "-S", str(ROOT), "-B", str(build),
-            "-DCMAKE_BUILD_TYPE=Release",
-            f"-DTENSORBROKER_PYTHON={sys.executable}",
-            "-DTENSORBROKER_PYTHON_WHEEL=ON",
-            "-DTENSORBROKER_BUILD_TESTS=OFF",
-            "-DTENSORBROKER_BUILD_BENCH=OFF",
-        ]
+        common = ["-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
+                  f"-DTENSORBROKER_PYTHON={sys.executable}"]
+        if prefix:
+            configure = ["cmake", "-S", str(HERE), *common,
+                         f"-DCMAKE_PREFIX_PATH={pathlib.Path(prefix).resolve()}",
+                         f"-DTENSORBROKER_VERSION={project_version()}"]
+            libraries = []
+        else:
+            configure = ["cmake", "-S", str(ROOT), *common,
+                         "-DTENSORBROKER_PYTHON_WHEEL=ON",
+                         "-DTENSORBROKER_BUILD_TESTS=OFF",
+                         "-DTENSORBROKER_BUILD_BENCH=OFF"]
+            libraries = self.LIBRARIES
         if shutil.which("ninja"):
             configure += ["-G", "Ninja"]
         configure += shlex.split(os.environ.get("TENSORBROKER_CMAKE_ARGS", ""))
@@ -67,7 +81,10 @@ class CMakeBuild(build_ext):
             raise RuntimeError(f"expected one _core*.so in {built}, found {cores}")
         shutil.copyfile(cores[0], self.get_ext_fullpath(ext.name))
         shutil.copyfile(built / "_version.py", package / "_version.py")
-        for library in self.LIBRARIES:
+        # pip builds in place: a bundled build before this one left its libraries in build_lib.
+        for stale in package.glob("libtensorbroker_*.so*"):
+            stale.unlink()
+        for library in libraries:
             # copyfile follows the soname's link to the real file and names it by the soname.
             shutil.copyfile(build / library, package / pathlib.Path(library).name)
 

@@ -17,7 +17,7 @@
 #include "client/src/segment_mapper.h"
 #include "common/cuda_devices.h"
 #include "common/cuda_runtime.h"
-#include "common/dtype_names.h"
+#include "tensorbroker/dtype_names.h"
 #include "common/grpc_status.h"
 #include "common/proto_convert.h"
 #include "common/socket_path.h"

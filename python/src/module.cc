@@ -3,7 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "common/dtype_names.h"
+#include "tensorbroker/dtype_names.h"
 #include "python/src/lease_export.h"
 #include "python/src/py_client.h"
 #include "python/src/py_tensor.h"
@@ -41,21 +41,6 @@ PYBIND11_MODULE(_core, m) {
   }, "This process's mappings of broker memory: shared-memory segments cached for reuse, CUDA "
      "slabs open (closed with their last tensor) and segments page-locked.");
 
-  m.def("connect", &PyClient::Connect, py::arg("socket") = py::none(), py::arg("timeout") = 5.0,
-        py::arg("reconnect_timeout") = 30.0,
-        R"doc(Connect to tensorbrokerd and open a session.
-
-socket: the daemon's Unix socket; None uses default_socket() (the same rule as the C++ client
-    and the CLI).
-timeout: seconds to wait for the daemon to answer.
-reconnect_timeout: when the daemon goes away (a restart, an upgrade, a crash), the call that
-    finds it gone waits up to this many seconds for it to answer again, then reconnects and goes
-    on; tensors this client holds stay valid. 0: such calls raise Unavailable.
-
-Raises Unavailable when no daemon answers, PermissionDenied when the socket may not be used,
-FailedPrecondition when it is served by a user other than root, the daemon's user
-($TENSORBROKER_DAEMON_USER, else tensorbroker) or this process's own.)doc");
-
   py::class_<tensorbroker::GetCancellation, std::shared_ptr<tensorbroker::GetCancellation>>(
       m, "Cancellation", R"doc(Cancels waiting get() calls from any thread: get(name, cancel=c).
 
@@ -75,6 +60,15 @@ serve many calls. Thread-safe.)doc")
         return self.cancelled() ? "<tensorbroker.Cancellation cancelled>"
                                 : "<tensorbroker.Cancellation>";
       });
+
+  // Declared before the methods that return them, so signatures name them as Python does.
+  py::class_<PyTensor> tensor_class(m, "Tensor", R"doc(A broker tensor this process holds a lease on.
+
+Zero-copy views: np.asarray(t), np.from_dlpack(t), torch.from_dlpack(t), t.numpy(), t.torch().
+Each view holds its own reference to the lease (one broker lease per process and version), so it stays valid after t.release() or after `t` is
+garbage-collected; the broker frees the memory when the last lease anywhere ends.
+Read-only unless the tensor is mutable or came from create() and is not sealed yet.
+Usable as a context manager: release() on exit (and abort() if created and never sealed).)doc");
 
   py::class_<PyClient>(m, "Client", R"doc(A session with tensorbrokerd; made by connect().
 
@@ -146,7 +140,7 @@ cancel: a Cancellation; cancel() from any thread ends the wait with Cancelled, l
       .def("ping", &PyClient::Ping, "An empty round trip to the daemon.")
       .def("close", &PyClient::Close, "End the session. Tensors already returned stay valid.")
       .def_property_readonly("socket", &PyClient::socket, "The daemon's socket path.")
-      .def_property_readonly("closed", &PyClient::closed)
+      .def_property_readonly("closed", &PyClient::closed, "Whether close() was called.")
       .def("__enter__", [](PyClient& self) -> PyClient& { return self; },
            py::return_value_policy::reference)
       .def("__exit__", [](PyClient& self, py::args) { self.Close(); })
@@ -154,13 +148,22 @@ cancel: a Cancellation; cancel() from any thread ends the wait with Cancelled, l
         return "<tensorbroker.Client " + self.socket() + (self.closed() ? " closed>" : ">");
       });
 
-  py::class_<PyTensor>(m, "Tensor", R"doc(A broker tensor this process holds a lease on.
+  m.def("connect", &PyClient::Connect, py::arg("socket") = py::none(), py::arg("timeout") = 5.0,
+        py::arg("reconnect_timeout") = 30.0,
+        R"doc(Connect to tensorbrokerd and open a session.
 
-Zero-copy views: np.asarray(t), np.from_dlpack(t), torch.from_dlpack(t), t.numpy(), t.torch().
-Each view holds its own reference to the lease (one broker lease per process and version), so it stays valid after t.release() or after `t` is
-garbage-collected; the broker frees the memory when the last lease anywhere ends.
-Read-only unless the tensor is mutable or came from create() and is not sealed yet.
-Usable as a context manager: release() on exit (and abort() if created and never sealed).)doc")
+socket: the daemon's Unix socket; None uses default_socket() (the same rule as the C++ client
+    and the CLI).
+timeout: seconds to wait for the daemon to answer.
+reconnect_timeout: when the daemon goes away (a restart, an upgrade, a crash), the call that
+    finds it gone waits up to this many seconds for it to answer again, then reconnects and goes
+    on; tensors this client holds stay valid. 0: such calls raise Unavailable.
+
+Raises Unavailable when no daemon answers, PermissionDenied when the socket may not be used,
+FailedPrecondition when it is served by a user other than root, the daemon's user
+($TENSORBROKER_DAEMON_USER, else tensorbroker) or this process's own.)doc");
+
+  tensor_class
       .def("__dlpack__", &PyTensor::DLPack, py::kw_only(), py::arg("stream") = py::none(),
            py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(),
            py::arg("copy") = py::none(),
@@ -199,20 +202,30 @@ stream: CUDA tensors: the stream you wrote it on (torch.cuda.Stream, cupy.cuda.S
       .def("abort", &PyTensor::Abort, "Drop a tensor from create() that was never sealed.")
       .def("release", &PyTensor::Release,
            "End this object's lease now (views made from it keep theirs). Idempotent.")
-      .def_property_readonly("name", [](const PyTensor& t) { return t.info().name; })
-      .def_property_readonly("shape", [](const PyTensor& t) { return py::tuple(py::cast(t.info().shape)); })
+      .def_property_readonly("name", [](const PyTensor& t) { return t.info().name; },
+                             "The name it was published (or created) under.")
+      .def_property_readonly(
+          "shape", [](const PyTensor& t) { return py::tuple(py::cast(t.info().shape)); },
+          "Its dimensions.")
       .def_property_readonly("strides",
                              [](const PyTensor& t) { return py::tuple(py::cast(t.info().strides)); },
                              "In elements, as DLPack.")
-      .def_property_readonly("ndim", [](const PyTensor& t) { return t.info().shape.size(); })
+      .def_property_readonly("ndim", [](const PyTensor& t) { return t.info().shape.size(); },
+                             "The number of dimensions.")
       .def_property_readonly("dtype", [](const PyTensor& t) { return tensorbroker::DTypeName(t.dtype()); },
                              "NumPy spelling: \"float32\", \"bool\", \"bfloat16\", ...")
-      .def_property_readonly("nbytes", [](const PyTensor& t) { return t.info().nbytes; })
-      .def_property_readonly("version", [](const PyTensor& t) { return t.info().version; })
-      .def_property_readonly("mutable", [](const PyTensor& t) { return t.info().is_mutable; })
-      .def_property_readonly("readonly", [](const PyTensor& t) { return !t.writable(); })
-      .def_property_readonly("sealed", [](const PyTensor& t) { return !t.created(); })
-      .def_property_readonly("released", &PyTensor::released)
+      .def_property_readonly("nbytes", [](const PyTensor& t) { return t.info().nbytes; },
+                             "Bytes of its elements.")
+      .def_property_readonly("version", [](const PyTensor& t) { return t.info().version; },
+                             "The version of the name this tensor is (1 for the first).")
+      .def_property_readonly("mutable", [](const PyTensor& t) { return t.info().is_mutable; },
+                             "Whether it stays writable for every holder after seal().")
+      .def_property_readonly("readonly", [](const PyTensor& t) { return !t.writable(); },
+                             "Whether this process may not write it (mapped read-only).")
+      .def_property_readonly("sealed", [](const PyTensor& t) { return !t.created(); },
+                             "Whether it is published (False for an unsealed create()).")
+      .def_property_readonly("released", &PyTensor::released,
+                             "Whether release() was called (views made before stay valid).")
       .def_property_readonly("device", &PyTensor::device,
                              "\"cpu\", \"cuda:N\" (this process's ordinal) or \"cuda_host\" "
                              "(pinned CPU memory).")

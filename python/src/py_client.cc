@@ -12,7 +12,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/dtype_names.h"
+#include "tensorbroker/dtype_names.h"
 #include "python/src/py_device.h"
 #include "python/src/py_dtype.h"
 #include "python/src/source_view.h"

@@ -5,7 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/dtype_names.h"
+#include "tensorbroker/dtype_names.h"
 #include "python/src/status_error.h"
 
 namespace tensorbroker::python {

@@ -5,7 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/dtype_names.h"
+#include "tensorbroker/dtype_names.h"
 #include "python/src/lease_export.h"
 #include "python/src/py_device.h"
 #include "python/src/py_dtype.h"

@@ -137,7 +137,7 @@ class Client:
         device: Optional[DeviceLike] = None,
         readers: Union[None, str, Iterable[str]] = None,
     ) -> TensorStat:
-        """``put()`` for asyncio (the copy runs on the pool)."""
+        """``put()`` for asyncio (the copy runs on the call pool)."""
     async def create_async(
         self,
         name: str,
@@ -225,7 +225,7 @@ class Tensor:
     def seal(self, stream: Optional[StreamLike] = None) -> None:
         """Publish a tensor from create(). Unless it is mutable it is read-only from now on: do not write through views taken before."""
     async def seal_async(self, stream: Optional[StreamLike] = None) -> None:
-        """``seal()`` for asyncio (a CUDA seal waits for the GPU on the pool)."""
+        """``seal()`` for asyncio (a CUDA seal waits for the GPU on the call pool)."""
     def abort(self) -> None:
         """Drop a tensor from create() that was never sealed."""
     def release(self) -> None:

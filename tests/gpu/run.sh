@@ -70,7 +70,7 @@ else
   # One compiler per source, all cores at once (a single c++ call takes a minute of device time).
   mkdir -p "$b/obj"
   export CXX=${CXX:-c++} B=$b PYBIND_INCLUDE=$pybind_include PY_INCLUDE=$py_include
-  printf '%s\n' "$b"/src/python/src/*.cc "$b"/src/common/dtype_names.cc \
+  printf '%s\n' "$b"/src/python/src/*.cc "$b"/src/common/strided_copy.cc \
       "$b"/src/common/tensor_layout.cc |
     xargs -P "$(nproc)" -I{} sh -c '$CXX -O2 -std=c++17 -fPIC -fvisibility=hidden \
       -I"$B/src" -I"$B/include" -I"$PYBIND_INCLUDE" -I"$PY_INCLUDE" \

@@ -1,20 +1,30 @@
 #!/usr/bin/env bash
 # The Python package as a user installs it (issue 15): a venv around the given interpreter
 # (--system-site-packages, for its numpy, torch and pytest), `pip wheel --no-build-isolation`
-# of ./python offline, `pip install` of that wheel into the venv; then the wheel's extension
-# finds its client library beside it ($ORIGIN, no LD_LIBRARY_PATH, nothing of the build tree),
-# imports from the venv with the project's version, and the package's own tests (its stub against
-# the wheel's module included) pass from there.
-#   wheel_venv.sh SOURCE_DIR PYTHON WHEEL_BUILD_DIR
+# of ./python offline, `pip install` of that wheel into the venv; then the package imports from
+# the venv with the project's version, the extension finds its client library where the way it
+# was built says (no LD_LIBRARY_PATH), and the package's own tests pass from there.
+#   wheel_venv.sh SOURCE_DIR PYTHON WHEEL_BUILD_DIR [INSTALLED_BUILD_DIR]
+# Without INSTALLED_BUILD_DIR the wheel is bundled: it carries libtensorbroker_client.so.0 and
+# libtensorbroker_proto.so.0 beside the extension ($ORIGIN), nothing of any build tree. With it,
+# that build tree is first installed (`cmake --install`) into a prefix of its own, and the wheel
+# is built against it (TENSORBROKER_PREFIX, find_package): it carries no library and its
+# extension loads the prefix's.
 # WHEEL_BUILD_DIR is kept (CMake's tree for the wheel: a second run only relinks, and ccache
 # serves what the suite's build compiled). Needs TENSORBROKERD and TENSORBROKER_CLI.
 set -euo pipefail
-src=$1 python=$2 wheel_build=$3
+src=$1 python=$2 wheel_build=$3 installed_build=${4:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 chmod 0755 "$work"  # peers of the tests run the venv's python as uid 65534
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+if [ -n "$installed_build" ]; then
+  cmake --install "$installed_build" --prefix "$work/prefix" >"$work/cmake-install.log" 2>&1 ||
+    { cat "$work/cmake-install.log" >&2; fail "cmake --install $installed_build"; }
+  export TENSORBROKER_PREFIX=$work/prefix
+  echo "installed $installed_build into $TENSORBROKER_PREFIX"
+fi
 "$python" -m venv --system-site-packages "$work/venv"
 venv_python=$work/venv/bin/python
 started=$(date +%s)
@@ -33,18 +43,32 @@ site=$("$venv_python" -c "import sysconfig; print(sysconfig.get_paths()['purelib
 [ "$package" = "$site/tensorbroker $version" ] || fail "imported '$package', expected '$site/tensorbroker $version'"
 echo "imports from the venv: $package"
 
-# The extension and the client library find what they load beside themselves, not elsewhere.
 core=$(ls "$site"/tensorbroker/_core*.so)
-for lib in "$core" "$site/tensorbroker/libtensorbroker_client.so.0"; do
-  runpath=$(readelf -d "$lib" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
-  [ "$runpath" = '$ORIGIN' ] || fail "$(basename "$lib"): RUNPATH '$runpath', expected \$ORIGIN"
-done
+runpath_of() { readelf -d "$1" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p'; }
 resolved=$(env -u LD_LIBRARY_PATH ldd "$core" | grep libtensorbroker || true)
+if [ -z "$installed_build" ]; then
+  # The extension and the client library find what they load beside themselves, not elsewhere.
+  for lib in "$core" "$site/tensorbroker/libtensorbroker_client.so.0"; do
+    runpath=$(runpath_of "$lib")
+    [ "$runpath" = '$ORIGIN' ] || fail "$(basename "$lib"): RUNPATH '$runpath', expected \$ORIGIN"
+  done
+  libdir=$site/tensorbroker
+  echo -n "bundled: "
+else
+  # No library in the wheel: the extension loads the installed prefix's.
+  bundled=$(cd "$site/tensorbroker" && ls libtensorbroker* 2>/dev/null || true)
+  [ -z "$bundled" ] || fail "the wheel carries $bundled; built against an installed tensorbroker it must not"
+  runpath=$(runpath_of "$core")
+  [ "$runpath" = "$TENSORBROKER_PREFIX/lib" ] ||
+    fail "$(basename "$core"): RUNPATH '$runpath', expected $TENSORBROKER_PREFIX/lib"
+  libdir=$TENSORBROKER_PREFIX/lib
+  echo -n "against the installed tensorbroker: "
+fi
 for name in libtensorbroker_client.so.0 libtensorbroker_proto.so.0; do
-  grep -q "$name => $site/tensorbroker/$name" <<<"$resolved" ||
-    fail "$name is not loaded from the wheel: $resolved"
+  grep -q "$name => $libdir/$name" <<<"$resolved" ||
+    fail "$name is not loaded from $libdir: $resolved"
 done
-echo "libtensorbroker_client and libtensorbroker_proto load from the wheel (RUNPATH \$ORIGIN)"
+echo "libtensorbroker_client and libtensorbroker_proto load from $libdir"
 
 # The package's tests, from the venv, against the real daemon.
 cd "$src/tests/python/package"

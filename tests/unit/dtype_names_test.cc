@@ -1,5 +1,5 @@
 // NumPy spellings round-trip for every dtype the broker accepts.
-#include "common/dtype_names.h"
+#include "tensorbroker/dtype_names.h"
 
 #include <gtest/gtest.h>
 

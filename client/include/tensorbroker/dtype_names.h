@@ -1,15 +1,15 @@
 // NumPy spellings of DLPack dtypes ("float32", "bool", "bfloat16", "float8_e4m3fn", ...) and
-// short device names ("cpu", "cuda:0"), used by the CLI's output, .npy files and the Python
-// package. Pure functions, thread-safe.
-#ifndef TENSORBROKER_COMMON_DTYPE_NAMES_H_
-#define TENSORBROKER_COMMON_DTYPE_NAMES_H_
+// short device names ("cpu", "cuda:0"): the spellings of the CLI, .npy files, the Python package
+// and the client's error messages. Part of libtensorbroker_client. Pure functions, thread-safe.
+#ifndef TENSORBROKER_DTYPE_NAMES_H_
+#define TENSORBROKER_DTYPE_NAMES_H_
 
 #include <dlpack/dlpack.h>
 
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace tensorbroker {
 
@@ -28,4 +28,4 @@ absl::StatusOr<DLDataType> ParseDTypeName(absl::string_view name);
 
 }  // namespace tensorbroker
 
-#endif  // TENSORBROKER_COMMON_DTYPE_NAMES_H_
+#endif  // TENSORBROKER_DTYPE_NAMES_H_
