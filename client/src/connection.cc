@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/server_identity.h"
@@ -13,6 +16,11 @@ constexpr std::chrono::seconds kUnaryDeadline(60);
 
 }  // namespace
 
+namespace {
+// Between two tries of an open whose session and local channel reached different daemons.
+constexpr std::chrono::milliseconds kReopenPause(20);
+}  // namespace
+
 void Connection::SetDeadline(grpc::ClientContext* context, std::chrono::milliseconds extra) {
   context->set_deadline(std::chrono::system_clock::now() + kUnaryDeadline + extra);
 }
@@ -20,6 +28,35 @@ void Connection::SetDeadline(grpc::ClientContext* context, std::chrono::millisec
 absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(const std::string& socket_path,
                                                              std::chrono::milliseconds timeout,
                                                              uint64_t client_id) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  absl::Status refused;  // the last try's, if the local channel knew no such session
+  while (true) {
+    const auto left = std::max(std::chrono::milliseconds(0),
+                               std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   deadline - std::chrono::steady_clock::now()));
+    bool attach_refused = false;
+    auto opened = OpenOnce(socket_path, left, client_id, &attach_refused);
+    if (opened.ok()) return opened;
+    const bool out_of_time = std::chrono::steady_clock::now() >= deadline;
+    // A try that ran out of time after refusals: the refusal says more than "no answer".
+    if (!attach_refused) {
+      return out_of_time && !refused.ok() && absl::IsUnavailable(opened.status())
+                 ? refused
+                 : opened.status();
+    }
+    // FAILED_PRECONDITION from the local channel for the session this client just opened: the
+    // two sockets were served by different daemons (a takeover or restart between the two
+    // connects). Whichever serves both next will know the session.
+    refused = opened.status();
+    if (out_of_time) return refused;
+    std::this_thread::sleep_for(kReopenPause);
+  }
+}
+
+absl::StatusOr<std::shared_ptr<Connection>> Connection::OpenOnce(const std::string& socket_path,
+                                                                 std::chrono::milliseconds timeout,
+                                                                 uint64_t client_id,
+                                                                 bool* attach_refused) {
   // gRPC connects by itself, to whatever serves the path then: the server's uid is checked on a
   // plain connection first (and again below if nobody served yet). UNAVAILABLE is worth waiting
   // for; anything else (not allowed, not trusted) is answered at once.
@@ -66,7 +103,8 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(const std::string& 
                                                status.ToString()));
   }
   connection->session_id_ = event.opened().session_id();
-  auto local = LocalChannel::Attach(LocalChannelPath(socket_path), connection->session_id_);
+  auto local = LocalChannel::Attach(LocalChannelPath(socket_path), connection->session_id_,
+                                    attach_refused);
   if (!local.ok()) {
     connection->session_context_.TryCancel();
     (void)connection->session_->Finish();

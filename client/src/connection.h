@@ -37,7 +37,9 @@ class Connection {
   // Sends nothing to a server whose uid it does not trust (common/server_identity.h): checked on
   // a plain connection before gRPC's own, and on the local channel's connection itself.
   // `client_id` names the Client it serves (tensors it exported keep it, for Retain and
-  // Describe, across the Client's reconnections).
+  // Describe, across the Client's reconnections). While a daemon takes over from another (or
+  // restarts), the session and the local channel may reach different daemons: the local one
+  // then knows no such session, and the whole open is made again, until `timeout`.
   static absl::StatusOr<std::shared_ptr<Connection>> Open(const std::string& socket_path,
                                                           std::chrono::milliseconds timeout,
                                                           uint64_t client_id);
@@ -72,6 +74,11 @@ class Connection {
   static void SetDeadline(grpc::ClientContext* context, std::chrono::milliseconds extra = {});
 
  private:
+  // One try of Open; `attach_refused` says the local channel's daemon knew no such session.
+  static absl::StatusOr<std::shared_ptr<Connection>> OpenOnce(const std::string& socket_path,
+                                                              std::chrono::milliseconds timeout,
+                                                              uint64_t client_id,
+                                                              bool* attach_refused);
   Connection() = default;
   void ReadEvents();
 

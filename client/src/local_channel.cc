@@ -21,7 +21,8 @@ constexpr size_t kMaxReplyBytes = 256 << 10;
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LocalChannel>> LocalChannel::Attach(const std::string& path,
-                                                                   const std::string& session_id) {
+                                                                   const std::string& session_id,
+                                                                   bool* session_unknown) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path.size() >= sizeof(address.sun_path)) {
@@ -49,7 +50,11 @@ absl::StatusOr<std::unique_ptr<LocalChannel>> LocalChannel::Attach(const std::st
   v1::LocalRequest attach;
   attach.mutable_attach()->set_session_id(session_id);
   auto answer = channel->Call(std::move(attach));
-  if (!answer.ok()) return answer.status();
+  if (!answer.ok()) {
+    // The daemon's own answer (not a transport failure): it knows no such session.
+    if (session_unknown != nullptr) *session_unknown = absl::IsFailedPrecondition(answer.status());
+    return answer.status();
+  }
   return channel;
 }
 

@@ -46,9 +46,11 @@ class LocalChannel {
  public:
   // Connects to `path` and attaches `session_id`. UNAVAILABLE if no daemon listens there,
   // PERMISSION_DENIED as the daemon says, FAILED_PRECONDITION (before anything is sent) if the
-  // server's uid is not trusted (common/server_identity.h).
+  // server's uid is not trusted (common/server_identity.h). `session_unknown` (may be null) is
+  // set when the daemon answered FAILED_PRECONDITION: it has no such session.
   static absl::StatusOr<std::unique_ptr<LocalChannel>> Attach(const std::string& path,
-                                                              const std::string& session_id);
+                                                              const std::string& session_id,
+                                                              bool* session_unknown = nullptr);
   ~LocalChannel();
   LocalChannel(const LocalChannel&) = delete;
   LocalChannel& operator=(const LocalChannel&) = delete;

@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "tests/integration/test_util.h"
+#include "tests/support/temp_dir.h"
 
 namespace tensorbroker::testing {
 namespace {
@@ -118,6 +119,50 @@ TEST_F(TakeoverTest, WithNothingRunningTakeoverFailsAndSaysSo) {
             absl::StrCat("tensorbrokerd exited (exit status 1) before it was serving on ",
                          elsewhere, "; its log:\n  | <3>tensorbrokerd: --takeover: no daemon to "
                          "take over on ", elsewhere, ".fd: No such file or directory\n"));
+}
+
+
+// During a takeover (or a restart) a client's Session stream and its local channel may reach
+// different daemons: the local one knows no such session. Connect then opens again, until its
+// timeout, rather than fail. Staged with symlinks: broker.sock leads to daemon A, broker.sock.fd
+// to daemon B, until the link is moved to A's.
+TEST(TakeoverRaceTest, AnOpenWhoseSessionAndLocalChannelReachDifferentDaemonsIsMadeAgain) {
+  ASSERT_OK_AND_ASSIGN(DaemonProcess a, DaemonProcess::Start());
+  ASSERT_OK_AND_ASSIGN(DaemonProcess b, DaemonProcess::Start());
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string socket = dir.path() + "/broker.sock";
+  ASSERT_EQ(::symlink(a.socket_path().c_str(), socket.c_str()), 0);
+  ASSERT_EQ(::symlink((b.socket_path() + ".fd").c_str(), (socket + ".fd").c_str()), 0);
+
+  // While the halves disagree, every try is refused; at the timeout the refusal is the answer.
+  auto split = Client::Connect(socket, std::chrono::milliseconds(300));
+  EXPECT_EQ(split.status().code(), absl::StatusCode::kFailedPrecondition) << split.status();
+  EXPECT_NE(split.status().message().find("session_id: not an open session"), std::string::npos)
+      << split.status();
+
+  // The local channel's link moves to A while Connect is trying: it succeeds on A.
+  std::thread mover([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const std::string next = socket + ".fd.next";
+    ASSERT_EQ(::symlink((a.socket_path() + ".fd").c_str(), next.c_str()), 0);
+    ASSERT_EQ(::rename(next.c_str(), (socket + ".fd").c_str()), 0);
+  });
+  auto joined = Client::Connect(socket, std::chrono::seconds(30));
+  mover.join();
+  ASSERT_OK(joined);
+  std::vector<float> values = {1, 2, 3};
+  std::vector<int64_t> shape = {3};
+  ASSERT_OK((*joined)->Put("race/x", HostTensor(values.data(), shape, dtypes::kFloat32)));
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, (*joined)->Get("race/x"));
+  TensorPtr got(raw);
+  EXPECT_EQ(FloatsOf(got->dl_tensor), values);
+  // Both halves are A's: B never saw the tensor.
+  ASSERT_OK_AND_ASSIGN(auto on_b, Client::Connect(b.socket_path()));
+  EXPECT_EQ(on_b->Stat("race/x").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_OK_AND_ASSIGN(auto on_a, Client::Connect(a.socket_path()));
+  ASSERT_OK_AND_ASSIGN(TensorInfo info, on_a->Stat("race/x"));
+  EXPECT_EQ(info.leases, 1u);
 }
 
 }  // namespace
