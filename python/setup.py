@@ -11,7 +11,9 @@
   it is a system directory) and the wheel carries no library: one copy shared with the C++
   programs, upgraded with the package.
 
-The version is the one in ../CMakeLists.txt (project(tensorbroker VERSION ...)).
+The version is the one in ../CMakeLists.txt (project(tensorbroker VERSION ...)). pybind11: the
+build environment's own when it has one (`import pybind11`: pip's, or Debian's python3-pybind11),
+else the system's pybind11-dev, found by CMake.
 
 Environment: TENSORBROKER_PREFIX (see above), TENSORBROKER_CMAKE_ARGS (extra -D settings, split
 on spaces), TENSORBROKER_WHEEL_BUILD_DIR (CMake's build tree, kept; default: under setuptools'
@@ -41,6 +43,17 @@ def project_version():
     return match.group(1)
 
 
+def pybind11_cmake_dir():
+    """The build environment's own pybind11 (pip's in the venv, or Debian's python3-pybind11), if
+    it has one: CMake then takes it rather than the system's pybind11-dev (a newer one may be
+    needed for a newer CPython). None: CMake finds the system's."""
+    try:
+        import pybind11
+    except ImportError:
+        return None
+    return pybind11.get_cmake_dir()
+
+
 class CMakeBuild(build_ext):
     """Configures CMake for this interpreter and builds only the extension's target."""
 
@@ -56,6 +69,9 @@ class CMakeBuild(build_ext):
         build.mkdir(parents=True, exist_ok=True)
         common = ["-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
                   f"-DTENSORBROKER_PYTHON={sys.executable}"]
+        pybind11_dir = pybind11_cmake_dir()
+        if pybind11_dir:
+            common.append(f"-Dpybind11_DIR={pybind11_dir}")
         if prefix:
             configure = ["cmake", "-S", str(HERE), *common,
                          f"-DCMAKE_PREFIX_PATH={pathlib.Path(prefix).resolve()}",

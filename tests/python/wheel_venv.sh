@@ -27,10 +27,20 @@ if [ -n "$installed_build" ]; then
 fi
 "$python" -m venv --system-site-packages "$work/venv"
 venv_python=$work/venv/bin/python
+# A pybind11 of the build environment's own (pip's in a venv) is the one CMake gets: a stand-in
+# module that names Debian's CMake directory by another spelling, so the cache shows whose it is.
+mkdir -p "$work/env-pybind11/pybind11"
+pybind11_dir=/usr/lib/cmake/../cmake/pybind11
+printf 'def get_cmake_dir():\n    return "%s"\n' "$pybind11_dir" \
+  >"$work/env-pybind11/pybind11/__init__.py"
 started=$(date +%s)
-TENSORBROKER_WHEEL_BUILD_DIR=$wheel_build "$venv_python" -m pip wheel --no-build-isolation \
+PYTHONPATH=$work/env-pybind11 TENSORBROKER_WHEEL_BUILD_DIR=$wheel_build \
+  "$venv_python" -m pip wheel --no-build-isolation \
   --no-deps --no-index -w "$work/dist" "$src/python" >"$work/wheel.log" 2>&1 ||
   { tail -n 60 "$work/wheel.log" >&2; fail "pip wheel"; }
+cached=$(sed -n 's/^pybind11_DIR:[A-Z]*=//p' "$wheel_build/CMakeCache.txt")
+[ "$cached" = "$pybind11_dir" ] || fail "CMake took pybind11 from '$cached', not the environment's $pybind11_dir"
+echo "pybind11: the build environment's ($pybind11_dir)"
 wheel=$(ls "$work"/dist/tensorbroker-*.whl)
 echo "built $(basename "$wheel") in $(( $(date +%s) - started )) s"
 "$venv_python" -m pip install --no-deps --no-index "$wheel" >"$work/install.log" 2>&1 ||
