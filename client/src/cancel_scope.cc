@@ -28,9 +28,9 @@ CancelScope::~CancelScope() {
   token_->hooks_.erase(*hook_);
 }
 
-absl::Status CancelScope::Check(const std::string& what) const {
+absl::Status CancelScope::Check(const std::string& name) const {
   if (!cancelled()) return absl::OkStatus();
-  return absl::CancelledError(absl::StrCat(what, ": cancelled (GetCancellation)"));
+  return absl::CancelledError(absl::StrCat("get '", name, "': cancelled (GetCancellation)"));
 }
 
 void CancelScope::Arm(std::function<void()> on_cancel) {

@@ -25,8 +25,8 @@ class CancelScope {
   CancelScope& operator=(const CancelScope&) = delete;
 
   bool cancelled() const { return token_ != nullptr && token_->cancelled(); }
-  // CANCELLED naming `what` if the token was cancelled, else OK.
-  absl::Status Check(const std::string& what) const;
+  // CANCELLED naming the Get of `name` if the token was cancelled, else OK (no allocation).
+  absl::Status Check(const std::string& name) const;
   // Runs `on_cancel` when the token is cancelled: at once if it was, else from Cancel(), at
   // most once, and never after this scope ends. One hook per scope.
   void Arm(std::function<void()> on_cancel);

@@ -198,8 +198,7 @@ absl::StatusOr<v1::TensorGrant> FetchGrant(Connection& connection, const std::st
                                            std::chrono::milliseconds timeout,
                                            GetCancellation* cancel = nullptr) {
   client_internal::CancelScope scope(cancel);
-  const std::string what = absl::StrCat("get '", name, "'");
-  if (absl::Status cancelled = scope.Check(what); !cancelled.ok()) return cancelled;
+  if (absl::Status cancelled = scope.Check(name); !cancelled.ok()) return cancelled;
   v1::LocalRequest request;
   v1::GetRequest& get = *request.mutable_get();
   get.set_name(name);
@@ -213,7 +212,7 @@ absl::StatusOr<v1::TensorGrant> FetchGrant(Connection& connection, const std::st
   auto grant = GrantOf(connection, std::move(answer));
   if (grant.ok() && scope.cancelled()) {
     connection.ReleaseLease(grant->lease_id());
-    return scope.Check(what);
+    return scope.Check(name);
   }
   return grant;
 }
