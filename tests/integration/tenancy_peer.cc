@@ -167,7 +167,7 @@ class Peer {
         {"abort", 2},       {"delete", 2},       {"get", 3},       {"stat", 2},
         {"read", 2},        {"list", 3},         {"stats", 1},     {"release", 2},
         {"retain", 2},      {"local_open", 1},   {"local_get", 3}, {"local_retain", 2},
-        {"local_fetch", 2}, {"local_release", 2}};
+        {"local_fetch", 2}, {"local_release", 2}, {"local_cancel", 2}};
     const std::string& verb = words[0];
     auto arity = kArity.find(verb);
     if (arity == kArity.end()) Die("unknown command " + verb);
@@ -189,6 +189,7 @@ class Peer {
     if (verb == "retain") return Retain(Number(words[1]));
     if (verb == "local_open") return LocalOpen();
     if (verb == "local_get") return LocalGet(words[1], words[2]);
+    if (verb == "local_cancel") return LocalCancelUpTo(Number(words[1]));
     return LocalLeaseCall(verb, Number(words[1]));
   }
 
@@ -442,6 +443,19 @@ class Peer {
         .Set("writable", writable ? "1" : "0")
         .Set("found", absl::StrJoin(found, ",",
                                     [](std::string* out, bool f) { out->append(f ? "1" : "0"); }));
+  }
+
+  // Cancel{request_id} for every id from 1 to `last` (no replies of their own), then a barrier:
+  // its reply says the daemon has handled them all.
+  Answer LocalCancelUpTo(uint64_t last) {
+    for (uint64_t id = 1; id <= last; ++id) {
+      v1::LocalRequest cancel;
+      cancel.mutable_cancel()->set_request_id(id);
+      if (!tensorbroker::SendMessage(local_.get(), cancel.SerializeAsString()).ok()) {
+        Die("local channel: send");
+      }
+    }
+    return FromLocal(LocalCall(v1::LocalRequest(), nullptr));
   }
 
   Answer LocalLeaseCall(const std::string& verb, uint64_t lease) {

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -605,6 +606,31 @@ TEST_F(TenancyTest, AWaitingGetWakesOnlyForAVersionItsCallerMayRead) {
   ASSERT_OK(PutBytes("late/x", {2}, options));
   const Reply now = plain.Receive();
   EXPECT_EQ(now.code, 0) << now.line;
+  EXPECT_OK(root().Ping());
+}
+
+// Cancel{request_id} on the local channel reaches only the Gets of the connection it comes on:
+// another uid sending it for every likely request id leaves root's waiting Get waiting, and
+// that Get then gets its tensor, byte for byte.
+TEST_F(TenancyTest, AnotherUidCannotCancelAWaitingGet) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon({}));
+  absl::StatusOr<DLManagedTensorVersioned*> got = absl::UnknownError("not run");
+  std::thread waiter([&] { got = root().Get("cancel/victim", std::chrono::seconds(60)); });
+  ASSERT_TRUE(PollUntil([&] { return root().Stats().ok() && root().Stats()->waiting_gets == 1; },
+                        std::chrono::seconds(10)));
+  ASSERT_OK_AND_ASSIGN(OtherUser attacker, Nobody());
+  const Reply opened = attacker.Call("local_open");
+  ASSERT_EQ(opened.code, 0) << opened.line;
+  const Reply cancelled = attacker.Call("local_cancel 1000");
+  EXPECT_EQ(cancelled.code, 0) << cancelled.line;  // its own barrier; the cancels found nothing
+  ASSERT_OK_AND_ASSIGN(BrokerStats stats, root().Stats());
+  EXPECT_EQ(stats.waiting_gets, 1u) << "root's Get still waits";
+  ASSERT_OK(PutBytes("cancel/victim", {7, 8, 9}, {}));
+  waiter.join();
+  ASSERT_OK(got);
+  TensorPtr tensor(*got);
+  const uint8_t* bytes = static_cast<const uint8_t*>(tensor->dl_tensor.data);
+  EXPECT_EQ(std::vector<uint8_t>(bytes, bytes + 3), (std::vector<uint8_t>{7, 8, 9}));
   EXPECT_OK(root().Ping());
 }
 
