@@ -49,7 +49,44 @@ struct TensorInfo {
   int64_t created_unix_ms = 0;
   uint32_t owner_uid = 0;              // the uid that published the name first
   std::vector<std::string> readers;    // who may read it: {"*"} or "uid:N" / "gid:N" entries
+  // History (Stat): how many versions of the name stay readable by number, and which do now
+  // (ascending; the last is the current one). Empty for a pending tensor.
+  uint32_t keep = 1;
+  std::vector<uint64_t> kept_versions;
 };
+
+// One change under a watched prefix (Client::Watch). Sequences are the daemon's version
+// counter: a publication's sequence is the new version; a deletion or expiry takes a number of
+// its own. Events come in increasing sequence; numbers a watcher may not see are skipped.
+struct WatchEvent {
+  enum class Kind {
+    kPublished,  // the name had no published version; `version` is the new one
+    kReplaced,   // a newer version; `previous_version` was the current one
+    kDeleted,    // the name was unpublished (every kept version); `version` was the current one
+    kExpired,    // `version` dropped out of the name's kept history (keep)
+    kLost,       // events with sequences lost_first..lost_last may have been missed
+  };
+  Kind kind = Kind::kPublished;
+  uint64_t sequence = 0;  // kLost: lost_last
+  std::string name;       // empty for kLost
+  uint64_t version = 0;
+  uint64_t previous_version = 0;  // kReplaced
+  TensorInfo info;        // the version concerned, as it was at the event (leases: 0)
+  uint64_t lost_first = 0;
+  uint64_t lost_last = 0;
+};
+
+// "published", "replaced", "deleted", "expired", "lost".
+inline const char* WatchEventKindName(WatchEvent::Kind kind) {
+  switch (kind) {
+    case WatchEvent::Kind::kPublished: return "published";
+    case WatchEvent::Kind::kReplaced: return "replaced";
+    case WatchEvent::Kind::kDeleted: return "deleted";
+    case WatchEvent::Kind::kExpired: return "expired";
+    case WatchEvent::Kind::kLost: return "lost";
+  }
+  return "unknown";
+}
 
 // One memory pool of the daemon: its CPU shared memory, or one GPU's device memory.
 struct PoolUsage {
@@ -91,6 +128,7 @@ struct BrokerStats {
   uint64_t segments = 0;
   uint64_t pending = 0;
   uint64_t waiting_gets = 0;  // Gets waiting for their name to be published (every client's)
+  uint64_t watchers = 0;      // Watch streams open (every client's)
   std::vector<PoolUsage> pools;  // CPU first, then each GPU the daemon serves
   std::vector<MethodStats> methods;  // by method name
   // What each user holds (every version in memory they created), with their quota (0: none).
