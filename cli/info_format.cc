@@ -58,6 +58,10 @@ void WriteTensorInfoJson(const TensorInfo& info, JsonWriter& json) {
   json.Key("readers").BeginArray();
   for (const std::string& reader : info.readers) json.String(reader);
   json.EndArray();
+  json.Key("keep").UInt(info.keep);
+  json.Key("kept_versions").BeginArray();
+  for (uint64_t version : info.kept_versions) json.UInt(version);
+  json.EndArray();
   json.EndObject();
 }
 
@@ -87,6 +91,7 @@ std::string StatsJson(const BrokerStats& stats) {
   json.Key("segments").UInt(stats.segments);
   json.Key("pending").UInt(stats.pending);
   json.Key("waiting_gets").UInt(stats.waiting_gets);
+  json.Key("watchers").UInt(stats.watchers);
   json.Key("pools").BeginArray();
   for (const PoolUsage& pool : stats.pools) {
     json.BeginObject();
@@ -129,6 +134,8 @@ std::string TensorInfoText(const TensorInfo& info) {
       {"created", TimeText(info.created_unix_ms)},
       {"owner", absl::StrCat("uid ", info.owner_uid)},
       {"readers", absl::StrJoin(info.readers, ",")},
+      {"keep", absl::StrCat(info.keep)},
+      {"kept", absl::StrJoin(info.kept_versions, " ")},
   });
 }
 
@@ -170,6 +177,7 @@ std::string StatsText(const BrokerStats& stats) {
       {"segments", absl::StrCat(stats.segments)},
       {"pending", absl::StrCat(stats.pending)},
       {"waiting gets", absl::StrCat(stats.waiting_gets)},
+      {"watchers", absl::StrCat(stats.watchers)},
   };
   // Device pools beyond the CPU one (whose figures are the lines above).
   for (size_t i = 1; i < stats.pools.size(); ++i) {

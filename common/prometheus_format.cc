@@ -78,6 +78,7 @@ std::string PrometheusText(const BrokerStats& stats) {
       {"tensorbroker_pending_tensors", "Tensors created and not yet sealed.", stats.pending},
       {"tensorbroker_waiting_gets", "Gets waiting for their name to be published.",
        stats.waiting_gets},
+      {"tensorbroker_watchers", "Watch streams open.", stats.watchers},
   };
   for (const Gauge& gauge : gauges) {
     Header(&out, gauge.name, "gauge", gauge.help);

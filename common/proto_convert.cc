@@ -58,6 +58,8 @@ TensorInfo FromProto(const v1::TensorInfo& info) {
   out.created_unix_ms = info.created_unix_ms();
   out.owner_uid = info.owner_uid();
   out.readers.assign(info.readers().begin(), info.readers().end());
+  out.keep = info.keep() == 0 ? 1 : info.keep();  // 0: from a daemon before keep
+  out.kept_versions.assign(info.kept_versions().begin(), info.kept_versions().end());
   return out;
 }
 
@@ -75,6 +77,8 @@ void ToProto(const TensorInfo& info, v1::TensorInfo* out) {
   out->set_created_unix_ms(info.created_unix_ms);
   out->set_owner_uid(info.owner_uid);
   for (const std::string& reader : info.readers) out->add_readers(reader);
+  out->set_keep(info.keep);
+  out->mutable_kept_versions()->Assign(info.kept_versions.begin(), info.kept_versions.end());
 }
 
 BrokerStats FromProto(const v1::BrokerStats& stats) {
@@ -88,6 +92,7 @@ BrokerStats FromProto(const v1::BrokerStats& stats) {
   out.segments = stats.segments();
   out.pending = stats.pending();
   out.waiting_gets = stats.waiting_gets();
+  out.watchers = stats.watchers();
   for (const v1::PoolStats& pool : stats.pools()) {
     PoolUsage usage;
     usage.device = FromProto(pool.device());
@@ -125,6 +130,7 @@ void ToProto(const BrokerStats& stats, v1::BrokerStats* out) {
   out->set_segments(stats.segments);
   out->set_pending(stats.pending);
   out->set_waiting_gets(stats.waiting_gets);
+  out->set_watchers(stats.watchers);
   for (const PoolUsage& usage : stats.pools) {
     v1::PoolStats* pool = out->add_pools();
     ToProto(usage.device, pool->mutable_device());

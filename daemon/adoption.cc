@@ -32,6 +32,9 @@ absl::StatusOr<TensorStore::AdoptedTensor> ToAdopted(const v1::TensorRecord& rec
   auto readers = PrincipalSet::Parse({info.readers().begin(), info.readers().end()}, "readers");
   if (!readers.ok()) return readers.status();
   if (info.version() == 0) return absl::InvalidArgumentError("version 0");
+  if (info.keep() > kMaxKeep) {
+    return absl::InvalidArgumentError(absl::StrCat("keep ", info.keep(), " is over ", kMaxKeep));
+  }
   if (record.block_size() < spec->nbytes) {
     return absl::InvalidArgumentError(absl::StrCat("a block of ", record.block_size(),
                                                    " bytes cannot hold ", spec->nbytes));
@@ -40,6 +43,7 @@ absl::StatusOr<TensorStore::AdoptedTensor> ToAdopted(const v1::TensorRecord& rec
   adopted.spec = *std::move(spec);
   adopted.spec.owner_uid = record.publisher_uid();
   adopted.spec.readers = *std::move(readers);
+  adopted.spec.keep = std::max<uint32_t>(info.keep(), 1);
   adopted.name_owner = info.owner_uid();
   adopted.version = info.version();
   adopted.created_unix_ms = info.created_unix_ms();
@@ -95,24 +99,35 @@ Adoption AdoptStoredDescriptors(std::vector<NamedFd> descriptors, CpuSegmentPool
     }
   }
 
-  // Each name's versions, highest first: the highest one that checks out is adopted, and the
-  // others (lost to a replace that a kill interrupted, or not valid) are dropped.
+  // Each name's versions, highest first: the highest one that checks out is adopted, with as
+  // many more as its keep asks for (of the name's owner); the others (out of the history,
+  // left by a replace that a kill interrupted, or not valid) are dropped.
   std::map<std::string, std::map<uint64_t, std::string, std::greater<>>> versions;
   for (const auto& [fd_name, record] : records) {
     versions[record.info().name()][record.info().version()] = fd_name;
   }
   std::map<std::string, bool> segments_used;
   for (const auto& [name, by_version] : versions) {
-    bool adopted_one = false;
+    size_t adopted_count = 0;
+    uint32_t keep = 1;         // the highest adopted version's
+    uint32_t name_owner = 0;   // likewise
     for (const auto& [version, fd_name] : by_version) {
-      if (adopted_one) {
-        Drop(store, fd_name, "a higher version of its name was adopted", &result.records_dropped);
+      if (adopted_count == keep) {
+        Drop(store, fd_name,
+             keep == 1 ? "a higher version of its name was adopted"
+                       : absl::StrCat("the name keeps ", keep, " versions, all adopted"),
+             &result.records_dropped);
         continue;
       }
       const v1::TensorRecord& record = records.at(fd_name);
       auto adopted = ToAdopted(record);
       if (!adopted.ok()) {
         Drop(store, fd_name, std::string(adopted.status().message()), &result.records_dropped);
+        continue;
+      }
+      if (adopted_count > 0 && adopted->name_owner != name_owner) {
+        Drop(store, fd_name, "the name's owner differs from its newer version's",
+             &result.records_dropped);
         continue;
       }
       auto block = pool->AdoptBlock(record.segment(), record.offset(), record.block_size(),
@@ -124,8 +139,11 @@ Adoption AdoptStoredDescriptors(std::vector<NamedFd> descriptors, CpuSegmentPool
       adopted->block = *std::move(block);
       result.bytes += adopted->spec.nbytes;
       segments_used[record.segment()] = true;
+      if (adopted_count++ == 0) {
+        keep = adopted->spec.keep;
+        name_owner = adopted->name_owner;
+      }
       result.tensors.push_back(*std::move(adopted));
-      adopted_one = true;
     }
   }
   result.segments = segments_used.size();

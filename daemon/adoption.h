@@ -4,7 +4,8 @@
 // still be what MemfdSegment::Create made, each record must read (tensor_record.h) and
 // validate like a client's request (name, dtype, layout, readers, sizes), and its bytes must
 // lie in a segment that was handed over, at a range no other adopted tensor claims. Of several
-// versions of one name (a replace that a kill interrupted) the highest that checks out wins.
+// versions of one name (a history it keeps, or a replace that a kill interrupted) the highest
+// that checks out is adopted, with the next ones down to the number its keep asks for.
 //
 // Whatever is not adopted is dropped from the descriptor store, with a warning, so that it
 // never comes back: records that fail a check or lost to a higher version, and segments no

@@ -178,7 +178,7 @@ grpc::ServerUnaryReactor* BrokerService::Get(grpc::CallbackServerContext* contex
     return grpc::Status::OK;
   };
   auto* reactor = new WaitingGet(parts_.store, parts_.timer, std::move(answer));
-  reactor->Start(request->session_id(), name, deadline);
+  reactor->Start(request->session_id(), name, VersionWantedOf(*request), deadline);
   return reactor;
 }
 

@@ -346,6 +346,11 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   store_options.pending_timeout = options.pending_timeout;
   store_options.quota_for = [&policy](uint32_t uid) { return policy.QuotaFor(uid); };
   store_options.journal = journal.get();
+  // Versions keep increasing across restarts and takeovers without a counter kept anywhere:
+  // this instance starts at the clock (microseconds), past the previous one's unless it
+  // published over a million versions a second on average; adoption raises it past every
+  // version adopted in any case.
+  store_options.first_version = static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()));
   auto pools = MakePools(options, absl::StrCat(prefix, InstanceId(), "-"), journal.get());
   Adoption adopted = AdoptHandedDescriptors(
       std::move(handed), static_cast<CpuSegmentPool*>(pools[0].get()), fd_store);

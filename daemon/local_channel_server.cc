@@ -154,11 +154,11 @@ void LocalChannelServer::HandoverSent(const absl::Status& sent) {
 
 std::optional<absl::StatusOr<TensorGrant>> LocalChannelServer::StartWait(
     uint64_t id, const std::string& session_id, const std::string& name,
-    absl::Time deadline, uint64_t* waiter_id) {
+    const VersionWanted& wanted, absl::Time deadline, uint64_t* waiter_id) {
   // The store sets the id before it can call back: the callback reads it from this cell.
   auto cell = std::make_shared<uint64_t>(0);
   auto now = store_->GetOrWait(
-      session_id, name, deadline, cell.get(),
+      session_id, name, wanted, deadline, cell.get(),
       [this, id, session_id, cell](absl::StatusOr<TensorGrant> result) {
         Handoff handoff;
         handoff.kind = Handoff::Kind::kWaitAnswered;
@@ -282,11 +282,13 @@ void LocalChannelServer::ExpireWaits() {
     auto it = connections_.find(connection_id);
     if (it == connections_.end()) continue;
     LocalConnection* connection = it->second.get();
-    if (connection->waits().count(waiter_id) == 0) continue;  // answered already
+    auto wait = connection->waits().find(waiter_id);
+    if (wait == connection->waits().end()) continue;  // answered already
     if (!store_->CancelWait(waiter_id)) continue;  // its answer is queued as a handoff
-    if (!connection->FinishWait(waiter_id, absl::DeadlineExceededError(
-                                               "get.wait_ms: the name was not published "
-                                               "before the wait ran out"))) {
+    const absl::Status ran_out = WaitRanOut(wait->second.name, wait->second.wanted);
+    if (!connection->FinishWait(
+            waiter_id, absl::Status(ran_out.code(),
+                                    absl::StrCat("get.wait_ms: ", ran_out.message())))) {
       Drop(connection_id);
     } else {
       WatchWrites(connection);

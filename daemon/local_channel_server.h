@@ -66,6 +66,7 @@ class LocalChannelServer final : public LocalConnectionHost {
   std::optional<absl::StatusOr<TensorGrant>> StartWait(uint64_t id,
                                                        const std::string& session_id,
                                                        const std::string& name,
+                                                       const VersionWanted& wanted,
                                                        absl::Time deadline,
                                                        uint64_t* waiter_id) override;
   void WaitEnded(uint64_t id, uint64_t waiter_id, absl::Time deadline) override;

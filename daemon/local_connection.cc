@@ -256,9 +256,10 @@ absl::Status LocalConnection::Get(uint64_t request_id, const v1::GetRequest& get
                                   ? absl::InfinitePast()
                                   : absl::Now() + absl::Milliseconds(get.wait_ms());
   uint64_t waiter_id = 0;
-  auto now = host_->StartWait(id_, session_id_, get.name(), deadline, &waiter_id);
+  const VersionWanted wanted = VersionWantedOf(get);
+  auto now = host_->StartWait(id_, session_id_, get.name(), wanted, deadline, &waiter_id);
   if (!now.has_value()) {
-    waits_.emplace(waiter_id, Wait{request_id, absl::Now(), deadline, get.name()});
+    waits_.emplace(waiter_id, Wait{request_id, absl::Now(), deadline, get.name(), wanted});
     return absl::OkStatus();  // answered by FinishWait; the reply stays empty
   }
   return Grant(*std::move(now), reply, fds);

@@ -44,7 +44,7 @@ class LocalConnectionHost {
   // Starts a wait for connection `id`: GetOrWait with a callback that queues the answer.
   virtual std::optional<absl::StatusOr<TensorGrant>> StartWait(
       uint64_t id, const std::string& session_id, const std::string& name,
-      absl::Time deadline, uint64_t* waiter_id) = 0;
+      const VersionWanted& wanted, absl::Time deadline, uint64_t* waiter_id) = 0;
   // The wait `waiter_id` of connection `id` (due at `deadline`) ended: answered, timed out,
   // cancelled, or its connection closed. Forget its deadline.
   virtual void WaitEnded(uint64_t id, uint64_t waiter_id, absl::Time deadline) = 0;
@@ -85,6 +85,7 @@ class LocalConnection {
     absl::Time start;
     absl::Time deadline;
     std::string name;
+    VersionWanted wanted;
   };
   const std::map<uint64_t, Wait>& waits() const { return waits_; }
   // Answers the wait `waiter_id` (its deadline passed, or the store answered it).

@@ -1,5 +1,8 @@
 #include "daemon/request_spec.h"
 
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
 #include "common/proto_convert.h"
 #include "common/tensor_layout.h"
 #include "daemon/request_device.h"
@@ -42,15 +45,41 @@ void ToProto(const TensorGrant& grant, v1::TensorGrant* out) {
   out->set_lease_id(grant.lease_id);
 }
 
+namespace {
+
+// A request's keep: 0 means 1.
+absl::StatusOr<TensorSpec> WithKeep(absl::StatusOr<TensorSpec> spec, uint32_t keep) {
+  if (!spec.ok()) return spec;
+  if (keep > kMaxKeep) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("keep: ", keep, " versions is more than the most a name keeps, ", kMaxKeep));
+  }
+  spec->keep = std::max<uint32_t>(keep, 1);
+  return spec;
+}
+
+}  // namespace
+
+VersionWanted VersionWantedOf(const v1::GetRequest& request) {
+  VersionWanted wanted;
+  wanted.version = request.version();
+  if (request.has_after_version()) wanted.after_version = request.after_version();
+  wanted.oldest = request.oldest();
+  return wanted;
+}
+
 absl::StatusOr<TensorSpec> MakeSpec(const v1::CreateRequest& request) {
-  return MakeSpec(request.name(), request.dtype(), request.shape(), request.strides(),
-                  request.nbytes(), request.mutable_(), request.replace(), request.has_device(),
-                  request.device());
+  return WithKeep(MakeSpec(request.name(), request.dtype(), request.shape(), request.strides(),
+                           request.nbytes(), request.mutable_(), request.replace(),
+                           request.has_device(), request.device()),
+                  request.keep());
 }
 
 absl::StatusOr<TensorSpec> MakeSpec(const v1::PutRequest::Header& header) {
-  return MakeSpec(header.name(), header.dtype(), header.shape(), {}, 0, header.mutable_(),
-                  header.replace(), header.has_device(), header.device());
+  return WithKeep(MakeSpec(header.name(), header.dtype(), header.shape(), {}, 0,
+                           header.mutable_(), header.replace(), header.has_device(),
+                           header.device()),
+                  header.keep());
 }
 
 }  // namespace tensorbroker::daemon

@@ -25,6 +25,9 @@ absl::StatusOr<TensorSpec> MakeSpec(const v1::PutRequest::Header& header);
 
 void ToProto(const TensorGrant& grant, v1::TensorGrant* out);
 
+// Which version a GetRequest asks for (checked by the store: TensorStore::GetOrWait).
+VersionWanted VersionWantedOf(const v1::GetRequest& request);
+
 }  // namespace tensorbroker::daemon
 
 #endif  // TENSORBROKER_DAEMON_REQUEST_SPEC_H_

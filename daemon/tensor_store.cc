@@ -54,6 +54,14 @@ std::optional<uint64_t> LogicalBytes(const TensorSpec& spec) {
 
 }  // namespace
 
+absl::Status WaitRanOut(const std::string& name, const VersionWanted& wanted) {
+  return absl::DeadlineExceededError(absl::StrCat(
+      "name '", name, "' was not published",
+      wanted.after_version.has_value() ? absl::StrCat(" after version ", *wanted.after_version)
+                                       : "",
+      " before the wait ran out"));
+}
+
 std::string SharingKeyOf(const TensorSpec& spec) {
   return absl::StrCat(spec.owner_uid, "/", spec.readers.Key());
 }
@@ -80,7 +88,9 @@ TensorStore::TensorStore(std::unique_ptr<MemoryPool> cpu_pool, StoreOptions opti
     : TensorStore(OnePool(std::move(cpu_pool)), std::move(options)) {}
 
 TensorStore::TensorStore(std::vector<std::unique_ptr<MemoryPool>> pools, StoreOptions options)
-    : options_(std::move(options)), pools_(std::move(pools)) {}
+    : options_(std::move(options)),
+      pools_(std::move(pools)),
+      next_version_(std::max<uint64_t>(options_.first_version, 1)) {}
 
 TensorStore::~TensorStore() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -175,8 +185,46 @@ TensorStore::TensorObject* TensorStore::VisibleLocked(const Principal& caller,
                                                       const std::string& name) {
   auto it = published_.find(name);
   if (it == published_.end()) return nullptr;
-  TensorObject* object = objects_.at(it->second.object_id).get();
+  TensorObject* object = objects_.at(it->second.current()).get();
   return MayReadLocked(caller, *object) ? object : nullptr;
+}
+
+absl::StatusOr<TensorStore::TensorObject*> TensorStore::PickVersionLocked(
+    const Principal& caller, const std::string& name, const VersionWanted& wanted) {
+  auto entry = published_.find(name);
+  auto visible = [&](uint64_t object_id) -> TensorObject* {
+    TensorObject* object = objects_.at(object_id).get();
+    return MayReadLocked(caller, *object) ? object : nullptr;
+  };
+  if (wanted.version != 0) {
+    if (entry != published_.end()) {
+      auto it = entry->second.versions.find(wanted.version);
+      if (it != entry->second.versions.end()) {
+        if (TensorObject* object = visible(it->second)) return object;
+      }
+    }
+    std::string kept;
+    if (entry != published_.end()) {
+      for (const auto& [version, object_id] : entry->second.versions) {
+        if (visible(object_id) != nullptr) absl::StrAppend(&kept, kept.empty() ? "" : ", ", version);
+      }
+    }
+    if (kept.empty()) return NotPublished(name);
+    return absl::NotFoundError(absl::StrCat("version: name '", name, "' does not keep version ",
+                                            wanted.version, " (it keeps ", kept, ")"));
+  }
+  if (entry == published_.end()) return nullptr;
+  TensorObject* current = visible(entry->second.current());
+  if (current == nullptr) return nullptr;
+  if (!wanted.after_version.has_value()) return current;
+  if (current->version <= *wanted.after_version) return nullptr;
+  if (wanted.oldest) {
+    const auto& versions = entry->second.versions;
+    for (auto it = versions.upper_bound(*wanted.after_version); it != versions.end(); ++it) {
+      if (TensorObject* object = visible(it->second)) return object;
+    }
+  }
+  return current;
 }
 
 absl::Status TensorStore::CheckQuotaLocked(const TensorSpec& spec) const {
@@ -216,7 +264,7 @@ absl::Status TensorStore::CheckNameLocked(const Principal& caller, TensorSpec* s
   const uint32_t name_owner = published->second.owner_uid;
   if (!caller.admin && name_owner != caller.uid) {
     // The name is taken either way; whose it is stays unsaid to one who may not see it.
-    const bool visible = MayReadLocked(caller, *objects_.at(published->second.object_id));
+    const bool visible = MayReadLocked(caller, *objects_.at(published->second.current()));
     return absl::PermissionDeniedError(absl::StrCat(
         "name '", spec->name, "' belongs to ",
         visible ? DescribeUid(name_owner) : "another user",
@@ -306,7 +354,7 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::FindPendingLocked(
   if (it == pending_.end()) {
     auto published = published_.find(name);
     if (published != published_.end() &&
-        objects_.at(published->second.object_id)->owner_session == session_id) {
+        objects_.at(published->second.current())->owner_session == session_id) {
       return absl::FailedPreconditionError(
           absl::StrCat("name '", name, "' is already sealed"));
     }
@@ -350,34 +398,43 @@ TensorInfo TensorStore::PublishLocked(TensorObject* object, const Principal& by)
   object->pending = false;
   object->sealed = true;
   object->version = next_version_++;
-  TensorObject* previous = nullptr;
-  if (auto old = published_.find(name); old != published_.end()) {
-    previous = objects_.at(old->second.object_id).get();
-    Log(LogLevel::kInfo, "'", LogSafe(name), "' replaced (version ", previous->version, " -> ",
-        object->version, ", owner ", DescribeUid(old->second.owner_uid), ") by ",
-        DescribeUid(by.uid));
-    previous->published = false;
-    old->second.object_id = object->id;
+  auto [entry, first] = published_.try_emplace(name);
+  if (first) {
+    entry->second.owner_uid = object->spec.owner_uid;
   } else {
-    published_.emplace(name, PublishedName{object->id, object->spec.owner_uid});
+    const TensorObject& previous = *objects_.at(entry->second.current());
+    Log(LogLevel::kInfo, "'", LogSafe(name), "' replaced (version ", previous.version, " -> ",
+        object->version, ", owner ", DescribeUid(entry->second.owner_uid), ") by ",
+        DescribeUid(by.uid));
   }
+  entry->second.keep = object->spec.keep;
+  entry->second.versions.emplace(object->version, object->id);
   object->published = true;
-  // The new version is recorded before the old one's record goes: a kill in between leaves both,
-  // and adoption keeps the higher.
+  // The new version is recorded before an old one's record goes: a kill in between leaves both,
+  // and adoption keeps the newest `keep`.
   JournalPublishedLocked(*object);
-  if (previous != nullptr) {
-    JournalUnpublishedLocked(*previous);
-    MaybeFreeLocked(previous);
+  while (entry->second.versions.size() > entry->second.keep) {
+    UnpublishLocked(&entry->second, entry->second.versions.begin()->first);
   }
   AnswerWaitersLocked([&](const Waiter& w) -> std::optional<absl::StatusOr<TensorGrant>> {
     if (w.name != name) return std::nullopt;
+    if (w.after_version.has_value() && object->version <= *w.after_version) return std::nullopt;
     auto session = sessions_.find(w.session_id);
     if (session == sessions_.end()) return absl::StatusOr<TensorGrant>(CheckSession(w.session_id));
     // A tensor the waiter may not read does not exist for it: it keeps waiting.
     if (!MayReadLocked(session->second.principal, *object)) return std::nullopt;
     return GrantLocked(w.session_id, object, object->spec.is_mutable);
   });
-  return ViewLocked(*object);
+  return WithKeptVersionsLocked(by, ViewLocked(*object));
+}
+
+void TensorStore::UnpublishLocked(PublishedName* entry, uint64_t version) {
+  auto it = entry->versions.find(version);
+  TensorObject* object = objects_.at(it->second).get();
+  entry->versions.erase(it);
+  object->published = false;
+  JournalUnpublishedLocked(*object);
+  MaybeFreeLocked(object);
 }
 
 void TensorStore::DropPendingLocked(TensorObject* object) {
@@ -461,23 +518,47 @@ TensorGrant TensorStore::GrantLocked(const std::string& session_id, TensorObject
 }
 
 std::optional<absl::StatusOr<TensorGrant>> TensorStore::TryGetLocked(
-    const std::string& session_id, const std::string& name) {
+    const std::string& session_id, const std::string& name, const VersionWanted& wanted) {
   if (absl::Status s = CheckServing(); !s.ok()) return s;
   // The session may have closed while we waited: the lease would belong to no one.
   if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
-  TensorObject* object = VisibleLocked(sessions_.at(session_id).principal, name);
-  if (object == nullptr) return std::nullopt;
-  return GrantLocked(session_id, object, /*writable=*/object->spec.is_mutable);
+  absl::StatusOr<TensorObject*> object =
+      PickVersionLocked(sessions_.at(session_id).principal, name, wanted);
+  if (!object.ok()) return object.status();
+  if (*object == nullptr) return std::nullopt;
+  return GrantLocked(session_id, *object, /*writable=*/(*object)->spec.is_mutable);
 }
 
+namespace {
+
+absl::Status CheckVersionWanted(const VersionWanted& wanted) {
+  if (wanted.version != 0 && wanted.after_version.has_value()) {
+    return absl::InvalidArgumentError(
+        "version: give either a version or an after_version, not both");
+  }
+  if (wanted.oldest && !wanted.after_version.has_value()) {
+    return absl::InvalidArgumentError("oldest: needs an after_version");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NothingNewer(const std::string& name, const VersionWanted& wanted) {
+  if (!wanted.after_version.has_value()) return NotPublished(name);
+  return absl::NotFoundError(absl::StrCat("name '", name, "' has no version after ",
+                                          *wanted.after_version));
+}
+
+}  // namespace
+
 std::optional<absl::StatusOr<TensorGrant>> TensorStore::GetOrWait(
-    const std::string& session_id, const std::string& name, absl::Time deadline,
-    uint64_t* waiter_id, GetCallback on_ready) {
+    const std::string& session_id, const std::string& name, const VersionWanted& wanted,
+    absl::Time deadline, uint64_t* waiter_id, GetCallback on_ready) {
+  if (absl::Status s = CheckVersionWanted(wanted); !s.ok()) return absl::StatusOr<TensorGrant>(s);
   Locked lock(this);
-  if (auto now = TryGetLocked(session_id, name); now.has_value()) return now;
-  if (absl::Now() >= deadline) return absl::StatusOr<TensorGrant>(NotPublished(name));
+  if (auto now = TryGetLocked(session_id, name, wanted); now.has_value()) return now;
+  if (absl::Now() >= deadline) return absl::StatusOr<TensorGrant>(NothingNewer(name, wanted));
   *waiter_id = next_waiter_id_++;
-  waiters_.emplace(*waiter_id, Waiter{session_id, name, std::move(on_ready)});
+  waiters_.emplace(*waiter_id, Waiter{session_id, name, wanted.after_version, std::move(on_ready)});
   return std::nullopt;
 }
 
@@ -501,7 +582,8 @@ void TensorStore::AnswerWaitersLocked(
 }
 
 absl::StatusOr<TensorGrant> TensorStore::Get(const std::string& session_id,
-                                             const std::string& name, absl::Time deadline) {
+                                             const std::string& name, absl::Time deadline,
+                                             const VersionWanted& wanted) {
   struct Answer {
     std::mutex mu;
     std::condition_variable ready;
@@ -509,7 +591,7 @@ absl::StatusOr<TensorGrant> TensorStore::Get(const std::string& session_id,
   };
   auto answer = std::make_shared<Answer>();
   uint64_t waiter_id = 0;
-  auto now = GetOrWait(session_id, name, deadline, &waiter_id,
+  auto now = GetOrWait(session_id, name, wanted, deadline, &waiter_id,
                        [answer](absl::StatusOr<TensorGrant> result) {
                          std::lock_guard<std::mutex> lock(answer->mu);
                          answer->result = std::move(result);
@@ -520,10 +602,7 @@ absl::StatusOr<TensorGrant> TensorStore::Get(const std::string& session_id,
   if (!answer->ready.wait_until(lock, absl::ToChronoTime(deadline),
                                 [&] { return answer->result.has_value(); })) {
     lock.unlock();
-    if (CancelWait(waiter_id)) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("name '", name, "' was not published before the wait ran out"));
-    }
+    if (CancelWait(waiter_id)) return WaitRanOut(name, wanted);
     lock.lock();  // answered meanwhile: its callback is about to run
     answer->ready.wait(lock, [&] { return answer->result.has_value(); });
   }
@@ -601,19 +680,26 @@ absl::Status TensorStore::Delete(const Principal& caller, const std::string& nam
         "name '", name, "' belongs to ", DescribeUid(owner),
         "; only its owner or an administrator may delete it"));
   }
+  const size_t older = it->second.versions.size() - 1;
   Log(LogLevel::kInfo, "'", LogSafe(name), "' deleted (version ", object->version, ", owner ",
-      DescribeUid(owner), ") by ", DescribeUid(caller.uid));
+      DescribeUid(owner),
+      older == 0 ? std::string() : absl::StrCat(", and ", older, " older kept version(s)"),
+      ") by ", DescribeUid(caller.uid));
+  while (!it->second.versions.empty()) {
+    UnpublishLocked(&it->second, it->second.versions.begin()->first);
+  }
   published_.erase(it);
-  object->published = false;
-  JournalUnpublishedLocked(*object);
-  MaybeFreeLocked(object);
   return absl::OkStatus();
 }
 
 absl::Status TensorStore::AdoptPublished(AdoptedTensor tensor) {
   Locked lock(this);
   const std::string name = tensor.spec.name;
-  if (published_.count(name) != 0 || pending_.count(name) != 0) {
+  auto existing = published_.find(name);
+  if (pending_.count(name) != 0 ||
+      (existing != published_.end() &&
+       (existing->second.owner_uid != tensor.name_owner ||
+        existing->second.versions.count(tensor.version) != 0))) {
     return absl::AlreadyExistsError(absl::StrCat("name '", name, "' is taken"));
   }
   auto object = std::make_unique<TensorObject>();
@@ -628,7 +714,11 @@ absl::Status TensorStore::AdoptPublished(AdoptedTensor tensor) {
   usage.bytes += object->spec.nbytes;
   ++usage.tensors;
   next_version_ = std::max(next_version_, tensor.version + 1);
-  published_.emplace(name, PublishedName{object->id, tensor.name_owner});
+  PublishedName& entry = published_[name];
+  entry.owner_uid = tensor.name_owner;
+  entry.versions.emplace(tensor.version, object->id);
+  // The name keeps what its newest version asked for.
+  if (entry.versions.rbegin()->first == tensor.version) entry.keep = object->spec.keep;
   objects_.emplace(object->id, std::move(object));
   return absl::OkStatus();
 }
@@ -642,8 +732,10 @@ void TensorStore::ExportState(PersistenceJournal* journal) {
   Locked lock(this);
   for (auto& pool : pools_) pool->ReplaySegments(journal);
   for (const auto& [name, published] : published_) {
-    auto it = objects_.find(published.object_id);
-    if (it != objects_.end()) JournalPublishedLocked(*it->second, journal);
+    for (const auto& [version, object_id] : published.versions) {
+      auto it = objects_.find(object_id);
+      if (it != objects_.end()) JournalPublishedLocked(*it->second, journal);
+    }
   }
 }
 
@@ -693,13 +785,13 @@ ListPage TensorStore::List(const Principal& caller, const std::string& prefix, s
   auto it = page_token < prefix ? published_.lower_bound(prefix)
                                 : published_.upper_bound(page_token);
   for (; it != published_.end() && absl::StartsWith(it->first, prefix); ++it) {
-    const TensorObject& object = *objects_.at(it->second.object_id);
+    const TensorObject& object = *objects_.at(it->second.current());
     if (!MayReadLocked(caller, object)) continue;
     if (page.tensors.size() == page_size) {
       page.next_page_token = page.tensors.back().name;
       break;
     }
-    page.tensors.push_back(ViewLocked(object));
+    page.tensors.push_back(WithKeptVersionsLocked(caller, ViewLocked(object)));
   }
   return page;
 }
@@ -707,7 +799,7 @@ ListPage TensorStore::List(const Principal& caller, const std::string& prefix, s
 absl::StatusOr<TensorInfo> TensorStore::Stat(const Principal& caller, const std::string& name) {
   Locked lock(this);
   if (const TensorObject* object = VisibleLocked(caller, name); object != nullptr) {
-    return ViewLocked(*object);
+    return WithKeptVersionsLocked(caller, ViewLocked(*object));
   }
   if (auto it = pending_.find(name); it != pending_.end()) {
     const TensorObject& object = *objects_.at(it->second);
@@ -733,7 +825,7 @@ BrokerStats TensorStore::Stats(const Principal& caller) {
     stats.tensors = published_.size();
   } else {
     for (const auto& [name, entry] : published_) {
-      stats.tensors += MayReadLocked(caller, *objects_.at(entry.object_id)) ? 1 : 0;
+      stats.tensors += MayReadLocked(caller, *objects_.at(entry.current())) ? 1 : 0;
     }
   }
   stats.leases = leases_.size();
@@ -805,6 +897,15 @@ void TensorStore::Shutdown() {
   });
 }
 
+TensorInfo TensorStore::WithKeptVersionsLocked(const Principal& caller, TensorInfo info) const {
+  if (auto name = published_.find(info.name); name != published_.end()) {
+    for (const auto& [version, object_id] : name->second.versions) {
+      if (MayReadLocked(caller, *objects_.at(object_id))) info.kept_versions.push_back(version);
+    }
+  }
+  return info;
+}
+
 TensorInfo TensorStore::ViewLocked(const TensorObject& object) const {
   TensorInfo view;
   view.name = object.spec.name;
@@ -819,9 +920,10 @@ TensorInfo TensorStore::ViewLocked(const TensorObject& object) const {
   view.leases = object.leases;
   view.created_unix_ms = object.created_unix_ms;
   auto name = published_.find(object.spec.name);
-  view.owner_uid = name != published_.end() && name->second.object_id == object.id
-                       ? name->second.owner_uid
-                       : object.spec.owner_uid;
+  const bool named = name != published_.end() && object.published &&
+                     name->second.versions.count(object.version) != 0;
+  view.owner_uid = named ? name->second.owner_uid : object.spec.owner_uid;
+  view.keep = named ? name->second.keep : object.spec.keep;
   view.readers = object.spec.readers.Entries();
   return view;
 }

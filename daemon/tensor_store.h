@@ -59,6 +59,18 @@ struct TensorSpec {
   // The principal the tensor belongs to (the caller's uid). Create uses its session's uid.
   uint32_t owner_uid = 0;
   PrincipalSet readers = PrincipalSet::Anyone();  // besides the owner and administrators
+  // Versions of the name that stay readable by number once this one is published (>= 1).
+  uint32_t keep = 1;
+};
+
+// The most versions one name may keep (TensorSpec::keep).
+inline constexpr uint32_t kMaxKeep = 1024;
+
+// Which version of a name a Get asks for.
+struct VersionWanted {
+  uint64_t version = 0;                   // nonzero: exactly this kept version (never waits)
+  std::optional<uint64_t> after_version;  // only a version newer than this (waits for one)
+  bool oldest = false;  // with after_version: the oldest kept one newer than it, not the current
 };
 
 // How a tensor's block is kept in a pool: its kind, and the key of the tensors it may share a
@@ -79,6 +91,10 @@ struct StoreOptions {
   // Told of each CPU tensor version published and unpublished (persistence_journal.h); may be
   // null. Must outlive the store.
   PersistenceJournal* journal = nullptr;
+  // The first version (and event sequence) the store hands out; adoption raises it past every
+  // adopted version. The daemon seeds it from the clock so versions keep increasing across
+  // restarts (DaemonRunner); 1 in tests.
+  uint64_t first_version = 1;
 };
 
 // One page of List.
@@ -123,6 +139,9 @@ struct SegmentDescriptor {
   bool writable = false;
   UniqueFd fd;
 };
+
+// DEADLINE_EXCEEDED for a Get of `name` whose wait for `wanted` ran out.
+absl::Status WaitRanOut(const std::string& name, const VersionWanted& wanted);
 
 // Answers a Get that waited (TensorStore::GetOrWait). Runs without the store's lock.
 using GetCallback = std::function<void(absl::StatusOr<TensorGrant>)>;
@@ -177,14 +196,16 @@ class TensorStore {
   // Waits until `deadline` (absl::InfinitePast(): do not wait) for `name` to be published
   // (holding the calling thread: for in-process callers; the servers use GetOrWait).
   absl::StatusOr<TensorGrant> Get(const std::string& session_id, const std::string& name,
-                                  absl::Time deadline);
+                                  absl::Time deadline, const VersionWanted& wanted = {});
   // The same without holding a thread: answers at once (returns the result), or, when `name` is
-  // not published (or not visible to the session) yet and `deadline` is in the future, returns
-  // nullopt, sets `*waiter_id` and later calls `on_ready` exactly once (published, session
-  // closed, or shutting down) unless CancelWait(*waiter_id) returned true first. The caller
-  // times the wait out with CancelWait.
+  // not published (or not visible to the session, or not newer than wanted.after_version) yet
+  // and `deadline` is in the future, returns nullopt, sets `*waiter_id` and later calls
+  // `on_ready` exactly once (published, session closed, or shutting down) unless
+  // CancelWait(*waiter_id) returned true first. The caller times the wait out with CancelWait.
+  // INVALID_ARGUMENT for a version with an after_version, or oldest without after_version.
   std::optional<absl::StatusOr<TensorGrant>> GetOrWait(const std::string& session_id,
                                                         const std::string& name,
+                                                        const VersionWanted& wanted,
                                                         absl::Time deadline, uint64_t* waiter_id,
                                                         GetCallback on_ready);
   // Stops a wait; true when it was still waiting (its callback will never run).
@@ -253,9 +274,12 @@ class TensorStore {
     absl::Time pending_since;
     std::function<void()> on_expired;  // a Put's
   };
+  // A published name: its current version and the older ones it keeps (TensorSpec::keep).
   struct PublishedName {
-    uint64_t object_id = 0;
     uint32_t owner_uid = 0;  // the uid that published the name first
+    uint32_t keep = 1;       // the newest publication's keep
+    std::map<uint64_t, uint64_t> versions;  // version -> object id, ascending; never empty
+    uint64_t current() const { return versions.rbegin()->second; }
   };
   struct Session {
     Principal principal;
@@ -268,6 +292,7 @@ class TensorStore {
   struct Waiter {
     std::string session_id;
     std::string name;
+    std::optional<uint64_t> after_version;
     GetCallback on_ready;
   };
   struct Usage {
@@ -286,6 +311,14 @@ class TensorStore {
   // The published object `name` that `caller` may see; nullptr when none.
   TensorObject* VisibleLocked(const Principal& caller, const std::string& name)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The version of `name` that `wanted` picks (version, or after_version with oldest) and
+  // `caller` may see: an object, nullptr to wait for (after_version), or NOT_FOUND.
+  absl::StatusOr<TensorObject*> PickVersionLocked(const Principal& caller,
+                                                  const std::string& name,
+                                                  const VersionWanted& wanted)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Unpublishes one version of `name` (its journal record goes; memory with its last lease).
+  void UnpublishLocked(PublishedName* entry, uint64_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckQuotaLocked(const TensorSpec& spec) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Whether `caller` may publish `spec->name` now (not pending; replace allowed for the name's
   // owner or an administrator); adds the name's owner to the readers of an administrator's
@@ -310,7 +343,8 @@ class TensorStore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A Get's answer now: a grant, or nullopt when `name` is not published (for this session).
   std::optional<absl::StatusOr<TensorGrant>> TryGetLocked(const std::string& session_id,
-                                                          const std::string& name)
+                                                          const std::string& name,
+                                                          const VersionWanted& wanted)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers every waiter for which `answer(waiter)` gives an answer (after the lock drops).
   void AnswerWaitersLocked(
@@ -323,7 +357,12 @@ class TensorStore {
   MemoryPool* PoolForLocked(DLDevice device) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void NotifySegmentsRemovedLocked(const std::vector<std::string>& segments)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What Get grants report about `object` (kept_versions empty).
   TensorInfo ViewLocked(const TensorObject& object) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // `info` (of a published name) with the versions its name keeps that `caller` may read: what
+  // Stat, List, Seal and Put report.
+  TensorInfo WithKeptVersionsLocked(const Principal& caller, TensorInfo info) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   std::string SessionDescriptionLocked(const std::string& session_id) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
@@ -342,7 +381,7 @@ class TensorStore {
   std::map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);  // GetOrWait, by waiter id
   uint64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_object_id_ ABSL_GUARDED_BY(mu_) = 1;
-  uint64_t next_version_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_version_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 

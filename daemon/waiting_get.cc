@@ -10,9 +10,9 @@ WaitingGet::WaitingGet(TensorStore* store, DeadlineTimer* timer, Answer answer)
     : store_(store), timer_(timer), answer_(std::move(answer)) {}
 
 void WaitingGet::Start(const std::string& session_id, const std::string& name,
-                       absl::Time deadline) {
+                       const VersionWanted& wanted, absl::Time deadline) {
   uint64_t waiter_id = 0;
-  auto now = store_->GetOrWait(session_id, name, deadline, &waiter_id,
+  auto now = store_->GetOrWait(session_id, name, wanted, deadline, &waiter_id,
                                [this](absl::StatusOr<TensorGrant> result) {
                                  Complete(std::move(result));
                                });
@@ -23,12 +23,10 @@ void WaitingGet::Start(const std::string& session_id, const std::string& name,
   waiter_id_ = waiter_id;
   // Captures only what stays valid: `this` is touched only after winning the waiter, which
   // means nobody has finished the call yet.
-  const uint64_t timer_id = timer_->Schedule(deadline, [this, store = store_, waiter_id, name] {
-    if (store->CancelWait(waiter_id)) {
-      Complete(absl::DeadlineExceededError(
-          absl::StrCat("name '", name, "' was not published before the wait ran out")));
-    }
-  });
+  const uint64_t timer_id =
+      timer_->Schedule(deadline, [this, store = store_, waiter_id, name, wanted] {
+        if (store->CancelWait(waiter_id)) Complete(WaitRanOut(name, wanted));
+      });
   std::lock_guard<std::mutex> lock(mu_);
   timer_id_ = timer_id;
   if (completed_) timer_->Cancel(timer_id);  // answered while the timer was being set

@@ -33,7 +33,8 @@ class WaitingGet final : public grpc::ServerUnaryReactor {
 
   WaitingGet(TensorStore* store, DeadlineTimer* timer, Answer answer);
   // Asks the store; call once, from the method handler.
-  void Start(const std::string& session_id, const std::string& name, absl::Time deadline);
+  void Start(const std::string& session_id, const std::string& name, const VersionWanted& wanted,
+             absl::Time deadline);
 
   void OnCancel() override;
   void OnDone() override { delete this; }

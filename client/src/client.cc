@@ -195,15 +195,17 @@ absl::StatusOr<v1::TensorGrant> CallForGrant(Connection& connection, v1::LocalRe
 // cancelled before or during the wait makes it CANCELLED, with no waiter left in the daemon and
 // the lease of a grant that came anyway released.
 absl::StatusOr<v1::TensorGrant> FetchGrant(Connection& connection, const std::string& name,
-                                           std::chrono::milliseconds timeout,
-                                           GetCancellation* cancel = nullptr) {
-  client_internal::CancelScope scope(cancel);
+                                           const GetOptions& options) {
+  client_internal::CancelScope scope(options.cancel.get());
   if (absl::Status cancelled = scope.Check(name); !cancelled.ok()) return cancelled;
   v1::LocalRequest request;
   v1::GetRequest& get = *request.mutable_get();
   get.set_name(name);
   get.set_wait_ms(static_cast<uint32_t>(
-      std::clamp<int64_t>(timeout.count(), 0, std::numeric_limits<uint32_t>::max())));
+      std::clamp<int64_t>(options.timeout.count(), 0, std::numeric_limits<uint32_t>::max())));
+  get.set_version(options.version);
+  if (options.after_version.has_value()) get.set_after_version(*options.after_version);
+  get.set_oldest(options.oldest);
   client_internal::LocalChannel& channel = connection.local();
   auto answer = channel.Call(std::move(request), [&](uint64_t request_id) {
     // The hook runs at most until `scope` ends, within this call: the channel outlives it.
@@ -234,9 +236,12 @@ absl::StatusOr<Client::Impl::ConnectionPtr> Client::Impl::Reconnect(
                                      options_.reconnect_timeout.count(), " ms: ",
                                      fresh.status().message()));
   }
-  client_internal::TakeLeasesAgain(*failed, *fresh, [](Connection& c, const std::string& name) {
-    return FetchGrant(c, name, std::chrono::milliseconds(0));
-  });
+  client_internal::TakeLeasesAgain(
+      *failed, *fresh, [](Connection& c, const std::string& name, uint64_t version) {
+        GetOptions exactly;
+        exactly.version = version;
+        return FetchGrant(c, name, exactly);
+      });
   std::lock_guard<std::mutex> lock(mu_);
   connection_ = *fresh;
   return connection_;
@@ -287,6 +292,7 @@ absl::StatusOr<DLManagedTensorVersioned*> Client::Create(const std::string& name
   request.mutable_strides()->Assign(options.strides.begin(), options.strides.end());
   request.set_mutable_(options.is_mutable);
   request.set_replace(options.replace);
+  request.set_keep(options.keep);
   for (const std::string& reader : options.readers) request.add_readers(reader);
   const DLDevice device = StorageDevice(options.device);
   if (device.device_type != kDLCPU) ToProto(device, request.mutable_device());
@@ -357,6 +363,7 @@ absl::StatusOr<TensorInfo> Client::Put(const std::string& name, const DLTensor& 
   CreateOptions create;
   create.is_mutable = options.is_mutable;
   create.replace = options.replace;
+  create.keep = options.keep;
   create.readers = options.readers;
   create.device = StorageDevice(options.device.value_or(
       tensor.device.device_type == kDLCUDA ? tensor.device : DLDevice{kDLCPU, 0}));
@@ -396,7 +403,7 @@ absl::StatusOr<DLManagedTensorVersioned*> Client::Get(const std::string& name,
                                                       const GetOptions& options) {
   auto tensor = impl_->Run([&](const std::shared_ptr<Connection>& connection)
                                -> absl::StatusOr<DLManagedTensorVersioned*> {
-    auto grant = FetchGrant(*connection, name, options.timeout, options.cancel.get());
+    auto grant = FetchGrant(*connection, name, options);
     if (!grant.ok()) return grant.status();
     return client_internal::ExportVersioned(connection, *grant, options.pinned);
   });
@@ -416,7 +423,9 @@ absl::StatusOr<DLManagedTensor*> Client::GetLegacy(const std::string& name,
                                                    std::chrono::milliseconds timeout) {
   return impl_->Run([&](const std::shared_ptr<Connection>& connection)
                          -> absl::StatusOr<DLManagedTensor*> {
-    auto grant = FetchGrant(*connection, name, timeout);
+    GetOptions options;
+    options.timeout = timeout;
+    auto grant = FetchGrant(*connection, name, options);
     if (!grant.ok()) return grant.status();
     return client_internal::ExportLegacy(connection, *grant);
   });

@@ -267,7 +267,7 @@ size_t TakeLeasesAgain(const Connection& from, const std::shared_ptr<Connection>
   size_t taken = 0;
   for (const std::shared_ptr<LeaseHold>& hold : Leases().HeldThrough(&from)) {
     if (hold->device.device_type == kDLCUDA) continue;  // device memory died with the daemon
-    auto grant = fetch(*to, hold->name);
+    auto grant = fetch(*to, hold->name, hold->version);
     if (!grant.ok()) continue;
     if (grant->info().version() != hold->version || grant->region().segment() != hold->segment ||
         grant->region().offset() != hold->offset) {

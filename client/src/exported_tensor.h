@@ -39,11 +39,12 @@ absl::StatusOr<DLManagedTensorVersioned*> ShareVersioned(const DLManagedTensorVe
 // What the grant said about that tensor; the same errors as ShareVersioned.
 absl::StatusOr<TensorInfo> InfoOf(const DLManagedTensorVersioned& tensor, uint64_t client_id);
 
-// A Get of `name` on `connection` (no wait), its descriptors mapped: the grant and its lease.
-using GrantFetcher = std::function<absl::StatusOr<v1::TensorGrant>(Connection& connection,
-                                                                  const std::string& name)>;
+// A Get of version `version` of `name` on `connection` (no wait), its descriptors mapped: the
+// grant and its lease.
+using GrantFetcher = std::function<absl::StatusOr<v1::TensorGrant>(
+    Connection& connection, const std::string& name, uint64_t version)>;
 // After the daemon `from` was made with went away: every sealed CPU tensor this process holds
-// through `from` is leased again on `to` (through `fetch`) when `to`'s daemon publishes the same
+// through `from` is leased again on `to` (through `fetch`) when `to`'s daemon still keeps the same
 // version at the same place (it adopted it: tensors survive restarts), so that its memory is not
 // reused while held. The others keep their pages without a lease (deleted or replaced before the
 // restart; a restarted daemon reuses no adopted memory for a grace period). Returns how many.

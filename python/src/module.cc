@@ -76,12 +76,12 @@ Safe to share between threads. Every call releases the GIL while it talks to the
 Tensors it returned keep working after close(). Usable as a context manager (closes on exit).)doc")
       .def("put",
            [](PyClient& self, const std::string& name, py::handle obj, bool replace,
-              bool is_mutable, py::object device, py::handle readers) {
-             return self.Put(name, obj, is_mutable, replace, device, readers);
+              bool is_mutable, py::object device, py::handle readers, uint32_t keep) {
+             return self.Put(name, obj, is_mutable, replace, device, readers, keep);
            },
            py::arg("name"), py::arg("obj"), py::arg("replace") = false, py::kw_only(),
            py::arg("mutable") = false, py::arg("device") = py::none(),
-           py::arg("readers") = py::none(),
+           py::arg("readers") = py::none(), py::arg("keep") = 1,
            R"doc(Publish a copy of `obj` under `name` and return its stat() dict.
 
 obj: anything with __dlpack__ (numpy.ndarray, torch.Tensor, cupy.ndarray, ...) or the buffer
@@ -96,10 +96,14 @@ replace: publish a new version if the name is taken (holders of the old one keep
 readers: who may read it besides you and the daemon's administrators: a list such as
     ["uid:1000", "group:ml"] (or one string "uid:1000,group:ml"); "*" is anyone who may
     connect. None: the daemon's default for the name; [] or "" (no one) is refused, since on
-    the wire it would mean that default. To others it does not exist (NotFound).)doc")
+    the wire it would mean that default. To others it does not exist (NotFound).
+keep: how many versions of the name stay readable by number (get(name, version=v)) once this
+    one is published: this one and up to keep - 1 before it (at most 1024). Older ones are
+    unpublished as newer arrive; holders keep theirs.)doc")
       .def("create", &PyClient::Create, py::arg("name"), py::arg("shape"), py::arg("dtype"),
            py::arg("mutable") = false, py::arg("replace") = false, py::kw_only(),
            py::arg("device") = "cpu", py::arg("pinned") = false, py::arg("readers") = py::none(),
+           py::arg("keep") = 1,
            R"doc(Reserve a writable tensor in broker memory to fill in place, then seal() it.
 
 np.asarray(t) and torch.from_dlpack(t) give writable zero-copy views. Nobody else sees the
@@ -107,10 +111,19 @@ tensor until t.seal(). dtype: "float32", np.float32, torch.float32, ... (NumPy s
 device: "cpu" or "cuda:N" (this process's ordinal; torch.device works too): device memory the
     daemon owns, exported through CUDA IPC.
 pinned: CPU tensors only: map this one page-locked for fast, asynchronous copies to the GPU.
-readers: as for put().)doc")
-      .def("get", &PyClient::Get, py::arg("name"), py::arg("timeout") = py::none(),
-           py::kw_only(), py::arg("pinned") = false, py::arg("device") = py::none(),
-           py::arg("cancel") = py::none(),
+readers, keep: as for put().)doc")
+      .def("get",
+           [](PyClient& self, const std::string& name, std::optional<double> timeout,
+              bool pinned, py::object device, py::handle cancel,
+              std::optional<uint64_t> after_version, std::optional<uint64_t> version,
+              bool oldest) {
+             return self.Get(name, timeout, pinned, device, cancel,
+                             {version, after_version, oldest});
+           },
+           py::arg("name"), py::arg("timeout") = py::none(), py::kw_only(),
+           py::arg("pinned") = false, py::arg("device") = py::none(),
+           py::arg("cancel") = py::none(), py::arg("after_version") = py::none(),
+           py::arg("version") = py::none(), py::arg("oldest") = false,
            R"doc(The tensor published under `name`, without copying it.
 
 timeout: seconds to wait for the name to be published; 0 answers at once (NotFound if absent);
@@ -123,7 +136,14 @@ device: None, or where you need the tensor ("cpu", "cuda:N"): get() never copies
 A CUDA tensor comes back on this process's ordinal of its GPU (named by UUID across processes,
 so CUDA_VISIBLE_DEVICES may differ between producer and consumer).
 cancel: a Cancellation; cancel() from any thread ends the wait with Cancelled, leaving no
-    waiter in the daemon and no lease here (get_async() uses this).)doc")
+    waiter in the daemon and no lease here (get_async() uses this).
+after_version: only a version newer than this: the current one if newer, else wait (timeout)
+    for the next publication. Follow a stream with `v = t.version` after each get().
+    Versions are daemon-wide: increasing, not consecutive.
+version: exactly this version, if the name still keeps it (put/create keep=); NotFound at once
+    otherwise. Not with after_version.
+oldest: with after_version: the oldest kept version newer than it rather than the current
+    one, to step through every version the history keeps.)doc")
       .def("delete", &PyClient::Delete, py::arg("name"),
            "Unpublish `name` at once; holders keep valid memory until they release it. Only its "
            "owner or an administrator may (PermissionDenied).")

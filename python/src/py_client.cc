@@ -130,6 +130,8 @@ py::dict InfoDict(const TensorInfo& info) {
   d["created_unix_ms"] = info.created_unix_ms;
   d["owner_uid"] = info.owner_uid;
   d["readers"] = py::cast(info.readers);
+  d["keep"] = info.keep;
+  d["kept_versions"] = py::cast(info.kept_versions);
   return d;
 }
 
@@ -144,6 +146,7 @@ py::dict StatsDict(const BrokerStats& stats) {
   d["segments"] = stats.segments;
   d["pending"] = stats.pending;
   d["waiting_gets"] = stats.waiting_gets;
+  d["watchers"] = stats.watchers;
   py::list pools;
   for (const PoolUsage& pool : stats.pools) {
     py::dict p;
@@ -199,9 +202,10 @@ void PyClient::Close() {
 }
 
 py::dict PyClient::Put(const std::string& name, py::handle object, bool is_mutable,
-                       bool replace, py::object device, py::handle readers) {
+                       bool replace, py::object device, py::handle readers, uint32_t keep) {
   std::shared_ptr<Client> client = Live();
   PutOptions options;
+  options.keep = keep;
   options.readers = ReadersFromPython(readers);
   if (!device.is_none()) options.device = DeviceFromPython(device);
   std::unique_ptr<SourceView> source = SourceView::Of(object);
@@ -214,11 +218,13 @@ py::dict PyClient::Put(const std::string& name, py::handle object, bool is_mutab
 
 std::unique_ptr<PyTensor> PyClient::Create(const std::string& name, py::handle shape,
                                            py::handle dtype, bool is_mutable, bool replace,
-                                           py::handle device, bool pinned, py::handle readers) {
+                                           py::handle device, bool pinned, py::handle readers,
+                                           uint32_t keep) {
   std::shared_ptr<Client> client = Live();
   const std::vector<int64_t> dims = ShapeFromPython(shape);
   const DLDataType dl_dtype = DTypeFromPython(dtype);
   CreateOptions options;
+  options.keep = keep;
   options.readers = ReadersFromPython(readers);
   options.device = DeviceFromPython(device);
   options.pinned = pinned;
@@ -231,7 +237,8 @@ std::unique_ptr<PyTensor> PyClient::Create(const std::string& name, py::handle s
 }
 
 std::unique_ptr<PyTensor> PyClient::Get(const std::string& name, std::optional<double> timeout,
-                                        bool pinned, py::object device, py::handle cancel) {
+                                        bool pinned, py::object device, py::handle cancel,
+                                        const VersionArgs& which) {
   std::optional<DLDevice> wanted;
   if (!device.is_none()) wanted = DeviceFromPython(device);
   std::shared_ptr<GetCancellation> token;
@@ -247,15 +254,19 @@ std::unique_ptr<PyTensor> PyClient::Get(const std::string& name, std::optional<d
   const auto total = forever ? std::chrono::milliseconds(0) : SecondsToMillis(*timeout, "timeout");
   const auto deadline = std::chrono::steady_clock::now() + total;
   const std::chrono::milliseconds longest = OnMainThread() ? kWaitSlice : kLongestSlice;
+  auto ran_out = [&] {
+    return StatusError(absl::DeadlineExceededError(absl::StrCat(
+        "name '", name, "' was not published",
+        which.after_version.has_value() ? absl::StrCat(" after version ", *which.after_version)
+                                        : "",
+        " within ", *timeout, " s")));
+  };
   bool first = true;
   while (true) {
     // Rounded up: a last slice of 0 ms would ask "is it there now?" and answer NOT_FOUND.
     auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline -
                                                              std::chrono::steady_clock::now());
-    if (!forever && !first && left.count() <= 0) {
-      throw StatusError(absl::DeadlineExceededError(
-          absl::StrCat("name '", name, "' was not published within ", *timeout, " s")));
-    }
+    if (!forever && !first && left.count() <= 0) throw ran_out();
     first = false;
     const auto slice = forever ? longest : std::clamp(left, std::chrono::milliseconds(0),
                                                       longest);
@@ -264,6 +275,9 @@ std::unique_ptr<PyTensor> PyClient::Get(const std::string& name, std::optional<d
     options.pinned = pinned;
     options.device = wanted;
     options.cancel = token;
+    options.version = which.version.value_or(0);
+    options.after_version = which.after_version;
+    options.oldest = which.oldest;
     auto got = Unlocked([&] { return client->Get(name, options); });
     if (got.ok()) {
       TensorPtr lease(*got);
@@ -274,10 +288,7 @@ std::unique_ptr<PyTensor> PyClient::Get(const std::string& name, std::optional<d
     const bool waiting_more = absl::IsDeadlineExceeded(got.status()) &&
                               (forever || std::chrono::steady_clock::now() < deadline);
     if (!waiting_more) {
-      if (absl::IsDeadlineExceeded(got.status())) {
-        throw StatusError(absl::DeadlineExceededError(absl::StrCat(
-            "name '", name, "' was not published within ", *timeout, " s")));
-      }
+      if (absl::IsDeadlineExceeded(got.status())) throw ran_out();
       throw StatusError(got.status());
     }
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // Ctrl-C

@@ -30,17 +30,26 @@ class PyClient {
   // `device`: None (where the object is), or a device spelling (py_device.h).
   // `readers`: None (the daemon's default), one string ("uid:1000,group:ml") or a sequence of
   // entries.
+  // `keep`: versions of the name kept readable by number (CreateOptions::keep).
   pybind11::dict Put(const std::string& name, pybind11::handle object, bool is_mutable,
-                     bool replace, pybind11::object device, pybind11::handle readers);
+                     bool replace, pybind11::object device, pybind11::handle readers,
+                     uint32_t keep);
   std::unique_ptr<PyTensor> Create(const std::string& name, pybind11::handle shape,
                                    pybind11::handle dtype, bool is_mutable, bool replace,
                                    pybind11::handle device, bool pinned,
-                                   pybind11::handle readers);
+                                   pybind11::handle readers, uint32_t keep);
+  // Which version a Python get() asks for (GetOptions: version, after_version, oldest).
+  struct VersionArgs {
+    std::optional<uint64_t> version;
+    std::optional<uint64_t> after_version;
+    bool oldest = false;
+  };
   // `timeout`: seconds to wait for the name to be published; None waits until it is.
   // `device`: None, or where the tensor must be (FAILED_PRECONDITION otherwise; no copy).
   // `cancel`: None or a tensorbroker.Cancellation (GetCancellation) that ends the wait.
   std::unique_ptr<PyTensor> Get(const std::string& name, std::optional<double> timeout,
-                                bool pinned, pybind11::object device, pybind11::handle cancel);
+                                bool pinned, pybind11::object device, pybind11::handle cancel,
+                                const VersionArgs& which);
   void Delete(const std::string& name);
   pybind11::list List(const std::string& prefix);
   pybind11::dict Stat(const std::string& name);

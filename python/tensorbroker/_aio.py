@@ -87,7 +87,8 @@ async def _run(pool, call, *, on_cancel=None, undo=None):
         raise
 
 
-async def get_async(self, name, timeout=None, *, pinned=False, device=None):
+async def get_async(self, name, timeout=None, *, pinned=False, device=None, after_version=None,
+                    version=None, oldest=False):
     """``get()`` for asyncio: awaits the tensor published under `name` without blocking the
     event loop. Cancelling the task cancels the wait and leaves no waiter and no lease."""
     cancel = Cancellation()
@@ -96,17 +97,19 @@ async def get_async(self, name, timeout=None, *, pinned=False, device=None):
     try:
         return await _run(
             "wait", functools.partial(self.get, name, timeout, pinned=pinned, device=device,
-                              cancel=cancel),
+                                      cancel=cancel, after_version=after_version,
+                                      version=version, oldest=oldest),
             on_cancel=cancel.cancel, undo=Tensor.release)
     finally:
         with _pools_lock:
             _waits.discard(cancel)
 
 
-async def put_async(self, name, obj, replace=False, *, mutable=False, device=None, readers=None):
+async def put_async(self, name, obj, replace=False, *, mutable=False, device=None, readers=None,
+                    keep=1):
     """``put()`` for asyncio (the copy runs on the call pool). Cancelled, it finishes first."""
     put = functools.partial(self.put, name, obj, replace, mutable=mutable, device=device,
-                            readers=readers)
+                            readers=readers, keep=keep)
     return await _run("call", put)
 
 
@@ -116,10 +119,10 @@ def _abort_created(tensor):
 
 
 async def create_async(self, name, shape, dtype, mutable=False, replace=False, *, device="cpu",
-                       pinned=False, readers=None):
+                       pinned=False, readers=None, keep=1):
     """``create()`` for asyncio. Cancelled, the tensor it created is aborted."""
     create = functools.partial(self.create, name, shape, dtype, mutable, replace, device=device,
-                               pinned=pinned, readers=readers)
+                               pinned=pinned, readers=readers, keep=keep)
     return await _run("call", create, undo=_abort_created)
 
 

@@ -18,6 +18,8 @@ class TensorStat(TypedDict):
     created_unix_ms: int
     owner_uid: int  # the uid that first published the name
     readers: list[str]  # ["*"] or "uid:N" / "gid:N" entries
+    keep: int  # how many versions of the name stay readable by number
+    kept_versions: list[int]  # stat() only: those readable now, ascending (the last is current)
 
 class PoolStats(TypedDict):
     device: str  # "cpu" or "cuda:N"
@@ -49,6 +51,7 @@ class BrokerStats(TypedDict):
     segments: int
     pending: int
     waiting_gets: int  # Gets waiting in the daemon for a name to be published
+    watchers: int  # watch streams open
     pools: list[PoolStats]  # the CPU pool first, then one per GPU served
     users: list[UserUsage]  # every user for an administrator, else the caller
 
@@ -93,6 +96,7 @@ class Client:
         mutable: bool = False,
         device: Optional[DeviceLike] = None,
         readers: Union[None, str, Iterable[str]] = None,
+        keep: int = 1,
     ) -> TensorStat:
         """Publish a copy of `obj` under `name` and return its stat() dict."""
     def create(
@@ -106,6 +110,7 @@ class Client:
         device: DeviceLike = "cpu",
         pinned: bool = False,
         readers: Union[None, str, Iterable[str]] = None,
+        keep: int = 1,
     ) -> Tensor:
         """Reserve a writable tensor in broker memory to fill in place, then seal() it."""
     def get(
@@ -116,6 +121,9 @@ class Client:
         pinned: bool = False,
         device: Optional[DeviceLike] = None,
         cancel: Optional[Cancellation] = None,
+        after_version: Optional[int] = None,
+        version: Optional[int] = None,
+        oldest: bool = False,
     ) -> Tensor:
         """The tensor published under `name`, without copying it."""
     async def get_async(
@@ -125,6 +133,9 @@ class Client:
         *,
         pinned: bool = False,
         device: Optional[DeviceLike] = None,
+        after_version: Optional[int] = None,
+        version: Optional[int] = None,
+        oldest: bool = False,
     ) -> Tensor:
         """``get()`` for asyncio: awaits the tensor published under `name` without blocking the event loop."""
     async def put_async(
@@ -136,6 +147,7 @@ class Client:
         mutable: bool = False,
         device: Optional[DeviceLike] = None,
         readers: Union[None, str, Iterable[str]] = None,
+        keep: int = 1,
     ) -> TensorStat:
         """``put()`` for asyncio (the copy runs on the call pool)."""
     async def create_async(
@@ -149,6 +161,7 @@ class Client:
         device: DeviceLike = "cpu",
         pinned: bool = False,
         readers: Union[None, str, Iterable[str]] = None,
+        keep: int = 1,
     ) -> Tensor:
         """``create()`` for asyncio."""
     def delete(self, name: str) -> None:

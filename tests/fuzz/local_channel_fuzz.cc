@@ -67,10 +67,11 @@ class Host final : public LocalConnectionHost, public SessionEventSink {
   }
   std::optional<absl::StatusOr<TensorGrant>> StartWait(uint64_t, const std::string& session_id,
                                                        const std::string& name,
+                                                       const VersionWanted& wanted,
                                                        absl::Time deadline,
                                                        uint64_t* waiter_id) override {
     auto cell = std::make_shared<uint64_t>(0);
-    auto now = store_->GetOrWait(session_id, name, deadline, cell.get(),
+    auto now = store_->GetOrWait(session_id, name, wanted, deadline, cell.get(),
                                  [this, cell](absl::StatusOr<TensorGrant> result) {
                                    answers_.emplace_back(*cell, std::move(result));
                                  });

@@ -191,5 +191,86 @@ TEST_F(PersistenceJournalTest, ANameHandedOverTwiceDoesNotDropWhatWasAdopted) {
   EXPECT_EQ(Stored(), (std::vector<std::string>{"r-1", segment}));
 }
 
+// A name's history (keep) is one record per kept version: each newer version is recorded before
+// the oldest goes, and the next instance adopts exactly the versions the newest one keeps.
+TEST_F(PersistenceJournalTest, AKeptHistoryIsRecordedAndAdoptedVersionByVersion) {
+  TensorSpec spec = Spec("h", /*replace=*/true);
+  spec.keep = 3;
+  const TensorGrant first = Publish(spec);
+  for (int i = 0; i < 4; ++i) Publish(spec);  // versions 2..5
+  const std::string segment = SegmentFdName(first.block.segment);
+  EXPECT_EQ(Stored(), (std::vector<std::string>{"r-3", "r-4", "r-5", segment}));
+  EXPECT_EQ(Changes(), (std::vector<std::string>{"+" + segment, "+r-1", "+r-2", "+r-3", "+r-4",
+                                                 "-r-1", "+r-5", "-r-2"}));
+  auto copy = [&](const std::string& name) {
+    return UniqueFd(::fcntl(harness_->StoredFds(name).at(0), F_DUPFD_CLOEXEC, 0));
+  };
+  std::vector<NamedFd> handed;
+  for (const std::string& name : {segment, std::string("r-3"), std::string("r-4"),
+                                  std::string("r-5")}) {
+    handed.push_back({name, copy(name)});
+  }
+  CpuSegmentPoolOptions options;
+  options.capacity_bytes = 64 << 20;
+  options.name_prefix = absl::StrCat("tb-journaltest-next-", ::getpid(), "-");
+  auto next = std::make_unique<CpuSegmentPool>(options);
+  Adoption adopted =
+      AdoptStoredDescriptors(std::move(handed), next.get(), FdStore::FromEnvironment());
+  ASSERT_EQ(adopted.tensors.size(), 3u);
+  EXPECT_EQ(adopted.records_dropped, 0u);
+  TensorStore successor(std::move(next));
+  for (TensorStore::AdoptedTensor& tensor : adopted.tensors) {
+    ASSERT_TRUE(successor.AdoptPublished(std::move(tensor)).ok());
+  }
+  auto stat = successor.Stat(kRoot, "h");
+  ASSERT_TRUE(stat.ok()) << stat.status();
+  EXPECT_EQ(stat->version, 5u);
+  EXPECT_EQ(stat->keep, 3u);
+  EXPECT_EQ(stat->kept_versions, (std::vector<uint64_t>{3, 4, 5}));
+  // The successor goes on where the history ends, keeping 3.
+  const std::string session = successor.OpenSession(kRoot, 1, "next", nullptr);
+  ASSERT_TRUE(successor.Create(session, spec).ok());
+  auto sealed = successor.Seal(session, "h");
+  ASSERT_TRUE(sealed.ok()) << sealed.status();
+  EXPECT_EQ(sealed->version, 6u);
+  EXPECT_EQ(sealed->kept_versions, (std::vector<uint64_t>{4, 5, 6}));
+  successor.CloseSession(session);
+}
+
+// A name whose newest version keeps fewer versions than were handed over (a kill between
+// recording it and removing the older records): only the newest `keep` are adopted, and the
+// other records are dropped from the descriptor store.
+TEST_F(PersistenceJournalTest, AdoptionKeepsOnlyWhatTheNewestVersionKeeps) {
+  TensorSpec spec = Spec("h", /*replace=*/true);
+  spec.keep = 3;
+  const TensorGrant first = Publish(spec);
+  Publish(spec);
+  const std::string segment = SegmentFdName(first.block.segment);
+  auto copy = [&](const std::string& name) {
+    return UniqueFd(::fcntl(harness_->StoredFds(name).at(0), F_DUPFD_CLOEXEC, 0));
+  };
+  harness_->Drain();
+  std::vector<NamedFd> handed;
+  for (const std::string& name : {std::string("r-1"), std::string("r-2")}) {
+    handed.push_back({name, copy(name)});
+  }
+  spec.keep = 2;  // the name keeps 2 from now on: version 1 goes at once
+  Publish(spec);
+  EXPECT_EQ(Stored(), (std::vector<std::string>{"r-2", "r-3", segment}));
+  handed.push_back({segment, copy(segment)});
+  handed.push_back({"r-3", copy("r-3")});
+  CpuSegmentPoolOptions options;
+  options.capacity_bytes = 64 << 20;
+  options.name_prefix = absl::StrCat("tb-journaltest-next-", ::getpid(), "-");
+  CpuSegmentPool next(options);
+  Adoption adopted = AdoptStoredDescriptors(std::move(handed), &next, FdStore::FromEnvironment());
+  ASSERT_EQ(adopted.tensors.size(), 2u);
+  EXPECT_EQ(adopted.tensors[0].version, 3u);
+  EXPECT_EQ(adopted.tensors[0].spec.keep, 2u);
+  EXPECT_EQ(adopted.tensors[1].version, 2u);
+  EXPECT_EQ(adopted.records_dropped, 1u);
+  EXPECT_EQ(Stored(), (std::vector<std::string>{"r-2", "r-3", segment}));
+}
+
 }  // namespace
 }  // namespace tensorbroker::daemon

@@ -222,7 +222,7 @@ TEST_F(TensorStoreTest, SessionsBelongToTheirUid) {
 TEST_F(TensorStoreTest, GetOrWaitAnswersWithoutAThreadWhenPublished) {
   uint64_t waiter = 0;
   std::vector<absl::StatusOr<TensorGrant>> answers;
-  auto now = store_->GetOrWait(session_, "later", absl::Now() + absl::Seconds(30), &waiter,
+  auto now = store_->GetOrWait(session_, "later", {}, absl::Now() + absl::Seconds(30), &waiter,
                                [&](absl::StatusOr<TensorGrant> r) { answers.push_back(r); });
   EXPECT_FALSE(now.has_value());
   EXPECT_NE(waiter, 0u);
@@ -236,16 +236,16 @@ TEST_F(TensorStoreTest, GetOrWaitAnswersWithoutAThreadWhenPublished) {
   EXPECT_FALSE(answers[0]->writable);
   EXPECT_FALSE(store_->CancelWait(waiter));  // answered already
   // Published: answered at once.
-  auto at_once = store_->GetOrWait(session_, "later", absl::InfinitePast(), &waiter,
+  auto at_once = store_->GetOrWait(session_, "later", {}, absl::InfinitePast(), &waiter,
                                    [&](absl::StatusOr<TensorGrant>) { FAIL(); });
   ASSERT_TRUE(at_once.has_value() && at_once->ok());
   // Not published, no wait: NOT_FOUND at once.
-  auto missing = store_->GetOrWait(session_, "missing", absl::InfinitePast(), &waiter,
+  auto missing = store_->GetOrWait(session_, "missing", {}, absl::InfinitePast(), &waiter,
                                    [&](absl::StatusOr<TensorGrant>) { FAIL(); });
   ASSERT_TRUE(missing.has_value());
   EXPECT_EQ(missing->status().code(), absl::StatusCode::kNotFound);
   // A cancelled wait is never answered.
-  auto cancelled = store_->GetOrWait(session_, "never", absl::Now() + absl::Seconds(30), &waiter,
+  auto cancelled = store_->GetOrWait(session_, "never", {}, absl::Now() + absl::Seconds(30), &waiter,
                                      [&](absl::StatusOr<TensorGrant>) { FAIL(); });
   ASSERT_FALSE(cancelled.has_value());
   EXPECT_TRUE(store_->CancelWait(waiter));
@@ -254,17 +254,171 @@ TEST_F(TensorStoreTest, GetOrWaitAnswersWithoutAThreadWhenPublished) {
   ASSERT_TRUE(store_->Release(session_, (*at_once)->lease_id).ok());
 }
 
+// Reads the first float of a grant's bytes, then releases its lease.
+float FirstFloatAndRelease(TensorStore* store, const std::string& session,
+                           const absl::StatusOr<TensorGrant>& grant) {
+  EXPECT_TRUE(grant.ok()) << grant.status();
+  if (!grant.ok()) return -1;
+  float value = 0;
+  std::memcpy(&value, grant->block.data, sizeof(value));
+  EXPECT_TRUE(store->Release(session, grant->lease_id).ok());
+  return value;
+}
+
+TEST_F(TensorStoreTest, AfterVersionAnswersANewerVersionAtOnceElseWaitsForTheNext) {
+  Publish("s", 1.0f);
+  const uint64_t v1 = store_->Stat(kRoot, "s")->version;
+  VersionWanted after_v1;
+  after_v1.after_version = v1;
+  uint64_t waiter = 0;
+  // Not newer: no wait gives NOT_FOUND naming the version, a wait waits.
+  auto at_once = store_->GetOrWait(session_, "s", after_v1, absl::InfinitePast(), &waiter,
+                                   [&](absl::StatusOr<TensorGrant>) { FAIL(); });
+  ASSERT_TRUE(at_once.has_value());
+  EXPECT_EQ(at_once->status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(at_once->status().message(), absl::StrCat("name 's' has no version after ", v1));
+  std::vector<absl::StatusOr<TensorGrant>> answers;
+  ASSERT_FALSE(store_->GetOrWait(session_, "s", after_v1, absl::Now() + absl::Seconds(30),
+                                 &waiter,
+                                 [&](absl::StatusOr<TensorGrant> r) { answers.push_back(r); })
+                   .has_value());
+  EXPECT_EQ(store_->Stats(kRoot).waiting_gets, 1u);
+  // A delete is not a newer version: it keeps waiting. A new publication answers it.
+  ASSERT_TRUE(store_->Delete(kRoot, "s").ok());
+  EXPECT_TRUE(answers.empty());
+  Publish("s", 2.0f);
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_GT(answers[0]->info.version, v1);
+  EXPECT_EQ(FirstFloatAndRelease(store_.get(), session_, answers[0]), 2.0f);
+  // Newer already: answered at once, with the current version.
+  Publish("s", 3.0f, /*replace=*/true);
+  auto newer = store_->Get(session_, "s", absl::InfinitePast(), after_v1);
+  EXPECT_EQ(newer->info.version, store_->Stat(kRoot, "s")->version);
+  EXPECT_EQ(FirstFloatAndRelease(store_.get(), session_, newer), 3.0f);
+  // A replace wakes a waiter after the current version.
+  VersionWanted after_current;
+  after_current.after_version = store_->Stat(kRoot, "s")->version;
+  answers.clear();
+  ASSERT_FALSE(store_->GetOrWait(session_, "s", after_current, absl::Now() + absl::Seconds(30),
+                                 &waiter,
+                                 [&](absl::StatusOr<TensorGrant> r) { answers.push_back(r); })
+                   .has_value());
+  Publish("s", 4.0f, /*replace=*/true);
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_EQ(FirstFloatAndRelease(store_.get(), session_, answers[0]), 4.0f);
+  // The blocking Get's deadline names the version it waited past.
+  after_current.after_version = store_->Stat(kRoot, "s")->version;
+  auto ran_out = store_->Get(session_, "s", absl::Now() + absl::Milliseconds(20), after_current);
+  EXPECT_EQ(ran_out.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(ran_out.status().message(),
+            absl::StrCat("name 's' was not published after version ",
+                         *after_current.after_version, " before the wait ran out"));
+}
+
+TEST_F(TensorStoreTest, VersionAndAfterVersionTogetherAreRefused) {
+  Publish("s", 1.0f);
+  VersionWanted both;
+  both.version = 1;
+  both.after_version = 0;
+  EXPECT_EQ(store_->Get(session_, "s", absl::InfinitePast(), both).status(),
+            absl::InvalidArgumentError(
+                "version: give either a version or an after_version, not both"));
+  VersionWanted oldest_alone;
+  oldest_alone.oldest = true;
+  EXPECT_EQ(store_->Get(session_, "s", absl::InfinitePast(), oldest_alone).status(),
+            absl::InvalidArgumentError("oldest: needs an after_version"));
+}
+
+TEST_F(TensorStoreTest, KeepHoldsTheLastVersionsReadableByNumber) {
+  TensorSpec spec = Spec("h", 4, /*replace=*/true);
+  spec.keep = 3;
+  std::vector<uint64_t> versions;
+  for (int i = 1; i <= 5; ++i) {
+    auto grant = store_->Create(session_, spec);
+    ASSERT_TRUE(grant.ok()) << grant.status();
+    const float value = static_cast<float>(i);
+    std::memcpy(grant->block.data, &value, sizeof(value));
+    auto sealed = store_->Seal(session_, "h");
+    ASSERT_TRUE(sealed.ok()) << sealed.status();
+    versions.push_back(sealed->version);
+    // The first version stays leased by its creator: evicted, its bytes stay valid.
+    if (i > 1) ASSERT_TRUE(store_->Release(session_, grant->lease_id).ok());
+  }
+  auto stat = store_->Stat(kRoot, "h");
+  ASSERT_TRUE(stat.ok());
+  EXPECT_EQ(stat->keep, 3u);
+  EXPECT_EQ(stat->kept_versions, (std::vector<uint64_t>{versions[2], versions[3], versions[4]}));
+  EXPECT_EQ(stat->version, versions[4]);
+  for (int i = 2; i < 5; ++i) {
+    VersionWanted exactly;
+    exactly.version = versions[i];
+    auto got = store_->Get(session_, "h", absl::InfinitePast(), exactly);
+    EXPECT_EQ(got->info.version, versions[i]);
+    EXPECT_EQ(got->info.keep, 3u);
+    EXPECT_EQ(FirstFloatAndRelease(store_.get(), session_, got), static_cast<float>(i + 1));
+  }
+  VersionWanted evicted;
+  evicted.version = versions[0];
+  EXPECT_EQ(store_->Get(session_, "h", absl::Now() + absl::Seconds(30), evicted).status(),
+            absl::NotFoundError(absl::StrCat("version: name 'h' does not keep version ",
+                                             versions[0], " (it keeps ", versions[2], ", ",
+                                             versions[3], ", ", versions[4], ")")));
+  // Kept versions count: 3 kept plus the evicted one its creator still leases.
+  BrokerStats stats = store_->Stats(kRoot);
+  EXPECT_EQ(stats.tensors, 1u);
+  ASSERT_EQ(stats.users.size(), 1u);
+  EXPECT_EQ(stats.users[0].tensors, 4u);
+  // A smaller keep drops the oldest at once.
+  spec.keep = 1;
+  ASSERT_TRUE(store_->Create(session_, spec).ok());
+  auto sealed = store_->Seal(session_, "h");
+  ASSERT_TRUE(sealed.ok());
+  EXPECT_EQ(sealed->kept_versions, std::vector<uint64_t>{sealed->version});
+  // Delete unpublishes every kept version.
+  ASSERT_TRUE(store_->Delete(kRoot, "h").ok());
+  EXPECT_EQ(store_->Stat(kRoot, "h").status().code(), absl::StatusCode::kNotFound);
+  store_->CloseSession(session_);
+  EXPECT_EQ(store_->Stats(kRoot).used_bytes, 0u);
+  session_ = store_->OpenSession(kRoot, 1, "test", &sink_);
+}
+
+TEST_F(TensorStoreTest, OldestStepsThroughEveryKeptVersion) {
+  TensorSpec spec = Spec("h", 4, /*replace=*/true);
+  spec.keep = 4;
+  std::vector<uint64_t> versions;
+  for (int i = 1; i <= 4; ++i) {
+    auto grant = store_->Create(session_, spec);
+    ASSERT_TRUE(grant.ok());
+    const float value = static_cast<float>(i);
+    std::memcpy(grant->block.data, &value, sizeof(value));
+    versions.push_back(store_->Seal(session_, "h")->version);
+    ASSERT_TRUE(store_->Release(session_, grant->lease_id).ok());
+  }
+  VersionWanted next;
+  next.after_version = 0;
+  next.oldest = true;
+  for (int i = 0; i < 4; ++i) {
+    auto got = store_->Get(session_, "h", absl::InfinitePast(), next);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->info.version, versions[i]);
+    EXPECT_EQ(FirstFloatAndRelease(store_.get(), session_, got), static_cast<float>(i + 1));
+    next.after_version = versions[i];
+  }
+  EXPECT_EQ(store_->Get(session_, "h", absl::InfinitePast(), next).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 TEST_F(TensorStoreTest, WaitsEndWithTheirSessionAndOnShutdown) {
   const std::string other = store_->OpenSession(kRoot, 3, "waiter", nullptr);
   uint64_t waiter = 0;
   std::vector<absl::Status> answers;
   auto record = [&](absl::StatusOr<TensorGrant> r) { answers.push_back(r.status()); };
-  ASSERT_FALSE(store_->GetOrWait(other, "x", absl::Now() + absl::Seconds(30), &waiter, record)
+  ASSERT_FALSE(store_->GetOrWait(other, "x", {}, absl::Now() + absl::Seconds(30), &waiter, record)
                    .has_value());
   store_->CloseSession(other);
   ASSERT_EQ(answers.size(), 1u);
   EXPECT_EQ(answers[0].code(), absl::StatusCode::kFailedPrecondition);
-  ASSERT_FALSE(store_->GetOrWait(session_, "x", absl::Now() + absl::Seconds(30), &waiter, record)
+  ASSERT_FALSE(store_->GetOrWait(session_, "x", {}, absl::Now() + absl::Seconds(30), &waiter, record)
                    .has_value());
   store_->Shutdown();
   ASSERT_EQ(answers.size(), 2u);
@@ -387,7 +541,7 @@ TEST_F(TenancyTest, OnlyTheOwnerOrAnAdministratorReplacesOrDeletes) {
 TEST_F(TenancyTest, AWaiterThatMayNotReadKeepsWaiting) {
   uint64_t waiter = 0;
   int answers = 0;
-  auto now = store_->GetOrWait(bob_, "later", absl::Now() + absl::Seconds(30), &waiter,
+  auto now = store_->GetOrWait(bob_, "later", {}, absl::Now() + absl::Seconds(30), &waiter,
                                [&](absl::StatusOr<TensorGrant>) { ++answers; });
   ASSERT_FALSE(now.has_value());
   ASSERT_TRUE(Publish(alice_, Spec("later", 8, Only("uid:1000"))).ok());

@@ -96,11 +96,16 @@ struct CreateOptions {
   // "uid:N", "gid:N", "user:NAME", "group:NAME" or "*" (anyone who may connect). Empty: the
   // daemon's default for the name. To anyone else the tensor does not exist (NOT_FOUND).
   std::vector<std::string> readers;
+  // How many versions of the name stay readable by number (GetOptions::version) once this one
+  // is sealed: this one and up to keep - 1 before it. Older ones are unpublished as newer
+  // arrive (holders keep theirs). 1: only the current one. At most 1024.
+  uint32_t keep = 1;
 };
 
 struct PutOptions {
   bool is_mutable = false;
   bool replace = false;
+  uint32_t keep = 1;  // as CreateOptions::keep
   // Where the broker stores the copy. Unset: where the source is (the same GPU for a kDLCUDA
   // tensor, else CPU).
   std::optional<DLDevice> device;
@@ -122,6 +127,16 @@ struct GetOptions {
   // Cancels the wait from another thread (GetCancellation). Null: the wait ends only when the
   // name is published or `timeout` runs out.
   std::shared_ptr<GetCancellation> cancel;
+  // Nonzero: exactly this version, if the name still keeps it (CreateOptions::keep); NOT_FOUND
+  // at once otherwise (`timeout` does not apply). Not with after_version.
+  uint64_t version = 0;
+  // Only a version newer than this: the current one if it is newer, else wait (`timeout`) for
+  // the next publication. To follow a stream, pass the version of the last one you read
+  // (Describe(tensor).version); versions are daemon-wide, increasing, not consecutive.
+  std::optional<uint64_t> after_version;
+  // With after_version: the oldest kept version newer than after_version instead of the
+  // current one, to step through every version the name's history still keeps.
+  bool oldest = false;
 };
 
 struct SealOptions {

@@ -49,8 +49,9 @@ struct TensorInfo {
   int64_t created_unix_ms = 0;
   uint32_t owner_uid = 0;              // the uid that published the name first
   std::vector<std::string> readers;    // who may read it: {"*"} or "uid:N" / "gid:N" entries
-  // History (Stat): how many versions of the name stay readable by number, and which do now
-  // (ascending; the last is the current one). Empty for a pending tensor.
+  // History: how many versions of the name stay readable by number, and which do now (ascending;
+  // the last is the current one): from Stat, List, Put and Seal; empty from Get (Describe) and
+  // for a pending tensor.
   uint32_t keep = 1;
   std::vector<uint64_t> kept_versions;
 };
