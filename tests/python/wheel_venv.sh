@@ -85,7 +85,7 @@ echo "libtensorbroker_client and libtensorbroker_proto load from $libdir"
 # code as bundled; what differs is where it comes from, checked above).
 if [ -z "$installed_build" ]; then
   tests=(test_interop.py test_dtypes.py test_api.py test_errors.py test_devices.py
-         test_tenancy.py test_asyncio.py test_stubs.py)
+         test_tenancy.py test_asyncio.py test_stubs.py test_streams.py)
 else
   tests=(test_interop.py test_api.py test_asyncio.py test_stubs.py)
 fi
