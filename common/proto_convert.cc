@@ -81,6 +81,42 @@ void ToProto(const TensorInfo& info, v1::TensorInfo* out) {
   out->mutable_kept_versions()->Assign(info.kept_versions.begin(), info.kept_versions.end());
 }
 
+WatchEvent FromProto(const v1::WatchEvent& event) {
+  WatchEvent out;
+  switch (event.kind()) {
+    case v1::WatchEvent::REPLACED: out.kind = WatchEvent::Kind::kReplaced; break;
+    case v1::WatchEvent::DELETED: out.kind = WatchEvent::Kind::kDeleted; break;
+    case v1::WatchEvent::EXPIRED: out.kind = WatchEvent::Kind::kExpired; break;
+    case v1::WatchEvent::LOST: out.kind = WatchEvent::Kind::kLost; break;
+    default: out.kind = WatchEvent::Kind::kPublished; break;
+  }
+  out.sequence = event.sequence();
+  out.name = event.name();
+  out.version = event.version();
+  out.previous_version = event.previous_version();
+  if (event.has_info()) out.info = FromProto(event.info());
+  out.lost_first = event.lost_first();
+  out.lost_last = event.lost_last();
+  return out;
+}
+
+void ToProto(const WatchEvent& event, v1::WatchEvent* out) {
+  switch (event.kind) {
+    case WatchEvent::Kind::kPublished: out->set_kind(v1::WatchEvent::PUBLISHED); break;
+    case WatchEvent::Kind::kReplaced: out->set_kind(v1::WatchEvent::REPLACED); break;
+    case WatchEvent::Kind::kDeleted: out->set_kind(v1::WatchEvent::DELETED); break;
+    case WatchEvent::Kind::kExpired: out->set_kind(v1::WatchEvent::EXPIRED); break;
+    case WatchEvent::Kind::kLost: out->set_kind(v1::WatchEvent::LOST); break;
+  }
+  out->set_sequence(event.sequence);
+  out->set_name(event.name);
+  out->set_version(event.version);
+  out->set_previous_version(event.previous_version);
+  if (event.kind != WatchEvent::Kind::kLost) ToProto(event.info, out->mutable_info());
+  out->set_lost_first(event.lost_first);
+  out->set_lost_last(event.lost_last);
+}
+
 BrokerStats FromProto(const v1::BrokerStats& stats) {
   BrokerStats out;
   out.capacity_bytes = stats.capacity_bytes();

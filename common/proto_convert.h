@@ -29,6 +29,9 @@ std::vector<int64_t> ToVector(const google::protobuf::RepeatedField<int64_t>& va
 TensorInfo FromProto(const v1::TensorInfo& info);
 void ToProto(const TensorInfo& info, v1::TensorInfo* out);
 
+WatchEvent FromProto(const v1::WatchEvent& event);
+void ToProto(const WatchEvent& event, v1::WatchEvent* out);
+
 BrokerStats FromProto(const v1::BrokerStats& stats);
 void ToProto(const BrokerStats& stats, v1::BrokerStats* out);
 

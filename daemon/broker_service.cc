@@ -13,6 +13,7 @@
 #include "daemon/log.h"
 #include "daemon/put_reactor.h"
 #include "daemon/read_reactor.h"
+#include "daemon/watch_reactor.h"
 #include "daemon/request_spec.h"
 #include "daemon/waiting_get.h"
 
@@ -150,6 +151,11 @@ grpc::ServerWriteReactor<v1::ReadResponse>* BrokerService::Read(
     grpc::CallbackServerContext* context, const v1::ReadRequest* request) {
   return new ReadReactor(parts_.store, Caller(context), Client(context), request->name(),
                          kMaxReadChunkBytes);
+}
+
+grpc::ServerWriteReactor<v1::WatchEvent>* BrokerService::Watch(
+    grpc::CallbackServerContext* context, const v1::WatchRequest* request) {
+  return new WatchReactor(parts_.store, Caller(context), Client(context), *request);
 }
 
 grpc::ServerUnaryReactor* BrokerService::Get(grpc::CallbackServerContext* context,

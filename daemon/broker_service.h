@@ -69,6 +69,8 @@ class BrokerService final : public v1::Broker::CallbackService {
                                                    const v1::ReadRequest*) override;
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext*, const v1::GetRequest*,
                                 v1::TensorGrant*) override;
+  grpc::ServerWriteReactor<v1::WatchEvent>* Watch(grpc::CallbackServerContext*,
+                                                  const v1::WatchRequest*) override;
   grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext*, const v1::ReleaseRequest*,
                                     v1::Empty*) override;
   grpc::ServerUnaryReactor* Retain(grpc::CallbackServerContext*, const v1::RetainRequest*,

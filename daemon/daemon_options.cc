@@ -22,8 +22,8 @@ std::string DaemonUsage() {
       "                    [--log-level LEVEL] [--metrics-listen ADDR] [--admin-group GROUP]\n"
       "                    [--default-readers LIST] [--quota-bytes SIZE] [--quota-tensors N]\n"
       "                    [--pending-timeout DURATION] [--handshake-timeout DURATION]\n"
-      "                    [--max-connections N] [--config PATH] [--print-config]\n"
-      "                    [--takeover]\n"
+      "                    [--max-connections N] [--watch-log N] [--config PATH]\n"
+      "                    [--print-config] [--takeover]\n"
       "\n"
       "tensorbrokerd owns shared memory and publishes tensors by name over a gRPC API\n"
       "(tensorbroker.v1.Broker) on a Unix socket. Clients get DLPack tensors that point at\n"
@@ -76,6 +76,9 @@ std::string DaemonUsage() {
       "                     Most client connections at once, both sockets together; more\n"
       "                     are refused. Default: 4096. Connections of the daemon's own\n"
       "                     uid (its health check) have 16 more in reserve.\n"
+      "  --watch-log N      Events the daemon remembers for Watch streams (the newest N):\n"
+      "                     a watcher further behind, or resuming from before them, gets\n"
+      "                     one LOST event for what it missed. Default: 16384 (about 5 MB).\n"
       "  --config PATH      Read settings from PATH first (default: ", kDefaultConfigPath, "\n"
       "                     when it exists): `key = value` lines with the flags' names as\n"
       "                     keys, plus readers[PREFIX], publishers[PREFIX],\n"
@@ -106,13 +109,14 @@ namespace {
 constexpr absl::string_view kKeys[] = {
     "socket",          "capacity",        "cuda-capacity",     "log-level",
     "metrics-listen",  "admin-group",     "default-readers",   "quota-bytes",
-    "quota-tensors",   "pending-timeout", "handshake-timeout", "max-connections"};
+    "quota-tensors",   "pending-timeout", "handshake-timeout", "max-connections",
+    "watch-log"};
 // Config file keys with an argument: readers[PREFIX], publishers[PREFIX], quota-bytes[USER],
 // quota-tensors[USER].
 constexpr char kKeyList[] =
     "socket, capacity, cuda-capacity, log-level, metrics-listen, admin-group, default-readers, "
     "quota-bytes, quota-tensors, pending-timeout, handshake-timeout, max-connections, "
-    "readers[PREFIX], publishers[PREFIX], quota-bytes[USER], quota-tensors[USER]";
+    "watch-log, readers[PREFIX], publishers[PREFIX], quota-bytes[USER], quota-tensors[USER]";
 
 bool IsKey(absl::string_view key) {
   for (absl::string_view known : kKeys) {
@@ -260,6 +264,11 @@ absl::Status Apply(const Setting& setting, DaemonOptions* options) {
     if (!count.ok()) return count.status();
     if (*count == 0) return absl::InvalidArgumentError(field + " must be more than 0");
     options->max_connections = static_cast<uint32_t>(*count);
+  } else if (setting.key == "watch-log") {
+    auto count = ParseCount(setting.value, field, 1u << 24);
+    if (!count.ok()) return count.status();
+    if (*count == 0) return absl::InvalidArgumentError(field + " must be more than 0");
+    options->watch_log = *count;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(setting.origin, ": unknown key '",
                                                    setting.key.substr(0, 64), "' (keys: ",
@@ -368,7 +377,8 @@ std::string FormatConfig(const DaemonOptions& options) {
       access.default_quota.tensors == 0 ? "  # unlimited" : "", "\n",
       "pending-timeout = ", absl::FormatDuration(options.pending_timeout), "\n",
       "handshake-timeout = ", absl::FormatDuration(options.handshake_timeout), "\n",
-      "max-connections = ", options.max_connections, "\n");
+      "max-connections = ", options.max_connections, "\n",
+      "watch-log = ", options.watch_log, "\n");
   for (const auto& [prefix, rule] : access.prefix_rules) {
     if (rule.readers.has_value()) {
       absl::StrAppend(&text, "readers[", prefix, "] = ",

@@ -346,6 +346,7 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   store_options.pending_timeout = options.pending_timeout;
   store_options.quota_for = [&policy](uint32_t uid) { return policy.QuotaFor(uid); };
   store_options.journal = journal.get();
+  store_options.watch_log = options.watch_log;
   // Versions keep increasing across restarts and takeovers without a counter kept anywhere:
   // this instance starts at the clock (microseconds), past the previous one's unless it
   // published over a million versions a second on average; adoption raises it past every

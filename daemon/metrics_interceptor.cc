@@ -41,8 +41,9 @@ class MetricsInterceptor final : public grpc::experimental::Interceptor {
   MetricsInterceptor(CallMetrics* metrics, grpc::experimental::ServerRpcInfo* info)
       : metrics_(metrics),
         method_(MethodLabel(info->method() != nullptr ? info->method() : "")),
-        // A made-up method's duration says nothing about the daemon: counted, not timed.
-        timed_(method_ != kUnknownMethod &&
+        // A made-up method's duration says nothing about the daemon, nor does a stream that
+        // lasts as long as its client wants (Session, Watch): counted, not timed.
+        timed_(method_ != kUnknownMethod && method_ != "Watch" &&
                info->type() != grpc::experimental::ServerRpcInfo::Type::BIDI_STREAMING),
         started_(absl::Now()) {}
 

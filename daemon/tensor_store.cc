@@ -90,7 +90,12 @@ TensorStore::TensorStore(std::unique_ptr<MemoryPool> cpu_pool, StoreOptions opti
 TensorStore::TensorStore(std::vector<std::unique_ptr<MemoryPool>> pools, StoreOptions options)
     : options_(std::move(options)),
       pools_(std::move(pools)),
-      next_version_(std::max<uint64_t>(options_.first_version, 1)) {}
+      next_version_(std::max<uint64_t>(options_.first_version, 1)),
+      watch_hub_(options_.watch_log) {
+  // What came before this store's first version (a previous instance's) is unknown to its log.
+  WatchHub::Wakes none;
+  watch_hub_.Forget(next_version_ - 1, &none);
+}
 
 TensorStore::~TensorStore() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -399,10 +404,12 @@ TensorInfo TensorStore::PublishLocked(TensorObject* object, const Principal& by)
   object->sealed = true;
   object->version = next_version_++;
   auto [entry, first] = published_.try_emplace(name);
+  uint64_t previous_version = 0;
   if (first) {
     entry->second.owner_uid = object->spec.owner_uid;
   } else {
     const TensorObject& previous = *objects_.at(entry->second.current());
+    previous_version = previous.version;
     Log(LogLevel::kInfo, "'", LogSafe(name), "' replaced (version ", previous.version, " -> ",
         object->version, ", owner ", DescribeUid(entry->second.owner_uid), ") by ",
         DescribeUid(by.uid));
@@ -413,8 +420,16 @@ TensorInfo TensorStore::PublishLocked(TensorObject* object, const Principal& by)
   // The new version is recorded before an old one's record goes: a kill in between leaves both,
   // and adoption keeps the newest `keep`.
   JournalPublishedLocked(*object);
+  EmitLocked(first ? WatchEvent::Kind::kPublished : WatchEvent::Kind::kReplaced, *object,
+             object->version, previous_version);
   while (entry->second.versions.size() > entry->second.keep) {
-    UnpublishLocked(&entry->second, entry->second.versions.begin()->first);
+    const uint64_t oldest = entry->second.versions.begin()->first;
+    // The version just replaced is told of by kReplaced; older ones leave the history.
+    if (oldest != previous_version) {
+      EmitLocked(WatchEvent::Kind::kExpired, *objects_.at(entry->second.versions.begin()->second),
+                 0);
+    }
+    UnpublishLocked(&entry->second, oldest);
   }
   AnswerWaitersLocked([&](const Waiter& w) -> std::optional<absl::StatusOr<TensorGrant>> {
     if (w.name != name) return std::nullopt;
@@ -427,6 +442,34 @@ TensorInfo TensorStore::PublishLocked(TensorObject* object, const Principal& by)
   });
   return WithKeptVersionsLocked(by, ViewLocked(*object));
 }
+
+void TensorStore::EmitLocked(WatchEvent::Kind kind, const TensorObject& object,
+                             uint64_t sequence, uint64_t previous_version) {
+  WatchEntry entry;
+  entry.event.kind = kind;
+  entry.event.sequence = sequence != 0 ? sequence : next_version_++;
+  entry.event.name = object.spec.name;
+  entry.event.version = object.version;
+  entry.event.previous_version = previous_version;
+  entry.event.info = ViewLocked(object);
+  entry.event.info.leases = 0;  // as at the event; a watcher asks Stat for the live count
+  entry.publisher_uid = object.spec.owner_uid;
+  entry.readers = object.spec.readers;
+  watch_hub_.Append(std::move(entry), &deferred_);
+}
+
+uint64_t TensorStore::Watch(const Principal& caller, std::string prefix,
+                            std::optional<uint64_t> after_version, std::function<void()> wake) {
+  Locked lock(this);
+  return watch_hub_.Add(caller, std::move(prefix), after_version, next_version_ - 1,
+                        std::move(wake));
+}
+
+absl::StatusOr<std::vector<WatchEvent>> TensorStore::TakeEvents(uint64_t watcher_id, size_t max) {
+  return watch_hub_.Take(watcher_id, max);
+}
+
+void TensorStore::Unwatch(uint64_t watcher_id) { watch_hub_.Remove(watcher_id); }
 
 void TensorStore::UnpublishLocked(PublishedName* entry, uint64_t version) {
   auto it = entry->versions.find(version);
@@ -681,6 +724,7 @@ absl::Status TensorStore::Delete(const Principal& caller, const std::string& nam
         "; only its owner or an administrator may delete it"));
   }
   const size_t older = it->second.versions.size() - 1;
+  EmitLocked(WatchEvent::Kind::kDeleted, *object, 0);
   Log(LogLevel::kInfo, "'", LogSafe(name), "' deleted (version ", object->version, ", owner ",
       DescribeUid(owner),
       older == 0 ? std::string() : absl::StrCat(", and ", older, " older kept version(s)"),
@@ -714,6 +758,7 @@ absl::Status TensorStore::AdoptPublished(AdoptedTensor tensor) {
   usage.bytes += object->spec.nbytes;
   ++usage.tensors;
   next_version_ = std::max(next_version_, tensor.version + 1);
+  watch_hub_.Forget(next_version_ - 1, &deferred_);  // the previous instance's events are gone
   PublishedName& entry = published_[name];
   entry.owner_uid = tensor.name_owner;
   entry.versions.emplace(tensor.version, object->id);
@@ -832,6 +877,7 @@ BrokerStats TensorStore::Stats(const Principal& caller) {
   stats.clients = sessions_.size();
   stats.pending = pending_.size();
   stats.waiting_gets = waiters_.size();
+  stats.watchers = watch_hub_.watchers();
   auto add_user = [&](uint32_t uid, const Usage& usage) {
     UserUsage row;
     row.uid = uid;
@@ -892,6 +938,7 @@ std::string TensorStore::SessionDescriptionLocked(const std::string& session_id)
 void TensorStore::Shutdown() {
   Locked lock(this);
   shutting_down_ = true;
+  watch_hub_.Shutdown(&deferred_);
   AnswerWaitersLocked([](const Waiter&) -> std::optional<absl::StatusOr<TensorGrant>> {
     return absl::StatusOr<TensorGrant>(absl::UnavailableError("tensorbrokerd is shutting down"));
   });

@@ -41,6 +41,7 @@
 #include "daemon/principal.h"
 #include "daemon/principal_set.h"
 #include "daemon/quota.h"
+#include "daemon/watch_hub.h"
 #include "common/unique_fd.h"
 #include "tensorbroker/types.h"
 
@@ -95,6 +96,9 @@ struct StoreOptions {
   // adopted version. The daemon seeds it from the clock so versions keep increasing across
   // restarts (DaemonRunner); 1 in tests.
   uint64_t first_version = 1;
+  // Events kept for Watch streams (the newest; a watcher that falls further behind, or resumes
+  // from before them, gets one kLost event).
+  size_t watch_log = 16384;
 };
 
 // One page of List.
@@ -232,6 +236,17 @@ class TensorStore {
   // user for an administrator, else the caller alone.
   BrokerStats Stats(const Principal& caller);
 
+  // Watch streams (watch_hub.h): every publication, replacement, deletion and expiry of a
+  // version `caller` may read under `prefix`, in sequence order, from after `after_version`
+  // (unset: from now on). `wake` runs (on whichever thread appended, without the store's lock)
+  // once the parked watcher has events again; it may run after Unwatch. Returns its id.
+  uint64_t Watch(const Principal& caller, std::string prefix,
+                 std::optional<uint64_t> after_version, std::function<void()> wake);
+  // Up to `max` events for watcher `watcher_id` (WatchHub::Take): parks it when none is left.
+  // UNAVAILABLE once shutting down. Never waits.
+  absl::StatusOr<std::vector<WatchEvent>> TakeEvents(uint64_t watcher_id, size_t max);
+  void Unwatch(uint64_t watcher_id);
+
   // Aborts what has been pending longer than the pending timeout at `now` (Creates not sealed,
   // Puts not finished): their names are free again. Returns how many; logs each.
   size_t ExpirePending(absl::Time now);
@@ -319,6 +334,10 @@ class TensorStore {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Unpublishes one version of `name` (its journal record goes; memory with its last lease).
   void UnpublishLocked(PublishedName* entry, uint64_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells watchers of an event about `object` (the version concerned); `sequence` 0 takes the
+  // next number of the version counter. Their wakes run once the lock drops.
+  void EmitLocked(WatchEvent::Kind kind, const TensorObject& object, uint64_t sequence,
+                  uint64_t previous_version = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckQuotaLocked(const TensorSpec& spec) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Whether `caller` may publish `spec->name` now (not pending; replace allowed for the name's
   // owner or an administrator); adds the name's owner to the readers of an administrator's
@@ -383,6 +402,7 @@ class TensorStore {
   uint64_t next_object_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_version_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  WatchHub watch_hub_;  // thread-safe itself; appended to under mu_ (lock order: mu_, then its)
 };
 
 }  // namespace tensorbroker::daemon

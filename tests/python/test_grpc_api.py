@@ -498,6 +498,81 @@ def test_malformed_local_requests_are_refused_naming_the_problem(daemon, stub):
     assert stub.Ping(pb.Empty(), timeout=RPC_TIMEOUT) == pb.Empty()
 
 
+def start_watch(daemon, stub, request):
+    """A Watch stream once the daemon counts it (events from then on reach it)."""
+    before = stub.Stats(pb.StatsRequest(), timeout=RPC_TIMEOUT).watchers
+    call = stub.Watch(request, timeout=60)
+    deadline = time.monotonic() + 10
+    while stub.Stats(pb.StatsRequest(), timeout=RPC_TIMEOUT).watchers == before:
+        assert time.monotonic() < deadline, "the watch never started"
+        time.sleep(0.01)
+    return call
+
+
+def wait_watchers(stub, count):
+    deadline = time.monotonic() + 10
+    while stub.Stats(pb.StatsRequest(), timeout=RPC_TIMEOUT).watchers != count:
+        assert time.monotonic() < deadline, "watchers never went back to %d" % count
+        time.sleep(0.01)
+
+
+def put_kept(stub, name, value, keep=1, replace=True):
+    messages = list(put_messages(name, np.full(2, value, np.float32), replace=replace))
+    messages[0].header.keep = keep
+    return stub.Put(iter(messages), timeout=RPC_TIMEOUT)
+
+
+def test_watch_streams_every_event_under_its_prefix_in_order(daemon, stub):
+    W = pb.WatchEvent
+    call = start_watch(daemon, stub, pb.WatchRequest(prefix="py/watch/"))
+    a1 = put_kept(stub, "py/watch/a", 1, replace=False)
+    put_kept(stub, "py/other/x", 1)  # another prefix: not seen
+    a2 = put_kept(stub, "py/watch/a", 2)
+    h = [put_kept(stub, "py/watch/h", i, keep=2) for i in range(3)]
+    stub.Delete(pb.DeleteRequest(name="py/watch/a"), timeout=RPC_TIMEOUT)
+    events = [next(call) for _ in range(7)]
+    call.cancel()
+    assert [(e.kind, e.name, e.version) for e in events] == [
+        (W.PUBLISHED, "py/watch/a", a1.version),
+        (W.REPLACED, "py/watch/a", a2.version),
+        (W.PUBLISHED, "py/watch/h", h[0].version),
+        (W.REPLACED, "py/watch/h", h[1].version),
+        (W.REPLACED, "py/watch/h", h[2].version),
+        (W.EXPIRED, "py/watch/h", h[0].version),  # out of a history of 2
+        (W.DELETED, "py/watch/a", a2.version),
+    ]
+    sequences = [e.sequence for e in events]
+    assert sequences == sorted(set(sequences))
+    assert events[1].previous_version == a1.version
+    assert events[0].sequence == a1.version and events[0].info.name == "py/watch/a"
+    assert list(events[0].info.shape) == [2] and events[0].info.leases == 0
+    # Resuming after the first event gives the rest again, from the daemon's log.
+    again = stub.Watch(pb.WatchRequest(prefix="py/watch/", after_version=events[0].sequence),
+                       timeout=60)
+    assert [next(again).sequence for _ in range(6)] == sequences[1:]
+    again.cancel()
+    wait_watchers(stub, 0)
+    stub.Delete(pb.DeleteRequest(name="py/watch/h"), timeout=RPC_TIMEOUT)
+
+
+def test_watch_refuses_a_bad_prefix_and_reports_a_gap_as_one_lost_event(daemon, stub):
+    def first_event(**kwargs):
+        return next(stub.Watch(pb.WatchRequest(prefix="bad prefix"), **kwargs))
+
+    code, details = rpc_code(first_event)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "prefix" in details
+    # From before what this daemon remembers (it started after sequence 1): one LOST first.
+    call = stub.Watch(pb.WatchRequest(prefix="py/lost/", after_version=1), timeout=60)
+    lost = next(call)
+    assert lost.kind == pb.WatchEvent.LOST and lost.lost_first == 2
+    assert lost.lost_last >= lost.lost_first and lost.sequence == lost.lost_last
+    info = put_kept(stub, "py/lost/x", 1)
+    event = next(call)
+    assert (event.kind, event.version) == (pb.WatchEvent.PUBLISHED, info.version)
+    call.cancel()
+    wait_watchers(stub, 0)
+
+
 def test_sigterm_exits_zero_and_leaves_nothing(daemon, stub):
     before = shm_files()
     session = Session(stub, "pytest-last")
@@ -518,3 +593,4 @@ def test_sigterm_exits_zero_and_leaves_nothing(daemon, stub):
         assert view.tobytes() == ARRAY.tobytes()
         del view
     os.close(fd)
+

@@ -1,0 +1,88 @@
+#include "daemon/watch_reactor.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/proto_convert.h"
+#include "common/tensor_layout.h"
+#include "daemon/call_log.h"
+
+namespace tensorbroker::daemon {
+
+WatchReactor::WatchReactor(TensorStore* store, const absl::StatusOr<Principal>& caller,
+                           std::string client, const v1::WatchRequest& request)
+    : store_(store), client_(std::move(client)), prefix_(request.prefix()) {
+  std::lock_guard<std::mutex> lock(link_->mu);
+  link_->reactor = this;
+  absl::Status started = ValidatePrefix(prefix_);
+  if (started.ok() && !caller.ok()) started = absl::PermissionDeniedError(caller.status().message());
+  if (!started.ok()) {
+    FinishLocked(started);
+    return;
+  }
+  std::optional<uint64_t> after;
+  if (request.has_after_version()) after = request.after_version();
+  // The wake holds the link, never the reactor: it may come after OnDone.
+  watcher_id_ = store_->Watch(*caller, prefix_, after, [link = link_] {
+    std::lock_guard<std::mutex> lock(link->mu);
+    if (link->reactor != nullptr) link->reactor->PumpLocked();
+  });
+  PumpLocked();
+}
+
+void WatchReactor::PumpLocked() {
+  if (writing_ || finished_) return;
+  auto events = store_->TakeEvents(watcher_id_, 1);
+  if (!events.ok()) {
+    FinishLocked(events.status());
+    return;
+  }
+  if (events->empty()) return;  // parked: the next event wakes us
+  event_.Clear();
+  ToProto(events->front(), &event_);
+  writing_ = true;
+  ++sent_;
+  StartWrite(&event_);
+}
+
+void WatchReactor::OnWriteDone(bool ok) {
+  std::lock_guard<std::mutex> lock(link_->mu);
+  writing_ = false;
+  if (!ok) {
+    FinishLocked(absl::CancelledError("the watcher stopped reading"));
+    return;
+  }
+  PumpLocked();
+}
+
+void WatchReactor::OnCancel() {
+  std::lock_guard<std::mutex> lock(link_->mu);
+  FinishLocked(absl::CancelledError("the watcher went away"));
+}
+
+void WatchReactor::FinishLocked(const absl::Status& status) {
+  if (finished_) return;
+  finished_ = true;
+  if (watcher_id_ != 0) store_->Unwatch(watcher_id_);
+  auto what = [&] { return absl::StrCat("prefix '", prefix_, "'"); };
+  auto client = [&] { return client_; };
+  if (status.ok() || absl::IsCancelled(status)) {
+    LogCallSuccess(LogLevel::kDebug, "Watch", what, client,
+                   [&] { return absl::StrCat(sent_, " event(s) sent; ", status.message()); });
+  } else {
+    LogCallFailure("Watch", what, client, status);
+  }
+  Finish(ToGrpcStatus(status));
+}
+
+void WatchReactor::OnDone() {
+  {
+    std::lock_guard<std::mutex> lock(link_->mu);
+    link_->reactor = nullptr;
+    if (watcher_id_ != 0) store_->Unwatch(watcher_id_);
+  }
+  delete this;
+}
+
+}  // namespace tensorbroker::daemon
