@@ -91,9 +91,18 @@ LocalChannelServer::LocalChannelServer(TensorStore* store, CallMetrics* metrics,
       metrics_(metrics),
       epoll_(std::move(epoll)),
       wake_(std::move(wake)),
-      handover_(std::move(handover)) {}
+      handover_(std::move(handover)) {
+  std::lock_guard<std::mutex> lock(wake_target_->mu);
+  wake_target_->server = this;
+}
 
-LocalChannelServer::~LocalChannelServer() { Stop(); }
+LocalChannelServer::~LocalChannelServer() {
+  {
+    std::lock_guard<std::mutex> lock(wake_target_->mu);
+    wake_target_->server = nullptr;  // a watch's wake may come later than this server
+  }
+  Stop();
+}
 
 void LocalChannelServer::Stop() {
   AcceptThread* acceptor;
@@ -171,6 +180,17 @@ std::optional<absl::StatusOr<TensorGrant>> LocalChannelServer::StartWait(
   *waiter_id = *cell;
   if (!now.has_value()) deadlines_.emplace(deadline, std::make_pair(id, *waiter_id));
   return now;
+}
+
+std::function<void()> LocalChannelServer::WatchWaker(uint64_t id) {
+  return [target = wake_target_, id] {
+    std::lock_guard<std::mutex> lock(target->mu);
+    if (target->server == nullptr) return;
+    Handoff handoff;
+    handoff.kind = Handoff::Kind::kWatchReady;
+    handoff.connection_id = id;
+    target->server->Hand(std::move(handoff));
+  };
 }
 
 void LocalChannelServer::WaitEnded(uint64_t id, uint64_t waiter_id, absl::Time deadline) {
@@ -262,6 +282,14 @@ void LocalChannelServer::TakeHandoffs() {
         }
         break;
       }
+      case Handoff::Kind::kWatchReady:
+        if (it == connections_.end()) break;
+        if (!it->second->PumpWatches()) {
+          Drop(handoff.connection_id);
+        } else {
+          WatchWrites(it->second.get());
+        }
+        break;
       case Handoff::Kind::kSegmentRemoved:
         if (it == connections_.end()) break;
         if (!it->second->SegmentRemoved(handoff.segment)) {
@@ -313,7 +341,8 @@ void LocalChannelServer::ExpireHandshakes() {
 void LocalChannelServer::Serve(LocalConnection* connection, uint32_t events) {
   const uint64_t id = connection->id();
   if ((events & EPOLLOUT) != 0) {
-    if (!connection->Flush()) return Drop(id);
+    // Room again: its watches may send what they held back.
+    if (!connection->Flush() || !connection->PumpWatches()) return Drop(id);
   }
   if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) {
     // One request per wake-up: epoll is level-triggered, so more come with the next wait (no

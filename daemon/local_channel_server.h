@@ -70,13 +70,14 @@ class LocalChannelServer final : public LocalConnectionHost {
                                                        absl::Time deadline,
                                                        uint64_t* waiter_id) override;
   void WaitEnded(uint64_t id, uint64_t waiter_id, absl::Time deadline) override;
+  std::function<void()> WatchWaker(uint64_t id) override;
   absl::StatusOr<std::vector<NamedFd>> PrepareHandover(const PeerCredentials& peer) override;
   void HandoverSent(const absl::Status& sent) override;
 
  private:
   // Something another thread handed to the loop.
   struct Handoff {
-    enum class Kind { kConnection, kWaitAnswered, kSegmentRemoved };
+    enum class Kind { kConnection, kWaitAnswered, kSegmentRemoved, kWatchReady };
     Kind kind = Kind::kConnection;
     uint64_t connection_id = 0;
     UniqueFd socket;                          // kConnection
@@ -87,6 +88,11 @@ class LocalChannelServer final : public LocalConnectionHost {
     std::string segment;                      // kSegmentRemoved
   };
   class SessionSink;
+  // What a watch's wake reaches: this server until it is destroyed (wakes may come later).
+  struct WakeTarget {
+    std::mutex mu;
+    LocalChannelServer* server = nullptr;  // guarded by mu
+  };
 
   LocalChannelServer(TensorStore* store, CallMetrics* metrics, const AccessPolicy* policy,
                      const ConnectionSettings& settings, HandoverHooks handover, UniqueFd epoll,
@@ -114,6 +120,7 @@ class LocalChannelServer final : public LocalConnectionHost {
   const HandoverHooks handover_;
   std::unique_ptr<AcceptThread> acceptor_;  // set by Start before any connection is served
   std::thread loop_;
+  const std::shared_ptr<WakeTarget> wake_target_ = std::make_shared<WakeTarget>();
 
   std::mutex mu_;
   std::vector<Handoff> handoffs_ ABSL_GUARDED_BY(mu_);

@@ -35,6 +35,7 @@ const char* MethodOf(v1::LocalRequest::CallCase call) {
     case v1::LocalRequest::kFetchSegment: return "FetchSegment";
     case v1::LocalRequest::kTakeover: return "Takeover";
     case v1::LocalRequest::kCancel: return "Cancel";
+    case v1::LocalRequest::kWatch: return "Watch";
     case v1::LocalRequest::CALL_NOT_SET: break;
   }
   return "Barrier";
@@ -44,6 +45,8 @@ const char* MethodOf(v1::LocalRequest::CallCase call) {
 std::string SubjectOf(const v1::LocalRequest& request) {
   switch (request.call_case()) {
     case v1::LocalRequest::kGet: return NameField(request.get().name());
+    case v1::LocalRequest::kWatch:
+      return absl::StrCat("prefix=", NameField(request.watch().prefix()).substr(5));
     case v1::LocalRequest::kCreate: return NameField(request.create().name());
     case v1::LocalRequest::kSeal: return NameField(request.seal().name());
     case v1::LocalRequest::kAbort: return NameField(request.abort().name());
@@ -84,6 +87,7 @@ LocalConnection::LocalConnection(uint64_t id, UniqueFd socket, PeerCredentials p
       metrics_(metrics) {}
 
 LocalConnection::~LocalConnection() {
+  for (const auto& [request_id, watcher_id] : watches_) store_->Unwatch(watcher_id);
   for (const auto& [waiter_id, wait] : waits_) {
     store_->CancelWait(waiter_id);
     host_->WaitEnded(id_, waiter_id, wait.deadline);
@@ -148,10 +152,14 @@ bool LocalConnection::HandleRequest(const std::string& bytes) {
     reply.mutable_empty();
   } else {
     Dispatch(request, &reply, &fds);
-    // A wait answers later.
+    // A wait answers later, a watch as its events come.
     if (reply.code() == 0 && reply.result_case() == v1::LocalReply::RESULT_NOT_SET &&
         request.call_case() == v1::LocalRequest::kGet) {
       return true;
+    }
+    if (reply.code() == 0 && request.call_case() == v1::LocalRequest::kWatch) {
+      Account(request.call_case(), SubjectOf(request), reply, start);
+      return PumpWatches();
     }
   }
   reply.set_request_id(request.request_id());
@@ -210,6 +218,9 @@ void LocalConnection::Dispatch(const v1::LocalRequest& request, v1::LocalReply* 
       break;
     case v1::LocalRequest::kFetchSegment:
       status = FetchSegment(request.fetch_segment(), reply, fds);
+      break;
+    case v1::LocalRequest::kWatch:
+      status = Watch(request.request_id(), request.watch());
       break;
     case v1::LocalRequest::kTakeover:  // HandleRequest takes these two
     case v1::LocalRequest::kCancel:
@@ -349,8 +360,58 @@ bool LocalConnection::FinishWait(uint64_t waiter_id, absl::StatusOr<TensorGrant>
   return Send(reply, std::move(fds));
 }
 
+absl::Status LocalConnection::Watch(uint64_t request_id, const v1::WatchRequest& watch) {
+  if (absl::Status s = NeedSession(); !s.ok()) return s;
+  if (absl::Status s = ValidatePrefix(watch.prefix(), "watch.prefix"); !s.ok()) return s;
+  if (request_id == 0 || watches_.count(request_id) != 0) {
+    return absl::InvalidArgumentError("request_id: a watch needs an id of its own (not 0)");
+  }
+  std::optional<uint64_t> after;
+  if (watch.has_after_version()) after = watch.after_version();
+  watches_[request_id] = store_->Watch(principal_, watch.prefix(), after, host_->WatchWaker(id_));
+  return absl::OkStatus();
+}
+
+bool LocalConnection::PumpWatches() {
+  for (auto it = watches_.begin(); it != watches_.end();) {
+    const uint64_t request_id = it->first;
+    const uint64_t watcher_id = it->second;
+    ++it;  // EndWatch may erase this one
+    while (outgoing_.size() < kWatchWindow) {
+      auto events = store_->TakeEvents(watcher_id, kWatchWindow - outgoing_.size());
+      if (!events.ok()) {
+        if (!EndWatch(request_id, events.status())) return false;
+        break;
+      }
+      if (events->empty()) break;  // parked: the store wakes it
+      for (const WatchEvent& event : *events) {
+        v1::LocalReply reply;
+        reply.set_request_id(request_id);
+        ToProto(event, reply.mutable_watch_event());
+        if (!Send(reply, {})) return false;
+      }
+    }
+  }
+  return true;
+}
+
+bool LocalConnection::EndWatch(uint64_t request_id, const absl::Status& status) {
+  auto it = watches_.find(request_id);
+  if (it == watches_.end()) return true;
+  store_->Unwatch(it->second);
+  watches_.erase(it);
+  v1::LocalReply reply;
+  reply.set_request_id(request_id);
+  SetStatus(status, &reply);
+  return Send(reply, {});
+}
+
 bool LocalConnection::CancelWait(const v1::LocalRequest& request) {
   const uint64_t cancelled = request.cancel().request_id();
+  if (watches_.count(cancelled) != 0 &&
+      !EndWatch(cancelled, absl::CancelledError("watch: the client cancelled it"))) {
+    return false;
+  }
   auto it = std::find_if(waits_.begin(), waits_.end(),
                          [&](const auto& entry) { return entry.second.request_id == cancelled; });
   // Not waiting (answered already, or no such Get): nothing to do. CancelWait false: the

@@ -33,6 +33,9 @@ namespace tensorbroker::daemon {
 inline constexpr size_t kMaxQueuedReplies = 4096;
 // Largest request datagram.
 inline constexpr size_t kMaxLocalRequestBytes = 64 << 10;
+// Most replies a connection's watches queue beyond what its socket holds: a watcher that does
+// not read is left behind in the store's log (and told with a LOST event), never queued for.
+inline constexpr size_t kWatchWindow = 16;
 
 // What the connection asks of the server that owns it.
 class LocalConnectionHost {
@@ -48,6 +51,9 @@ class LocalConnectionHost {
   // The wait `waiter_id` of connection `id` (due at `deadline`) ended: answered, timed out,
   // cancelled, or its connection closed. Forget its deadline.
   virtual void WaitEnded(uint64_t id, uint64_t waiter_id, absl::Time deadline) = 0;
+  // The wake of a watch of connection `id` (TensorStore::Watch): makes the loop call
+  // PumpWatches. Callable from any thread, at any time (also after the connection went).
+  virtual std::function<void()> WatchWaker(uint64_t id) = 0;
   // A takeover (handover.h) by a caller the connection admitted: stops serving and returns what
   // the successor needs; then HandoverSent once it went out (or failed to).
   virtual absl::StatusOr<std::vector<NamedFd>> PrepareHandover(const PeerCredentials& peer) = 0;
@@ -92,6 +98,10 @@ class LocalConnection {
   bool FinishWait(uint64_t waiter_id, absl::StatusOr<TensorGrant> result);
   // The daemon removed `segment`: tell the client (sessions opened here) and forget it.
   bool SegmentRemoved(const std::string& segment);
+  // Sends its watches' events while fewer than kWatchWindow replies are queued (the rest when
+  // the socket drains, or when the store wakes a parked watch). False when the connection must
+  // be dropped.
+  bool PumpWatches();
 
   // Sends queued replies; false when the connection must be dropped.
   bool Flush();
@@ -106,9 +116,13 @@ class LocalConnection {
 
   // Answers a datagram that could not be read as a request (request_id 0).
   bool Refuse(const absl::Status& status);
-  // Ends the wait of the Get `request.cancel().request_id()`: answered CANCELLED now, unless
-  // its answer is on its way already. False when the connection must be dropped.
+  // Ends the wait of the Get (or the watch) `request.cancel().request_id()`: answered CANCELLED
+  // now, unless its answer is on its way already. False when the connection must be dropped.
   bool CancelWait(const v1::LocalRequest& request);
+  // Starts a watch answered later (PumpWatches).
+  absl::Status Watch(uint64_t request_id, const v1::WatchRequest& watch);
+  // Ends the watch of `request_id` with a last reply of `status`.
+  bool EndWatch(uint64_t request_id, const absl::Status& status);
   void Dispatch(const v1::LocalRequest& request, v1::LocalReply* reply,
                 std::vector<UniqueFd>* fds);
   absl::Status NeedSession() const;
@@ -152,6 +166,7 @@ class LocalConnection {
   std::set<std::string> sent_read_only_;   // segments whose read-only descriptor was sent
   std::set<std::string> sent_read_write_;  // ... whose read-write descriptor was sent
   std::map<uint64_t, Wait> waits_;         // by waiter id
+  std::map<uint64_t, uint64_t> watches_;   // request id -> the store's watcher id
   std::deque<Outgoing> outgoing_;
 };
 

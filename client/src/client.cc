@@ -23,6 +23,7 @@
 #include "common/socket_path.h"
 #include "common/strided_copy.h"
 #include "common/tensor_layout.h"
+#include "client/src/watch_stream.h"
 
 namespace tensorbroker {
 
@@ -472,6 +473,24 @@ absl::StatusOr<TensorInfo> Client::Stat(const std::string& name) {
     return s;
   }
   return FromProto(info);
+}
+
+absl::StatusOr<std::unique_ptr<Watcher>> Client::Watch(const std::string& prefix,
+                                                       const WatchOptions& options) {
+  if (absl::Status s = ValidatePrefix(prefix); !s.ok()) return s;
+  // The watcher outlives neither its client's reconnections nor needs the client to live on.
+  auto reconnect = [weak = std::weak_ptr<Impl>(impl_)](const Impl::ConnectionPtr& failed)
+      -> absl::StatusOr<Impl::ConnectionPtr> {
+    std::shared_ptr<Impl> impl = weak.lock();
+    if (impl == nullptr) return absl::UnavailableError("tensorbrokerd went away (client closed)");
+    return impl->Reconnect(failed);
+  };
+  return impl_->Run([&](const Impl::ConnectionPtr& connection)
+                        -> absl::StatusOr<std::unique_ptr<Watcher>> {
+    auto stream = client_internal::WatchStream::Open(connection, prefix, options, reconnect);
+    if (!stream.ok()) return stream.status();
+    return std::unique_ptr<Watcher>(*std::move(stream));
+  });
 }
 
 absl::StatusOr<BrokerStats> Client::Stats() {

@@ -15,14 +15,9 @@
 namespace tensorbroker::client_internal {
 namespace {
 
-// Largest reply the daemon sends.
-constexpr size_t kMaxReplyBytes = 256 << 10;
-
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LocalChannel>> LocalChannel::Attach(const std::string& path,
-                                                                   const std::string& session_id,
-                                                                   bool* session_unknown) {
+absl::StatusOr<UniqueFd> ConnectLocalChannel(const std::string& path) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path.size() >= sizeof(address.sun_path)) {
@@ -46,7 +41,15 @@ absl::StatusOr<std::unique_ptr<LocalChannel>> LocalChannel::Attach(const std::st
   if (absl::Status trusted = CheckServerIdentity(socket.get(), path); !trusted.ok()) {
     return trusted;
   }
-  std::unique_ptr<LocalChannel> channel(new LocalChannel(std::move(socket)));
+  return socket;
+}
+
+absl::StatusOr<std::unique_ptr<LocalChannel>> LocalChannel::Attach(const std::string& path,
+                                                                   const std::string& session_id,
+                                                                   bool* session_unknown) {
+  auto socket = ConnectLocalChannel(path);
+  if (!socket.ok()) return socket.status();
+  std::unique_ptr<LocalChannel> channel(new LocalChannel(*std::move(socket)));
   v1::LocalRequest attach;
   attach.mutable_attach()->set_session_id(session_id);
   auto answer = channel->Call(std::move(attach));

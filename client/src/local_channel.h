@@ -42,6 +42,14 @@ struct LocalAnswer {
   std::vector<UniqueFd> fds;
 };
 
+// Largest reply the daemon sends.
+inline constexpr size_t kMaxReplyBytes = 256 << 10;
+
+// A connection to the local channel at `path` whose server this client trusts: UNAVAILABLE if no
+// daemon listens there, FAILED_PRECONDITION (before anything is sent) if the server's uid is not
+// trusted (common/server_identity.h).
+absl::StatusOr<UniqueFd> ConnectLocalChannel(const std::string& path);
+
 class LocalChannel {
  public:
   // Connects to `path` and attaches `session_id`. UNAVAILABLE if no daemon listens there,

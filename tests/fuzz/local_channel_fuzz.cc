@@ -79,6 +79,7 @@ class Host final : public LocalConnectionHost, public SessionEventSink {
     return now;
   }
   void WaitEnded(uint64_t, uint64_t, absl::Time) override {}  // no deadlines kept here
+  std::function<void()> WatchWaker(uint64_t) override { return [] {}; }  // pumped by each input
   // A server without handover hooks.
   absl::StatusOr<std::vector<NamedFd>> PrepareHandover(const PeerCredentials&) override {
     return absl::UnimplementedError("takeover: not offered here");
@@ -99,7 +100,7 @@ class Host final : public LocalConnectionHost, public SessionEventSink {
         if (!connection->SegmentRemoved(segment)) return false;
       }
     }
-    return true;
+    return connection->PumpWatches();  // what the loop does when a watch wakes
   }
   // After the connection went: answers that raced with it give their leases back.
   void ReleaseLeftovers() {

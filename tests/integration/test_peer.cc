@@ -17,6 +17,9 @@
 //   create-hold NAME NBYTES                   Create (uint8 [NBYTES]) without sealing, print
 //                                             "created"; on stdin "seal" seal it; exit at EOF
 //   session                                   Connect, print "connected", exit at stdin EOF
+//   watch PREFIX                              Watch from now, print "watching"; on each
+//                                             stdin line print the next event as
+//                                             "event KIND SEQUENCE NAME VERSION"
 // Every role takes --socket PATH. A failed call prints "error CODE message" and exits 4; bad
 // usage exits 2.
 #include <dlpack/dlpack.h>
@@ -314,6 +317,24 @@ int RoleSession(const Args& a) {
   return 0;
 }
 
+int RoleWatch(const Args& a) {
+  if (a.positional.size() != 1) Usage("watch PREFIX");
+  auto client = ConnectOrDie(a);
+  auto watcher = client->Watch(a.positional[0]);
+  if (!watcher.ok()) Fail(watcher.status());
+  Say("watching");
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    auto event = (*watcher)->Next(std::chrono::seconds(30));
+    if (!event.ok()) Fail(event.status());
+    if (!event->has_value()) Fail(absl::DeadlineExceededError("no event within 30 s"));
+    const tensorbroker::WatchEvent& e = **event;
+    Say(absl::StrCat("event ", tensorbroker::WatchEventKindName(e.kind), " ", e.sequence, " ", e.name, " ",
+                     e.version));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -327,5 +348,6 @@ int main(int argc, char** argv) {
   if (a.role == "hold") return RoleHold(a);
   if (a.role == "create-hold") return RoleCreateHold(a);
   if (a.role == "session") return RoleSession(a);
+  if (a.role == "watch") return RoleWatch(a);
   Usage("unknown role " + a.role);
 }

@@ -147,6 +147,32 @@ struct SealOptions {
   std::optional<uintptr_t> cuda_stream;
 };
 
+struct WatchOptions {
+  // Events with a sequence after this one (what the daemon still remembers of them first; a
+  // gap is one kLost event). Unset: only what happens from now on. To resume a watch, pass the
+  // last sequence seen (Watcher::last_sequence()).
+  std::optional<uint64_t> after_version;
+};
+
+// A Watch stream (Client::Watch): the events under its prefix that this client's uid may read,
+// in sequence order, on a connection of its own to the daemon. The daemon sends them as Next
+// takes them: a watcher that stops reading costs the daemon nothing, falls behind its log, and
+// gets one kLost event when it reads again. If the daemon restarts, the watcher reconnects
+// (within ConnectOptions::reconnect_timeout) and goes on after a kLost event for what it could
+// not see meanwhile.
+// Next is for one thread at a time; Close may be called from any thread.
+class Watcher {
+ public:
+  virtual ~Watcher() = default;
+  // The next event, or nullopt when `timeout` passed first (a negative timeout waits forever).
+  // CANCELLED once closed; UNAVAILABLE when the daemon went away and none came back in time.
+  virtual absl::StatusOr<std::optional<WatchEvent>> Next(std::chrono::milliseconds timeout) = 0;
+  // Ends the watch and wakes a Next waiting in another thread (which returns CANCELLED).
+  virtual void Close() = 0;
+  // The sequence of the last event Next returned (0: none yet).
+  virtual uint64_t last_sequence() const = 0;
+};
+
 // This process's mappings of broker memory, for leak checks and monitoring.
 struct ProcessMappings {
   size_t cached_segments = 0;  // shared-memory segment mappings kept for reuse
@@ -245,6 +271,10 @@ class Client {
   // Pools, counters, methods, and what each user holds (every user for an administrator, else
   // this process's uid alone).
   absl::StatusOr<BrokerStats> Stats();
+  // Watches every publication, replacement, deletion and expiry under `prefix` (Watcher).
+  // INVALID_ARGUMENT for a prefix no name could start with.
+  absl::StatusOr<std::unique_ptr<Watcher>> Watch(const std::string& prefix,
+                                                 const WatchOptions& options = {});
   // An empty round trip to the daemon.
   absl::Status Ping();
 
