@@ -25,6 +25,9 @@ Commands:
   get NAME FILE.npy                       write the tensor NAME to a .npy file
   rm NAME                                 unpublish NAME (holders keep their copy)
   stats [--json|--prometheus]             show the daemon's counters
+  watch PREFIX [--json] [--after SEQUENCE] [--count N]
+                                          print one line per publication, replacement,
+                                          deletion or expiry under PREFIX as it happens
   health [--timeout SECONDS]              exit 0 if the daemon serves (a readiness probe)
   help [COMMAND]                          show this help, or a command's
 
@@ -41,6 +44,27 @@ prefixed "tensorbroker: ", with the broker's status code such as NOT_FOUND or
 ALREADY_EXISTS), 2 on a usage error.
 
 Names are 1-255 bytes of [A-Za-z0-9._/-], no leading '/', no empty or '..' segment.
+)";
+
+constexpr absl::string_view kWatchHelp =
+    R"(Usage: tensorbroker [--socket PATH] watch PREFIX [--json] [--after SEQUENCE] [--count N]
+
+Follows the daemon's events under PREFIX ("" for every name) that you may read, one line
+each as it happens, in sequence order, until interrupted (Ctrl-C, or the reader of a pipe
+going away):
+  SEQUENCE KIND NAME vVERSION DTYPE[SHAPE] SIZE
+KIND is published (a new name), replaced (a newer version), deleted, expired (a version left
+the name's kept history, see put --keep) or lost: events the daemon no longer remembers may
+have been missed (a watcher that fell behind, or resumed from before the daemon's memory):
+  SEQUENCE lost FIRST..LAST
+
+Options:
+  --json            one JSON object per line: kind, sequence, name, version,
+                    previous_version (replaced), tensor (as 'stat --json' prints it; its
+                    leases as at the event: 0), or kind, sequence, lost_first, lost_last
+  --after SEQUENCE  start after this sequence (the last one printed, to resume): what
+                    the daemon still remembers comes first
+  --count N         exit 0 after N events
 )";
 
 constexpr absl::string_view kLsHelp = R"(Usage: tensorbroker [--socket PATH] ls [PREFIX] [--json]
@@ -173,6 +197,8 @@ CommandSpec SpecOf(Command command) {
       return {0, 0, "stats [--json|--prometheus]", true, false};
     case Command::kHealth:
       return {0, 0, "health [--timeout SECONDS]", false, false};
+    case Command::kWatch:
+      return {1, 1, "watch PREFIX [--json] [--after SEQUENCE] [--count N]", true, false};
     case Command::kHelp:
       return {0, 1, "help [COMMAND]", false, false};
     case Command::kNone:
@@ -195,6 +221,7 @@ Command CommandFromName(absl::string_view name) {
   if (name == "rm") return Command::kRm;
   if (name == "stats") return Command::kStats;
   if (name == "health") return Command::kHealth;
+  if (name == "watch") return Command::kWatch;
   if (name == "help") return Command::kHelp;
   return Command::kNone;
 }
@@ -215,6 +242,8 @@ absl::string_view CommandName(Command command) {
       return "stats";
     case Command::kHealth:
       return "health";
+    case Command::kWatch:
+      return "watch";
     case Command::kHelp:
       return "help";
     case Command::kNone:
@@ -239,6 +268,8 @@ std::string HelpText(Command command) {
       return std::string(kStatsHelp);
     case Command::kHealth:
       return std::string(kHealthHelp);
+    case Command::kWatch:
+      return std::string(kWatchHelp);
     case Command::kHelp:
       return std::string(kHelpHelp);
     case Command::kNone:
@@ -259,7 +290,7 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& argv) {
         inv.command = CommandFromName(arg);
         if (inv.command == Command::kNone) {
           return UsageError(absl::StrCat("unknown command '", arg,
-                                         "' (commands: ls, stat, put, get, rm, stats, health, help)"));
+                                         "' (commands: ls, stat, put, get, rm, stats, health, watch, help)"));
         }
       } else {
         inv.arguments.push_back(arg);
@@ -316,6 +347,29 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& argv) {
                                        "' is not a number of seconds in (0, 3600]"));
       }
       inv.timeout_seconds = seconds;
+      continue;
+    }
+    if ((arg == "--after" || absl::StartsWith(arg, "--after=") || arg == "--count" ||
+         absl::StartsWith(arg, "--count=")) &&
+        inv.command == Command::kWatch) {
+      const bool after = absl::StartsWith(arg, "--after");
+      const absl::string_view flag = after ? "--after" : "--count";
+      std::string value;
+      if (arg == flag) {
+        if (i + 1 >= argv.size()) return UsageError(absl::StrCat(flag, " needs a number"));
+        value = argv[++i];
+      } else {
+        value = arg.substr(flag.size() + 1);
+      }
+      uint64_t number = 0;
+      if (!absl::SimpleAtoi(value, &number)) {
+        return UsageError(absl::StrCat(flag, " '", value, "' is not a whole number >= 0"));
+      }
+      if (after) {
+        inv.after = number;
+      } else {
+        inv.count = number;
+      }
       continue;
     }
     if (arg == "--replace" && spec.put_flags) {

@@ -8,12 +8,15 @@
 #include <string>
 #include <vector>
 
+#include <cstdint>
+#include <optional>
+
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace tensorbroker::cli {
 
-enum class Command { kNone, kHelp, kLs, kStat, kPut, kGet, kRm, kStats, kHealth };
+enum class Command { kNone, kHelp, kLs, kStat, kPut, kGet, kRm, kStats, kHealth, kWatch };
 
 struct Invocation {
   Command command = Command::kNone;
@@ -28,6 +31,8 @@ struct Invocation {
   std::string device;                  // put --device: "cpu", "cuda:N"; empty: cpu
   std::vector<std::string> readers;    // put --readers, split at commas; empty: the default
   double timeout_seconds = 1.0;        // health --timeout
+  std::optional<uint64_t> after;       // watch --after
+  uint64_t count = 0;                  // watch --count (0: until interrupted)
 };
 
 absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& argv);

@@ -54,6 +54,8 @@ class CommandRunner {
         return Stats();
       case Command::kHealth:
         return Health();
+      case Command::kWatch:
+        return Watch();
       case Command::kHelp:
       case Command::kNone:
         break;
@@ -89,6 +91,25 @@ class CommandRunner {
       out_ << TensorListJson(*infos) << "\n";
     } else {
       out_ << TensorTableText(*infos);
+    }
+    return kExitOk;
+  }
+
+  // Until --count events (or forever), one line each, flushed as it comes.
+  int Watch() {
+    const std::string& prefix = inv_.arguments[0];
+    const std::string what = absl::StrCat("watch ", Quoted(prefix));
+    if (absl::Status s = ValidatePrefix(prefix); !s.ok()) return Fail(err_, what, s);
+    if (!Connect()) return kExitFailure;
+    WatchOptions options;
+    options.after_version = inv_.after;
+    absl::StatusOr<std::unique_ptr<Watcher>> watcher = client_->Watch(prefix, options);
+    if (!watcher.ok()) return Fail(err_, what, watcher.status());
+    for (uint64_t seen = 0; inv_.count == 0 || seen < inv_.count; ++seen) {
+      absl::StatusOr<std::optional<WatchEvent>> event =
+          (*watcher)->Next(std::chrono::milliseconds(-1));
+      if (!event.ok()) return Fail(err_, what, event.status());
+      out_ << (inv_.json ? WatchEventJson(**event) : WatchEventText(**event)) << std::endl;
     }
     return kExitOk;
   }

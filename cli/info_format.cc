@@ -119,6 +119,36 @@ std::string StatsJson(const BrokerStats& stats) {
   return json.str();
 }
 
+std::string WatchEventText(const WatchEvent& event) {
+  if (event.kind == WatchEvent::Kind::kLost) {
+    return absl::StrCat(event.sequence, " lost ", event.lost_first, "..", event.lost_last);
+  }
+  return absl::StrCat(event.sequence, " ", WatchEventKindName(event.kind), " ", event.name, " v",
+                      event.version, " ", DTypeName(event.info.dtype),
+                      ShapeText(event.info.shape), " ", FormatByteSize(event.info.nbytes));
+}
+
+std::string WatchEventJson(const WatchEvent& event) {
+  JsonWriter json;
+  json.BeginObject();
+  json.Key("kind").String(WatchEventKindName(event.kind));
+  json.Key("sequence").UInt(event.sequence);
+  if (event.kind == WatchEvent::Kind::kLost) {
+    json.Key("lost_first").UInt(event.lost_first);
+    json.Key("lost_last").UInt(event.lost_last);
+  } else {
+    json.Key("name").String(event.name);
+    json.Key("version").UInt(event.version);
+    if (event.kind == WatchEvent::Kind::kReplaced) {
+      json.Key("previous_version").UInt(event.previous_version);
+    }
+    json.Key("tensor");
+    WriteTensorInfoJson(event.info, json);
+  }
+  json.EndObject();
+  return json.str();
+}
+
 std::string TensorInfoText(const TensorInfo& info) {
   return KeyValueLines({
       {"name", info.name},

@@ -30,6 +30,10 @@ std::string StatsJson(const BrokerStats& stats);
 
 // "key: value" lines, values aligned, each line ending in '\n'.
 std::string TensorInfoText(const TensorInfo& info);
+// One line per watch event (no newline): "SEQ KIND NAME vVERSION DTYPE[SHAPE] SIZE", or
+// "SEQ lost FIRST..LAST"; and as one JSON object.
+std::string WatchEventText(const WatchEvent& event);
+std::string WatchEventJson(const WatchEvent& event);
 // A header line and one line per tensor: NAME DTYPE SHAPE SIZE VERSION LEASES.
 std::string TensorTableText(const std::vector<TensorInfo>& infos);
 std::string StatsText(const BrokerStats& stats);

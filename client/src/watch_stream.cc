@@ -1,6 +1,7 @@
 #include "client/src/watch_stream.h"
 
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -64,7 +65,11 @@ WatchStream::WatchStream(std::shared_ptr<Connection> connection, std::string pre
 absl::Status WatchStream::Start() {
   auto socket = ConnectLocalChannel(LocalChannelPath(connection_->socket_path()));
   if (!socket.ok()) return socket.status();
-  socket_ = *std::move(socket);
+  {
+    std::lock_guard<std::mutex> lock(socket_mu_);
+    if (closing_.load()) return absl::CancelledError("watch: closed");
+    socket_ = *std::move(socket);
+  }
   v1::LocalRequest attach;
   attach.set_request_id(kAttachId);
   attach.mutable_attach()->set_session_id(connection_->session_id());
@@ -146,6 +151,10 @@ void WatchStream::Close() {
   closing_.store(true);
   const uint64_t one = 1;
   (void)!::write(closed_.get(), &one, sizeof(one));
+  std::lock_guard<std::mutex> lock(socket_mu_);
+  // The daemon sees the connection end and drops the watch now; the descriptor itself closes
+  // with this object (another thread's Next may still be polling it).
+  if (socket_.valid()) ::shutdown(socket_.get(), SHUT_RDWR);
 }
 
 }  // namespace tensorbroker::client_internal

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -55,7 +56,10 @@ class WatchStream final : public Watcher {
   const Reconnect reconnect_;
   const UniqueFd closed_;          // eventfd: Close
   std::atomic<bool> closing_{false};
-  UniqueFd socket_;
+  // Replaced by Next (Start), shut down by Close from any thread: the daemon ends the watch as
+  // soon as it is closed, not when this object goes.
+  std::mutex socket_mu_;
+  UniqueFd socket_;  // guarded by socket_mu_ for replacing; Next's thread reads it freely
   uint64_t last_sequence_ = 0;
 };
 

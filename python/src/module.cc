@@ -7,11 +7,14 @@
 #include "python/src/lease_export.h"
 #include "python/src/py_client.h"
 #include "python/src/py_tensor.h"
+#include "python/src/py_watch.h"
 #include "python/src/status_error.h"
 
 namespace py = pybind11;
 using tensorbroker::python::PyClient;
 using tensorbroker::python::PyTensor;
+using tensorbroker::python::PyWatch;
+using tensorbroker::python::PyWatchEvent;
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "tensorbroker's native core; use the `tensorbroker` package.";
@@ -158,6 +161,19 @@ oldest: with after_version: the oldest kept version newer than it rather than th
            "Daemon-wide counters and what each user holds (`users`: every user for an "
            "administrator, else you): the fields of `tensorbroker stats --json`.")
       .def("ping", &PyClient::Ping, "An empty round trip to the daemon.")
+      .def("watch",
+           [](py::object self, const std::string& prefix, std::optional<uint64_t> after_version) {
+             auto watcher = self.cast<PyClient&>().Watch(prefix, after_version);
+             return std::make_unique<PyWatch>(self, std::move(watcher));
+           },
+           py::arg("prefix") = "", py::kw_only(), py::arg("after_version") = py::none(),
+           R"doc(Follow every publication, replacement, deletion and expiry under `prefix`.
+
+Returns a Watch: iterate it (``for ev in client.watch("camera/")``, or ``async for``) for
+WatchEvent objects in sequence order, only of tensors you may read. after_version: start after
+this sequence (what the daemon still remembers first; a gap comes as one "lost" event); None:
+from now on. A watch that stops reading costs the daemon nothing: it falls behind and gets one
+"lost" event when it reads again. It survives daemon restarts (after a "lost" event).)doc")
       .def("close", &PyClient::Close, "End the session. Tensors already returned stay valid.")
       .def_property_readonly("socket", &PyClient::socket, "The daemon's socket path.")
       .def_property_readonly("closed", &PyClient::closed, "Whether close() was called.")
@@ -167,6 +183,41 @@ oldest: with after_version: the oldest kept version newer than it rather than th
       .def("__repr__", [](const PyClient& self) {
         return "<tensorbroker.Client " + self.socket() + (self.closed() ? " closed>" : ">");
       });
+
+  py::class_<PyWatchEvent>(m, "WatchEvent", "One change under a watched prefix (Client.watch).")
+      .def_readonly("kind", &PyWatchEvent::kind,
+                    "\"published\", \"replaced\", \"deleted\", \"expired\" (out of the "
+                    "name's kept history) or \"lost\" (events may have been missed)")
+      .def_readonly("sequence", &PyWatchEvent::sequence,
+                    "Increasing along the stream; resume with after_version=sequence")
+      .def_readonly("name", &PyWatchEvent::name, "The tensor's name (\"\" for lost)")
+      .def_readonly("version", &PyWatchEvent::version, "The version concerned")
+      .def_readonly("previous_version", &PyWatchEvent::previous_version,
+                    "replaced: the version that was current")
+      .def_readonly("info", &PyWatchEvent::info,
+                    "The version's stat() dict as at the event (leases 0); None for lost")
+      .def_readonly("lost_first", &PyWatchEvent::lost_first, "lost: first sequence missed")
+      .def_readonly("lost_last", &PyWatchEvent::lost_last, "lost: last sequence missed")
+      .def("get", &PyWatchEvent::Get, py::arg("timeout") = 0,
+           "client.get(name, timeout, version=version): the version this event names, while "
+           "the name keeps it (NotFound after; FailedPrecondition for a lost event).")
+      .def("__repr__", &PyWatchEvent::Repr);
+
+  py::class_<PyWatch>(m, "Watch",
+                      "Events under a prefix (Client.watch): iterate it, or call next(). "
+                      "A context manager (close() on exit).")
+      .def("next", &PyWatch::Next, py::arg("timeout") = py::none(),
+           "The next WatchEvent; None when `timeout` seconds passed first (None waits). "
+           "Cancelled once closed.")
+      .def("close", &PyWatch::Close,
+           "End the watch, from any thread: an iteration waiting in another thread stops.")
+      .def_property_readonly("closed", &PyWatch::closed, "Whether close() was called.")
+      .def_property_readonly("last_sequence", &PyWatch::last_sequence,
+                             "The sequence of the last event returned (0: none yet).")
+      .def("__iter__", [](py::object self) { return self; })
+      .def("__next__", &PyWatch::Iterate)
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](PyWatch& self, py::args) { self.Close(); });
 
   m.def("connect", &PyClient::Connect, py::arg("socket") = py::none(), py::arg("timeout") = 5.0,
         py::arg("reconnect_timeout") = 30.0,

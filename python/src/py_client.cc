@@ -15,6 +15,7 @@
 #include "tensorbroker/dtype_names.h"
 #include "python/src/py_device.h"
 #include "python/src/py_dtype.h"
+#include "python/src/py_waiting.h"
 #include "python/src/source_view.h"
 #include "python/src/status_error.h"
 
@@ -23,41 +24,6 @@ namespace tensorbroker::python {
 namespace py = pybind11;
 
 namespace {
-
-// On the main thread (the only one Python's signal handlers run on), get() waits in slices
-// this long, checking for KeyboardInterrupt between them. Other threads wait in one piece (up
-// to kLongestSlice): a Cancellation ends their wait, and the daemon sees one steady waiter.
-constexpr std::chrono::milliseconds kWaitSlice(250);
-constexpr std::chrono::milliseconds kLongestSlice = std::chrono::hours(24);
-
-bool OnMainThread() {
-  static const unsigned long main_ident =
-      py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
-  return PyThread_get_thread_ident() == main_ident;
-}
-
-// Runs `call` (a Client method) with the GIL released and returns its value or throws.
-template <typename Call>
-auto Unlocked(Call&& call) {
-  decltype(call()) result = absl::UnknownError("not run");
-  {
-    GilReleased released;
-    result = call();
-  }
-  return result;
-}
-
-// Longer waits are taken as this long (over 31 years).
-constexpr double kMaxSeconds = 1e9;
-
-std::chrono::milliseconds SecondsToMillis(double seconds, const char* field) {
-  if (std::isnan(seconds) || seconds < 0) {
-    throw StatusError(absl::InvalidArgumentError(
-        absl::StrCat(field, " = ", seconds, "; must be a number of seconds >= 0")));
-  }
-  return std::chrono::milliseconds(
-      static_cast<int64_t>(std::ceil(std::min(seconds, kMaxSeconds) * 1000.0)));
-}
 
 std::vector<int64_t> ShapeFromPython(py::handle shape) {
   if (PyLong_Check(shape.ptr())) return {shape.cast<int64_t>()};
@@ -293,6 +259,14 @@ std::unique_ptr<PyTensor> PyClient::Get(const std::string& name, std::optional<d
     }
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // Ctrl-C
   }
+}
+
+std::unique_ptr<Watcher> PyClient::Watch(const std::string& prefix,
+                                         std::optional<uint64_t> after_version) {
+  std::shared_ptr<Client> client = Live();
+  WatchOptions options;
+  options.after_version = after_version;
+  return ValueOrThrow(Unlocked([&] { return client->Watch(prefix, options); }));
 }
 
 void PyClient::Delete(const std::string& name) {

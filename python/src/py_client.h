@@ -54,6 +54,8 @@ class PyClient {
   pybind11::list List(const std::string& prefix);
   pybind11::dict Stat(const std::string& name);
   pybind11::dict Stats();
+  // Client::Watch (for PyWatch).
+  std::unique_ptr<Watcher> Watch(const std::string& prefix, std::optional<uint64_t> after_version);
   void Ping();
 
   std::string socket() const { return socket_; }

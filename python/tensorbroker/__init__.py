@@ -18,15 +18,20 @@ keep the tensor in device memory the daemon owns; ``get`` returns it on this pro
 that GPU through CUDA IPC (torch.from_dlpack / cupy.from_dlpack, no copy). ``get(name,
 pinned=True)`` maps a CPU tensor page-locked for asynchronous host-to-device copies.
 
+Streams: ``client.get(name, after_version=v)`` waits for a version newer than ``v``;
+``put``/``create`` take ``keep=N`` to keep the last N versions readable as ``get(name,
+version=v)``; ``for ev in client.watch("camera/")`` follows every publication under a prefix.
+
 asyncio: ``await client.get_async(name, timeout)`` (and ``put_async``, ``create_async``,
 ``Tensor.seal_async``) never block the event loop; cancelling the task cancels the wait.
 """
 
 from . import _aio, errors
-from ._core import Cancellation, Client, Tensor, connect, default_socket, process_mappings
+from ._core import (Cancellation, Client, Tensor, Watch, WatchEvent, connect, default_socket,
+                    process_mappings)
 from ._version import __version__
 from .errors import *  # noqa: F401,F403  (Error, NotFound, ... : see tensorbroker.errors)
 
 __all__ = ["connect", "default_socket", "process_mappings", "Client", "Tensor", "Cancellation",
-           "errors"] + [
+           "Watch", "WatchEvent", "errors"] + [
     name for name in errors.__all__ if name != "error_class_for_code"]

@@ -21,7 +21,8 @@ import functools
 import os
 import threading
 
-from ._core import Cancellation, Client, Tensor
+from ._core import Cancellation, Client, Tensor, Watch
+from .errors import Cancelled
 
 _DEFAULT_WAIT_THREADS = 64
 _CALL_THREADS = 8
@@ -132,6 +133,23 @@ async def seal_async(self, stream=None):
     return await _run("call", functools.partial(self.seal, stream))
 
 
+def _watch_aiter(self):
+    return self
+
+
+async def _watch_anext(self):
+    """The next event for ``async for``; the wait runs on the wait pool. Cancelling the task
+    closes the watch."""
+    try:
+        return await _run("wait", functools.partial(self.next, None), on_cancel=self.close)
+    except Cancelled:
+        if self.closed:
+            raise StopAsyncIteration from None
+        raise
+
+
+Watch.__aiter__ = _watch_aiter
+Watch.__anext__ = _watch_anext
 Client.get_async = get_async
 Client.put_async = put_async
 Client.create_async = create_async

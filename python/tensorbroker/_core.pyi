@@ -174,6 +174,8 @@ class Client:
         """Daemon-wide counters and what each user holds (`users`: every user for an administrator, else you): the fields of `tensorbroker stats --json`."""
     def ping(self) -> None:
         """An empty round trip to the daemon."""
+    def watch(self, prefix: str = "", *, after_version: Optional[int] = None) -> Watch:
+        """Follow every publication, replacement, deletion and expiry under `prefix`."""
     def close(self) -> None:
         """End the session. Tensors already returned stay valid."""
     def __enter__(self) -> Client: ...
@@ -245,3 +247,54 @@ class Tensor:
         """End this object's lease now (views made from it keep theirs). Idempotent."""
     def __enter__(self) -> Tensor: ...
     def __exit__(self, *args: object) -> None: ...  # release(); abort() first if never sealed
+
+class WatchEvent:
+    """One change under a watched prefix (Client.watch)."""
+
+    @property
+    def kind(self) -> str:
+        """"published", "replaced", "deleted", "expired" (out of the name's kept history) or "lost" (events may have been missed)"""
+    @property
+    def sequence(self) -> int:
+        """Increasing along the stream; resume with after_version=sequence"""
+    @property
+    def name(self) -> str:
+        """The tensor's name ("" for lost)"""
+    @property
+    def version(self) -> int:
+        """The version concerned"""
+    @property
+    def previous_version(self) -> int:
+        """replaced: the version that was current"""
+    @property
+    def info(self) -> Optional[TensorStat]:
+        """The version's stat() dict as at the event (leases 0); None for lost"""
+    @property
+    def lost_first(self) -> int:
+        """lost: first sequence missed"""
+    @property
+    def lost_last(self) -> int:
+        """lost: last sequence missed"""
+    def get(self, timeout: Optional[float] = 0) -> Tensor:
+        """client.get(name, timeout, version=version): the version this event names, while the name keeps it (NotFound after; FailedPrecondition for a lost event)."""
+
+class Watch:
+    """Events under a prefix (Client.watch): iterate it, or call next(). A context manager (close() on exit)."""
+
+    def next(self, timeout: Optional[float] = None) -> Optional[WatchEvent]:
+        """The next WatchEvent; None when `timeout` seconds passed first (None waits). Cancelled once closed."""
+    def close(self) -> None:
+        """End the watch, from any thread: an iteration waiting in another thread stops."""
+    @property
+    def closed(self) -> bool:
+        """Whether close() was called."""
+    @property
+    def last_sequence(self) -> int:
+        """The sequence of the last event returned (0: none yet)."""
+    def __iter__(self) -> Watch: ...
+    def __next__(self) -> WatchEvent: ...
+    def __aiter__(self) -> Watch: ...
+    async def __anext__(self) -> WatchEvent:
+        """The next event for ``async for``; the wait runs on the wait pool. Cancelling the task closes the watch."""
+    def __enter__(self) -> Watch: ...
+    def __exit__(self, *args: object) -> None: ...  # close()

@@ -28,9 +28,10 @@ pytestmark = pytest.mark.skipif(
     not (CLI and DAEMON), reason="set TENSORBROKER_CLI and TENSORBROKERD to the binaries")
 
 STAT_KEYS = {"name", "dtype", "shape", "strides", "nbytes", "device", "sealed", "mutable",
-             "version", "leases", "created_unix_ms", "owner_uid", "readers"}
+             "version", "leases", "created_unix_ms", "owner_uid", "readers", "keep",
+             "kept_versions"}
 STATS_KEYS = {"capacity_bytes", "used_bytes", "reserved_bytes", "tensors", "leases",
-              "clients", "segments", "pending", "waiting_gets"}
+              "clients", "segments", "pending", "waiting_gets", "watchers"}
 POOL_KEYS = {"device", "capacity_bytes", "used_bytes", "reserved_bytes", "segments"}
 USER_KEYS = {"uid", "user", "bytes", "tensors", "quota_bytes", "quota_tensors"}
 
@@ -542,3 +543,34 @@ def test_health_without_a_daemon_fails_fast_naming_the_socket(broker):
     assert proc.err.startswith(f"tensorbroker: health of tensorbrokerd at {missing}: UNAVAILABLE")
     assert proc.stdout == b""
     assert took < 30  # a hang guard only; the deadline bounds it
+
+
+def test_watch_prints_one_line_per_event_as_it_happens(broker):
+    npy = save(broker, "w.npy", np.arange(4, dtype=np.float32))
+    watchers = broker.json("stats")["watchers"]
+    watch = subprocess.Popen([CLI, "--socket", broker.socket, "watch", "clw/", "--json",
+                              "--count", "3"], stdout=subprocess.PIPE, text=True)
+    try:
+        wait_for(broker.process, "watched by one more watcher",
+                 lambda: broker.json("stats")["watchers"] == watchers + 1, broker.log_path)
+        broker.ok("put", "clw/a", npy)
+        broker.ok("put", "other/a", npy)
+        broker.ok("put", "clw/a", npy, "--replace")
+        broker.ok("rm", "clw/a")
+        out, _ = watch.communicate(timeout=60)
+    finally:
+        watch.kill()
+    assert watch.returncode == 0
+    events = [json.loads(line) for line in out.splitlines()]
+    assert [(e["kind"], e["name"]) for e in events] == [
+        ("published", "clw/a"), ("replaced", "clw/a"), ("deleted", "clw/a")]
+    assert events[1]["previous_version"] == events[0]["version"]
+    assert set(events[0]["tensor"]) == STAT_KEYS and events[0]["tensor"]["shape"] == [4]
+    assert [e["sequence"] for e in events] == sorted(e["sequence"] for e in events)
+    # Resuming after the first: the other two again, as text lines.
+    text = broker.ok("watch", "clw/", "--after", events[0]["sequence"], "--count", "2").out
+    assert text.splitlines() == [
+        f"{events[1]['sequence']} replaced clw/a v{events[1]['version']} float32[4] 16 B",
+        f"{events[2]['sequence']} deleted clw/a v{events[2]['version']} float32[4] 16 B"]
+    bad = broker.cli("watch", "bad prefix")
+    assert bad.returncode == 1 and "INVALID_ARGUMENT" in bad.err

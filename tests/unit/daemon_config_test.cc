@@ -86,7 +86,7 @@ TEST(DaemonSettings, UnknownKeysAndBadValuesNameWhereTheyCameFrom) {
   EXPECT_EQ(unknown.status().message(),
             "f.conf:2: unknown key 'capacty' (keys: socket, capacity, cuda-capacity, log-level, "
             "metrics-listen, admin-group, default-readers, quota-bytes, quota-tensors, "
-            "pending-timeout, handshake-timeout, max-connections, readers[PREFIX], "
+            "pending-timeout, handshake-timeout, max-connections, watch-log, readers[PREFIX], "
             "publishers[PREFIX], quota-bytes[USER], quota-tensors[USER])");
   auto bad_size = ResolveSettings({{"capacity", "lots", "f.conf:1"}}, kDefaultCapacity);
   EXPECT_EQ(bad_size.status().code(), absl::StatusCode::kInvalidArgument);
@@ -154,7 +154,8 @@ TEST_F(ConfigFileOnDisk, FlagsOverrideTheFileAndPrintConfigReadsBack) {
                          "metrics-listen = [::1]:9464\n# admin-group: not set: root only\n"
                          "default-readers = *\nquota-bytes = 0  # unlimited\n"
                          "quota-tensors = 0  # unlimited\npending-timeout = 1m\n"
-                         "handshake-timeout = 10s\nmax-connections = 4096\n");
+                         "handshake-timeout = 10s\nmax-connections = 4096\n"
+                         "watch-log = 16384\n");
   // What --print-config prints is a config file that means the same.
   auto again = ParseConfigText(printed, "printed");
   ASSERT_TRUE(again.ok()) << again.status();

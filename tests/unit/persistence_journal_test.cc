@@ -197,17 +197,18 @@ TEST_F(PersistenceJournalTest, AKeptHistoryIsRecordedAndAdoptedVersionByVersion)
   TensorSpec spec = Spec("h", /*replace=*/true);
   spec.keep = 3;
   const TensorGrant first = Publish(spec);
-  for (int i = 0; i < 4; ++i) Publish(spec);  // versions 2..5
+  // Versions 2, 3, 4 (version 1 expires: its event takes 5), 6 (version 2 expires: 7).
+  for (int i = 0; i < 4; ++i) Publish(spec);
   const std::string segment = SegmentFdName(first.block.segment);
-  EXPECT_EQ(Stored(), (std::vector<std::string>{"r-3", "r-4", "r-5", segment}));
+  EXPECT_EQ(Stored(), (std::vector<std::string>{"r-3", "r-4", "r-6", segment}));
   EXPECT_EQ(Changes(), (std::vector<std::string>{"+" + segment, "+r-1", "+r-2", "+r-3", "+r-4",
-                                                 "-r-1", "+r-5", "-r-2"}));
+                                                 "-r-1", "+r-6", "-r-2"}));
   auto copy = [&](const std::string& name) {
     return UniqueFd(::fcntl(harness_->StoredFds(name).at(0), F_DUPFD_CLOEXEC, 0));
   };
   std::vector<NamedFd> handed;
   for (const std::string& name : {segment, std::string("r-3"), std::string("r-4"),
-                                  std::string("r-5")}) {
+                                  std::string("r-6")}) {
     handed.push_back({name, copy(name)});
   }
   CpuSegmentPoolOptions options;
@@ -224,16 +225,16 @@ TEST_F(PersistenceJournalTest, AKeptHistoryIsRecordedAndAdoptedVersionByVersion)
   }
   auto stat = successor.Stat(kRoot, "h");
   ASSERT_TRUE(stat.ok()) << stat.status();
-  EXPECT_EQ(stat->version, 5u);
+  EXPECT_EQ(stat->version, 6u);
   EXPECT_EQ(stat->keep, 3u);
-  EXPECT_EQ(stat->kept_versions, (std::vector<uint64_t>{3, 4, 5}));
+  EXPECT_EQ(stat->kept_versions, (std::vector<uint64_t>{3, 4, 6}));
   // The successor goes on where the history ends, keeping 3.
   const std::string session = successor.OpenSession(kRoot, 1, "next", nullptr);
   ASSERT_TRUE(successor.Create(session, spec).ok());
   auto sealed = successor.Seal(session, "h");
   ASSERT_TRUE(sealed.ok()) << sealed.status();
-  EXPECT_EQ(sealed->version, 6u);
-  EXPECT_EQ(sealed->kept_versions, (std::vector<uint64_t>{4, 5, 6}));
+  EXPECT_EQ(sealed->version, 7u);
+  EXPECT_EQ(sealed->kept_versions, (std::vector<uint64_t>{4, 6, 7}));
   successor.CloseSession(session);
 }
 

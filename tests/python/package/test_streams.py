@@ -105,3 +105,78 @@ def test_after_version_waits_for_a_newer_version(daemon, client):
         client.put("st/wait", np.zeros(4), replace=True, keep=1025)
     client.delete("st/wait")
     assert client.stats()["waiting_gets"] == 0
+
+
+def test_watch_yields_every_event_under_its_prefix_and_event_get_reads_it(daemon, client):
+    with client.watch("st/w/") as watch:
+        assert client.stats()["watchers"] == 1
+        v1 = publish(client, "st/w/a", 1, keep=2)
+        publish(client, "st/other", 1)
+        v2 = publish(client, "st/w/a", 2, keep=2)
+        v3 = publish(client, "st/w/a", 3, keep=2)
+        client.delete("st/w/a")
+        events = [next(watch) for _ in range(5)]
+        assert [(e.kind, e.name, e.version) for e in events] == [
+            ("published", "st/w/a", v1), ("replaced", "st/w/a", v2),
+            ("replaced", "st/w/a", v3), ("expired", "st/w/a", v1), ("deleted", "st/w/a", v3)]
+        assert events[1].previous_version == v1 and events[1].info["shape"] == [FRAME]
+        assert watch.last_sequence == events[-1].sequence
+        assert watch.next(timeout=0.05) is None
+        # An event names a version; get() reads it while the name keeps it.
+        v4 = publish(client, "st/w/b", 4)
+        event = watch.next(timeout=10)
+        with event.get() as t:
+            assert (t.version, int(np.asarray(t)[0])) == (v4, 4)
+        client.delete("st/w/b")
+        assert watch.next(timeout=10).kind == "deleted"
+        with pytest.raises(tensorbroker.NotFound):
+            event.get()
+    assert watch.closed
+    wait_for(lambda: client.stats()["watchers"] == 0, "the watch to end in the daemon")
+    with pytest.raises(tensorbroker.InvalidArgument, match="prefix"):
+        client.watch("bad prefix")
+
+
+def test_a_watch_resumes_after_a_sequence_and_close_ends_a_waiting_iteration(daemon, client):
+    import threading
+
+    versions = [publish(client, "st/r/x", i) for i in range(3)]
+    with client.watch("st/r/", after_version=versions[0]) as watch:
+        assert [e.version for e in (next(watch), next(watch))] == versions[1:]
+        got = []
+        reader = threading.Thread(target=lambda: got.extend(watch))  # ends when closed
+        reader.start()
+        watch.close()
+        reader.join(timeout=30)
+        assert not reader.is_alive() and got == []
+    client.delete("st/r/x")
+
+
+def test_async_for_follows_a_watch_and_cancelling_ends_it(daemon, client):
+    import asyncio
+
+    async def main():
+        watch = client.watch("st/a/")
+        seen = []
+
+        async def follow():
+            async for event in watch:
+                seen.append(event.version)
+                if len(seen) == 2:
+                    return
+
+        task = asyncio.create_task(follow())
+        versions = [publish(client, "st/a/x", i) for i in range(2)]
+        await asyncio.wait_for(task, 30)
+        assert seen == versions
+        # A task waiting in the watch: cancelling it closes the watch.
+        waiting = asyncio.create_task(watch.__anext__())
+        await asyncio.sleep(0.1)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert watch.closed
+
+    asyncio.run(main())
+    wait_for(lambda: client.stats()["watchers"] == 0, "the watch to end in the daemon")
+    client.delete("st/a/x")

@@ -1,0 +1,43 @@
+// How the package's blocking calls wait (get(), Watch.next()): with the GIL released, in slices
+// on the main thread so that Ctrl-C interrupts them, and with timeouts given in seconds.
+// Stateless; call with the GIL held.
+#ifndef TENSORBROKER_PYTHON_SRC_PY_WAITING_H_
+#define TENSORBROKER_PYTHON_SRC_PY_WAITING_H_
+
+#include <pybind11/pybind11.h>
+
+#include <chrono>
+
+#include "absl/status/status.h"
+#include "python/src/status_error.h"
+
+namespace tensorbroker::python {
+
+// On the main thread (the only one Python's signal handlers run on), waits come in slices
+// this long, checking for KeyboardInterrupt between them. Other threads wait in one piece (up
+// to kLongestSlice): a Cancellation (or a close()) ends their wait, and the daemon sees one
+// steady waiter.
+inline constexpr std::chrono::milliseconds kWaitSlice(250);
+inline constexpr std::chrono::milliseconds kLongestSlice = std::chrono::hours(24);
+
+// Whether this is Python's main thread.
+bool OnMainThread();
+
+// Runs `call` (a Client method) with the GIL released and returns its value.
+template <typename Call>
+auto Unlocked(Call&& call) {
+  decltype(call()) result = absl::UnknownError("not run");
+  {
+    GilReleased released;
+    result = call();
+  }
+  return result;
+}
+
+// `seconds` as milliseconds (rounded up; at most about 31 years); INVALID_ARGUMENT naming
+// `field` for a negative or NaN value.
+std::chrono::milliseconds SecondsToMillis(double seconds, const char* field);
+
+}  // namespace tensorbroker::python
+
+#endif  // TENSORBROKER_PYTHON_SRC_PY_WAITING_H_

@@ -1,0 +1,87 @@
+#include "python/src/py_watch.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "python/src/py_client.h"
+#include "python/src/py_waiting.h"
+#include "python/src/status_error.h"
+
+namespace tensorbroker::python {
+
+namespace py = pybind11;
+
+namespace {
+
+PyWatchEvent ToPython(const WatchEvent& event, const py::object& client) {
+  PyWatchEvent out;
+  out.kind = WatchEventKindName(event.kind);
+  out.sequence = event.sequence;
+  out.name = event.name;
+  out.version = event.version;
+  out.previous_version = event.previous_version;
+  out.info = event.kind == WatchEvent::Kind::kLost ? py::none() : py::object(InfoDict(event.info));
+  out.lost_first = event.lost_first;
+  out.lost_last = event.lost_last;
+  out.client = client;
+  return out;
+}
+
+}  // namespace
+
+py::object PyWatchEvent::Get(py::object timeout) const {
+  if (kind == "lost") {
+    throw StatusError(absl::FailedPreconditionError(absl::StrCat(
+        "a lost event (sequences ", lost_first, "..", lost_last, ") names no tensor")));
+  }
+  py::dict kwargs;
+  kwargs["version"] = version;
+  return client.attr("get")(name, timeout, **kwargs);
+}
+
+std::string PyWatchEvent::Repr() const {
+  if (kind == "lost") {
+    return absl::StrCat("<tensorbroker.WatchEvent lost ", lost_first, "..", lost_last, ">");
+  }
+  return absl::StrCat("<tensorbroker.WatchEvent ", kind, " '", name, "' version ", version,
+                      " (sequence ", sequence, ")>");
+}
+
+PyWatch::PyWatch(py::object client, std::unique_ptr<Watcher> watcher)
+    : client_(std::move(client)), watcher_(std::move(watcher)) {}
+
+py::object PyWatch::Next(std::optional<double> timeout) {
+  const bool forever = !timeout.has_value();
+  const auto deadline = std::chrono::steady_clock::now() +
+                        (forever ? std::chrono::milliseconds(0)
+                                 : SecondsToMillis(*timeout, "timeout"));
+  const std::chrono::milliseconds longest = OnMainThread() ? kWaitSlice : kLongestSlice;
+  std::shared_ptr<Watcher> watcher = watcher_;
+  while (true) {
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline -
+                                                             std::chrono::steady_clock::now());
+    const auto slice = forever ? longest : std::clamp(left, std::chrono::milliseconds(0), longest);
+    auto event = Unlocked([&] { return watcher->Next(slice); });
+    if (!event.ok()) throw StatusError(event.status());
+    if (event->has_value()) return py::cast(ToPython(**event, client_));
+    if (!forever && std::chrono::steady_clock::now() >= deadline) return py::none();
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // Ctrl-C
+  }
+}
+
+PyWatchEvent PyWatch::Iterate() {
+  try {
+    return Next(std::nullopt).cast<PyWatchEvent>();
+  } catch (const StatusError& error) {
+    if (closed_.load() && absl::IsCancelled(error.status())) throw py::stop_iteration();
+    throw;
+  }
+}
+
+void PyWatch::Close() {
+  closed_.store(true);
+  watcher_->Close();
+}
+
+}  // namespace tensorbroker::python
