@@ -47,18 +47,6 @@ const size_t kThreadSlack = 16 + 2 * std::thread::hardware_concurrency();
 // The daemon's heap may keep what its allocator cached at the peak; more than this is a leak.
 constexpr size_t kRssAnonSlackKib = 64 << 10;
 
-// Under ASan freed memory waits in a quarantine before it is reused (256 MiB by default), which
-// RssAnon would count as growth. The processes this test starts keep a small one instead:
-// use-after-free is still caught in the 16 MiB most recently freed, and what the daemon's RSS
-// shows beyond that is a leak, as in a plain build. Later ASAN_OPTIONS entries win.
-void KeepTheQuarantineSmall() {
-  const char* options = std::getenv("ASAN_OPTIONS");
-  const std::string small = absl::StrCat(options != nullptr ? options : "",
-                                         options != nullptr && *options != '\0' ? ":" : "",
-                                         "quarantine_size_mb=16:thread_local_quarantine_size_kb=256");
-  ::setenv("ASAN_OPTIONS", small.c_str(), 1);
-}
-
 std::chrono::seconds SoakLength() {
   const char* value = std::getenv("TENSORBROKER_SOAK_SECONDS");
   int seconds = 0;
@@ -199,7 +187,7 @@ void DeleteAllAndSettle(Client& client) {
 }
 
 TEST(ChaosSoakTest, ClientsKilledAtRandomLeaveNoLeasePendingTensorOrByteBehind) {
-  KeepTheQuarantineSmall();
+  KeepAsanQuarantineSmall();
   ASSERT_OK_AND_ASSIGN(DaemonProcess daemon,
                        DaemonProcess::Start({"--capacity", "512M", "--log-level", "warning"}));
   ConnectOptions options;

@@ -26,6 +26,10 @@
 //                                            writable=, found= (1 or 0 each, comma-separated)
 //   local_retain LEASE | local_fetch LEASE   local-channel Retain / FetchSegment: descriptors=
 //   local_release LEASE                      batched release of LEASE, then a barrier
+//   watch PREFIX AFTER COUNT WAIT_MS         gRPC Watch (PREFIX - for none) after sequence
+//                                            AFTER ("-": from now)
+//                                            until COUNT events or WAIT_MS passed (then
+//                                            DEADLINE_EXCEEDED); events= KIND:NAME:VERSION,...
 // A command the peer cannot parse, or an I/O failure, ends it with "fatal ..." and exit 3.
 // Every call carries a 30 s deadline: a hang guard, never a measurement.
 #include <grp.h>
@@ -167,7 +171,7 @@ class Peer {
         {"abort", 2},       {"delete", 2},       {"get", 3},       {"stat", 2},
         {"read", 2},        {"list", 3},         {"stats", 1},     {"release", 2},
         {"retain", 2},      {"local_open", 1},   {"local_get", 3}, {"local_retain", 2},
-        {"local_fetch", 2}, {"local_release", 2}, {"local_cancel", 2}};
+        {"local_fetch", 2}, {"local_release", 2}, {"local_cancel", 2}, {"watch", 5}};
     const std::string& verb = words[0];
     auto arity = kArity.find(verb);
     if (arity == kArity.end()) Die("unknown command " + verb);
@@ -190,6 +194,10 @@ class Peer {
     if (verb == "local_open") return LocalOpen();
     if (verb == "local_get") return LocalGet(words[1], words[2]);
     if (verb == "local_cancel") return LocalCancelUpTo(Number(words[1]));
+    if (verb == "watch") {
+      return Watch(words[1] == "-" ? "" : words[1], words[2], Number(words[3]),
+                   Number(words[4]));
+    }
     return LocalLeaseCall(verb, Number(words[1]));
   }
 
@@ -317,6 +325,27 @@ class Peer {
                        : fill == -1 ? "none"
                                     : std::to_string(fill));
     }
+    return answer;
+  }
+
+  Answer Watch(const std::string& prefix, const std::string& after, uint64_t count,
+              uint64_t wait_ms) {
+    v1::WatchRequest request;
+    request.set_prefix(prefix);
+    if (after != "-") request.set_after_version(Number(after));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(wait_ms));
+    auto reader = stub_->Watch(&context, request);
+    std::vector<std::string> events;
+    v1::WatchEvent event;
+    while (events.size() < count && reader->Read(&event)) {
+      events.push_back(absl::StrCat(v1::WatchEvent::Kind_Name(event.kind()), ":", event.name(),
+                                    ":", event.version()));
+    }
+    if (events.size() == count) context.TryCancel();
+    Answer answer = events.size() == count ? Answer{} : FromGrpc(reader->Finish());
+    if (events.size() == count) (void)reader->Finish();
+    answer.Set("events", absl::StrJoin(events, ","));
     return answer;
   }
 

@@ -634,6 +634,46 @@ TEST_F(TenancyTest, AnotherUidCannotCancelAWaitingGet) {
   EXPECT_OK(root().Ping());
 }
 
+// A watch shows only the events of versions its uid may read: uid 65534 watching everything
+// learns nothing of root's private tensor (not its publication, replacement or deletion), while
+// root's own watch sees all of them.
+TEST_F(TenancyTest, AWatcherOfAnotherUidSeesOnlyTheEventsOfWhatItMayRead) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon({}));
+  ASSERT_OK_AND_ASSIGN(TensorInfo start, PutFilled("w/start", 10, 1, {"*"}));
+  ASSERT_OK_AND_ASSIGN(TensorInfo secret, PutFilled("w/secret", 10, 0x5e, {"uid:0"}));
+  ASSERT_OK_AND_ASSIGN(TensorInfo open, PutFilled("w/open", 10, 2, {"*"}));
+  PutOptions replace;
+  replace.replace = true;
+  replace.readers = {"uid:0"};
+  ASSERT_OK_AND_ASSIGN(TensorInfo secret2, PutBytes("w/secret", std::vector<uint8_t>(10, 0x5f),
+                                                     replace));
+  ASSERT_OK(root().Delete("w/open"));
+  ASSERT_OK_AND_ASSIGN(OtherUser nobody, Nobody());
+  // Everything after "w/start" that it may see: two events, then nothing more in 1 s.
+  const Reply watched = nobody.Call(absl::StrCat("watch - ", start.version, " 3 1000"));
+  EXPECT_EQ(watched.code, static_cast<int>(grpc::StatusCode::DEADLINE_EXCEEDED)) << watched.line;
+  EXPECT_EQ(watched["events"],
+            absl::StrCat("PUBLISHED:w/open:", open.version, ",DELETED:w/open:", open.version));
+  // Root sees its own secret's events too, in order.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Watcher> all, [&] {
+    WatchOptions options;
+    options.after_version = start.version;
+    return root().Watch("w/", options);
+  }());
+  std::vector<std::string> seen;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_OK_AND_ASSIGN(std::optional<WatchEvent> event, all->Next(std::chrono::seconds(10)));
+    ASSERT_TRUE(event.has_value());
+    seen.push_back(absl::StrCat(WatchEventKindName(event->kind), ":", event->name));
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"published:w/secret", "published:w/open",
+                                            "replaced:w/secret", "deleted:w/open"}));
+  EXPECT_GT(secret2.version, secret.version);
+  // The secret's bytes are intact, and the daemon serves.
+  EXPECT_EQ(RootBytes("w/secret"), std::vector<uint8_t>(10, 0x5f));
+  EXPECT_EQ(nobody.Call("stat w/start").code, 0);
+}
+
 TEST_F(TenancyTest, DefaultReadersApplyToTensorsThatNameNone) {
   ASSERT_NO_FATAL_FAILURE(StartDaemon({"--default-readers", "uid:0"}));
   ASSERT_OK_AND_ASSIGN(TensorInfo unnamed, PutFilled("d/unnamed", 10, 1));

@@ -483,6 +483,10 @@ def test_malformed_local_requests_are_refused_naming_the_problem(daemon, stub):
         name="py/array")).SerializeToString())
     assert reply.code == grpc.StatusCode.FAILED_PRECONDITION.value[0]
     assert "session" in reply.message
+    reply, _ = exchange(sock, lpb.LocalRequest(request_id=21, watch=pb.WatchRequest(
+        prefix="py/")).SerializeToString())
+    assert reply.code == grpc.StatusCode.FAILED_PRECONDITION.value[0]
+    assert "session" in reply.message
     reply, _ = exchange(sock, lpb.LocalRequest(request_id=3, attach=lpb.LocalRequest.Attach(
         session_id="nope")).SerializeToString())
     assert reply.code == grpc.StatusCode.FAILED_PRECONDITION.value[0]
@@ -494,6 +498,25 @@ def test_malformed_local_requests_are_refused_naming_the_problem(daemon, stub):
     reply, _ = exchange(sock, lpb.LocalRequest(request_id=6, fetch_segment=(
         lpb.LocalRequest.FetchSegment(lease_id=12345))).SerializeToString())
     assert reply.code == grpc.StatusCode.NOT_FOUND.value[0] and "lease" in reply.message
+    # Watches: a bad prefix, and a second watch under an id already watching, are refused
+    # naming the field; the first watch serves on, and a Cancel ends it with CANCELLED.
+    reply, _ = exchange(sock, lpb.LocalRequest(request_id=7, watch=pb.WatchRequest(
+        prefix="bad prefix")).SerializeToString())
+    assert (reply.request_id, reply.code) == (7, invalid) and "watch.prefix" in reply.message
+    sock.sendmsg([lpb.LocalRequest(request_id=8, watch=pb.WatchRequest(
+        prefix="py/malformed/")).SerializeToString()])
+    reply, _ = exchange(sock, lpb.LocalRequest(request_id=8, watch=pb.WatchRequest(
+        prefix="py/")).SerializeToString())
+    assert (reply.request_id, reply.code) == (8, invalid) and "request_id" in reply.message
+    info = put(stub, "py/malformed/x", np.zeros(2, np.float32))
+    reply_bytes, _, _, _ = socket.recv_fds(sock, 1 << 18, 16)
+    event = lpb.LocalReply.FromString(reply_bytes)
+    assert (event.request_id, event.watch_event.kind) == (8, pb.WatchEvent.PUBLISHED)
+    assert event.watch_event.version == info.version
+    reply, _ = exchange(sock, lpb.LocalRequest(request_id=0, cancel=lpb.LocalRequest.Cancel(
+        request_id=8)).SerializeToString())
+    assert (reply.request_id, reply.code) == (8, grpc.StatusCode.CANCELLED.value[0])
+    assert stub.Stats(pb.StatsRequest(), timeout=RPC_TIMEOUT).watchers == 0
     sock.close()
     assert stub.Ping(pb.Empty(), timeout=RPC_TIMEOUT) == pb.Empty()
 

@@ -22,6 +22,14 @@ size_t CountEntries(const std::string& directory) {
 
 }  // namespace
 
+void KeepAsanQuarantineSmall() {
+  const char* options = std::getenv("ASAN_OPTIONS");
+  const std::string small = absl::StrCat(options != nullptr ? options : "",
+                                         options != nullptr && *options != '\0' ? ":" : "",
+                                         "quarantine_size_mb=16:thread_local_quarantine_size_kb=256");
+  ::setenv("ASAN_OPTIONS", small.c_str(), 1);
+}
+
 ProcessFootprint FootprintOf(pid_t pid) {
   const std::string proc = absl::StrCat("/proc/", pid);
   ProcessFootprint footprint;

@@ -21,6 +21,13 @@ struct ProcessFootprint {
 // All zero when the process is gone.
 ProcessFootprint FootprintOf(pid_t pid);
 
+// Under ASan freed memory waits in a quarantine before it is reused (256 MiB by default), which
+// RssAnon would count as growth. Call before starting the processes to measure: they keep a
+// small one instead (ASAN_OPTIONS), so use-after-free is still caught in the 16 MiB most
+// recently freed, and what RSS shows beyond that is growth, as in a plain build. Later
+// ASAN_OPTIONS entries win. Harmless without ASan.
+void KeepAsanQuarantineSmall();
+
 // "fds 14, threads 9, RssAnon 21.3 MiB, RssShmem 0.0 MiB"
 std::string Describe(const ProcessFootprint& footprint);
 
