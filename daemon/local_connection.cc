@@ -158,8 +158,11 @@ bool LocalConnection::HandleRequest(const std::string& bytes) {
       return true;
     }
     if (reply.code() == 0 && request.call_case() == v1::LocalRequest::kWatch) {
+      // Registered: an empty reply says so (every event from now on reaches it), then events.
+      reply.set_request_id(request.request_id());
+      reply.mutable_empty();
       Account(request.call_case(), SubjectOf(request), reply, start);
-      return PumpWatches();
+      return Send(reply, {}) && PumpWatches();
     }
   }
   reply.set_request_id(request.request_id());

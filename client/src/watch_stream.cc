@@ -21,7 +21,7 @@ namespace {
 
 constexpr uint64_t kAttachId = 1;
 constexpr uint64_t kWatchId = 2;
-// How long Start waits for the daemon to answer the attach.
+// How long Start waits for the daemon to answer the attach, and then the watch.
 constexpr std::chrono::seconds kAttachTimeout{10};
 
 absl::Status SendRequest(int socket, const v1::LocalRequest& request) {
@@ -86,7 +86,17 @@ absl::Status WatchStream::Start() {
   watch.set_request_id(kWatchId);
   watch.mutable_watch()->set_prefix(prefix_);
   if (after_.has_value()) watch.mutable_watch()->set_after_version(*after_);
-  return SendRequest(socket_.get(), watch);
+  if (absl::Status sent = SendRequest(socket_.get(), watch); !sent.ok()) return sent;
+  // Registered once the daemon says so: from then on no event is missed.
+  readable = WaitReadable(std::chrono::steady_clock::now() + kAttachTimeout, false);
+  if (!readable.ok()) return readable.status();
+  if (!*readable) return absl::DeadlineExceededError("watch: the daemon did not answer the watch");
+  auto started = ReadReply(socket_.get());
+  if (!started.ok()) return started.status();
+  if (started->code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(started->code()), started->message());
+  }
+  return absl::OkStatus();
 }
 
 absl::Status WatchStream::Resume() {

@@ -503,8 +503,10 @@ def test_malformed_local_requests_are_refused_naming_the_problem(daemon, stub):
     reply, _ = exchange(sock, lpb.LocalRequest(request_id=7, watch=pb.WatchRequest(
         prefix="bad prefix")).SerializeToString())
     assert (reply.request_id, reply.code) == (7, invalid) and "watch.prefix" in reply.message
-    sock.sendmsg([lpb.LocalRequest(request_id=8, watch=pb.WatchRequest(
-        prefix="py/malformed/")).SerializeToString()])
+    reply, _ = exchange(sock, lpb.LocalRequest(request_id=8, watch=pb.WatchRequest(
+        prefix="py/malformed/")).SerializeToString())
+    assert (reply.request_id, reply.code, reply.WhichOneof("result")) == (8, 0, "empty")
+    assert stub.Stats(pb.StatsRequest(), timeout=RPC_TIMEOUT).watchers == 1
     reply, _ = exchange(sock, lpb.LocalRequest(request_id=8, watch=pb.WatchRequest(
         prefix="py/")).SerializeToString())
     assert (reply.request_id, reply.code) == (8, invalid) and "request_id" in reply.message
