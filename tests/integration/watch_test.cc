@@ -22,6 +22,23 @@ namespace {
 
 using Kind = WatchEvent::Kind;
 
+// How much the daemon's RssAnon may grow while a watcher stalls over 60,000 versions. Queueing
+// events for it would take over 11 MiB; plain and ASan builds stay within 1 MiB. Under TSan the
+// runtime's own bookkeeping grows with every operation (about 9 MiB here), so the bound is the
+// soak tests' slack there: it still catches a queue of events, which would grow several times
+// over under TSan's allocator.
+#if defined(__SANITIZE_THREAD__)
+constexpr size_t kStallGrowthKib = 64 << 10;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr size_t kStallGrowthKib = 64 << 10;
+#else
+constexpr size_t kStallGrowthKib = 6 << 10;
+#endif
+#else
+constexpr size_t kStallGrowthKib = 6 << 10;
+#endif
+
 // The next event, failing the test when none comes within 10 s.
 WatchEvent NextEvent(Watcher& watcher) {
   auto event = watcher.Next(std::chrono::seconds(10));
@@ -151,7 +168,7 @@ TEST_F(WatchTest, AStalledWatcherGetsOneLostEventAndHoldsNothingUp) {
   EXPECT_EQ(kept_up_lost.load(), 0);
   EXPECT_EQ(kept_up_versions, published);
   // The daemon's memory stays bounded by its log, whatever the stalled watcher does.
-  EXPECT_LT(rss_most - rss_before, 6u * 1024)
+  EXPECT_LT(rss_most - rss_before, kStallGrowthKib)
       << "RssAnon grew from " << rss_before << " KiB to " << rss_most << " KiB";
   EXPECT_EQ(Watchers(), 2u);
   // The stalled one: what the socket and the daemon's window held, then ONE LOST for what fell
@@ -203,7 +220,8 @@ TEST_F(WatchTest, AWatcherKilledMidStreamLeavesNothingBehind) {
     auto stats = client().Stats();
     return stats.ok() && stats->watchers == 0 && stats->clients == baseline.clients;
   }, std::chrono::seconds(5)));
-  EXPECT_TRUE(PollUntil([&] { return FootprintOf(daemon_->pid()).fds == before.fds; },
+  // No more than before (gRPC's own threads may have ended meanwhile, with their descriptors).
+  EXPECT_TRUE(PollUntil([&] { return FootprintOf(daemon_->pid()).fds <= before.fds; },
                         std::chrono::seconds(5)))
       << "daemon fds " << FootprintOf(daemon_->pid()).fds << ", were " << before.fds;
   // The daemon still serves.

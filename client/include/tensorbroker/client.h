@@ -272,6 +272,7 @@ class Client {
   // this process's uid alone).
   absl::StatusOr<BrokerStats> Stats();
   // Watches every publication, replacement, deletion and expiry under `prefix` (Watcher).
+  // Returns once the daemon has registered the watch: every event after that reaches it.
   // INVALID_ARGUMENT for a prefix no name could start with.
   absl::StatusOr<std::unique_ptr<Watcher>> Watch(const std::string& prefix,
                                                  const WatchOptions& options = {});
