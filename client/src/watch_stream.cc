@@ -73,30 +73,25 @@ absl::Status WatchStream::Start() {
   v1::LocalRequest attach;
   attach.set_request_id(kAttachId);
   attach.mutable_attach()->set_session_id(connection_->session_id());
-  if (absl::Status sent = SendRequest(socket_.get(), attach); !sent.ok()) return sent;
-  auto readable = WaitReadable(std::chrono::steady_clock::now() + kAttachTimeout, false);
-  if (!readable.ok()) return readable.status();
-  if (!*readable) return absl::DeadlineExceededError("watch: the daemon did not answer the attach");
-  auto attached = ReadReply(socket_.get());
-  if (!attached.ok()) return attached.status();
-  if (attached->code() != 0) {
-    return absl::Status(static_cast<absl::StatusCode>(attached->code()), attached->message());
-  }
+  if (absl::Status attached = Ask(attach, "attach"); !attached.ok()) return attached;
   v1::LocalRequest watch;
   watch.set_request_id(kWatchId);
   watch.mutable_watch()->set_prefix(prefix_);
   if (after_.has_value()) watch.mutable_watch()->set_after_version(*after_);
-  if (absl::Status sent = SendRequest(socket_.get(), watch); !sent.ok()) return sent;
   // Registered once the daemon says so: from then on no event is missed.
-  readable = WaitReadable(std::chrono::steady_clock::now() + kAttachTimeout, false);
+  return Ask(watch, "watch");
+}
+
+absl::Status WatchStream::Ask(const v1::LocalRequest& request, const char* what) {
+  if (absl::Status sent = SendRequest(socket_.get(), request); !sent.ok()) return sent;
+  auto readable = WaitReadable(std::chrono::steady_clock::now() + kAttachTimeout, false);
   if (!readable.ok()) return readable.status();
-  if (!*readable) return absl::DeadlineExceededError("watch: the daemon did not answer the watch");
-  auto started = ReadReply(socket_.get());
-  if (!started.ok()) return started.status();
-  if (started->code() != 0) {
-    return absl::Status(static_cast<absl::StatusCode>(started->code()), started->message());
+  if (!*readable) {
+    return absl::DeadlineExceededError(absl::StrCat("watch: the daemon did not answer the ", what));
   }
-  return absl::OkStatus();
+  auto reply = ReadReply(socket_.get());
+  if (!reply.ok()) return reply.status();
+  return absl::Status(static_cast<absl::StatusCode>(reply->code()), reply->message());
 }
 
 absl::Status WatchStream::Resume() {

@@ -22,6 +22,7 @@
 #include "client/src/connection.h"
 #include "common/unique_fd.h"
 #include "tensorbroker/client.h"
+#include "tensorbroker/v1/local.pb.h"
 
 namespace tensorbroker::client_internal {
 
@@ -45,6 +46,8 @@ class WatchStream final : public Watcher {
               std::optional<uint64_t> after, Reconnect reconnect, UniqueFd closed);
   // Connects, attaches the session and sends the watch.
   absl::Status Start();
+  // Sends `request` (`what` it is, for messages) and waits for its answer's status.
+  absl::Status Ask(const v1::LocalRequest& request, const char* what);
   // After the daemon went away: a new connection, and the watch again after what was seen.
   absl::Status Resume();
   // Waits for the socket (or Close) until `deadline`: true when the socket is readable.
