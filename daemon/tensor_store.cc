@@ -410,9 +410,15 @@ TensorInfo TensorStore::PublishLocked(TensorObject* object, const Principal& by)
   } else {
     const TensorObject& previous = *objects_.at(entry->second.current());
     previous_version = previous.version;
-    Log(LogLevel::kInfo, "'", LogSafe(name), "' replaced (version ", previous.version, " -> ",
-        object->version, ", owner ", DescribeUid(entry->second.owner_uid), ") by ",
-        DescribeUid(by.uid));
+    // Someone else's name (an administrator's act) at info; an owner's own replacement, which a
+    // stream makes at every frame, at debug.
+    const LogLevel level =
+        by.uid == entry->second.owner_uid ? LogLevel::kDebug : LogLevel::kInfo;
+    if (LogEnabled(level)) {  // spares the user-name lookups too
+      Log(level, "'", LogSafe(name), "' replaced (version ", previous.version, " -> ",
+          object->version, ", owner ", DescribeUid(entry->second.owner_uid), ") by ",
+          DescribeUid(by.uid));
+    }
   }
   entry->second.keep = object->spec.keep;
   entry->second.versions.emplace(object->version, object->id);
