@@ -5,7 +5,9 @@
 // LISTEN_FDNAMES and LISTEN_PID for the next start). Checked after SIGTERM and after SIGKILL:
 // every sealed tensor comes back with its bytes, version, owner and readers; deleted, replaced
 // and pending ones do not; a view held across the restart still reads its bytes; new versions
-// continue above the adopted ones; records and segments that are not what they claim are
+// continue above the adopted ones (and above the previous daemon's even when nothing was
+// adopted), and a follower waiting with after_version across a restart gets the next version
+// while the kept history stays; records and segments that are not what they claim are
 // dropped, and the daemon serves on. With socket activation (the harness playing the socket
 // unit) a client that connects while the daemon is down is served when it is back.
 #include <fcntl.h>
@@ -226,6 +228,100 @@ TEST_F(RestartTest, AClientRidesThroughARestartAndLeasesWhatItHoldsAgain) {
   EXPECT_CODE(c->Stat("creating"), absl::StatusCode::kNotFound);
   ASSERT_OK(PutFloats(*c, "creating", Floats(4, 9)));
   EXPECT_EQ(GetFloats(*c, "creating"), Floats(4, 9));
+}
+
+// A follower waiting for the version after the one it read (GetOptions::after_version) rides
+// through a restart: its wait is made again on the new instance, where the adopted versions are
+// not news to it, and it gets the first version published after the restart. The name's kept
+// history comes back with it, and stepping through it (oldest) crosses the restart. A daemon
+// that starts without the descriptor store (nothing adopted) still numbers above every version
+// the previous one gave: versions start at the clock.
+TEST_F(RestartTest, AFollowerWaitingAcrossARestartGetsTheNextVersionAndTheHistoryStays) {
+  Start();
+  ConnectOptions options;
+  options.socket_path = socket_;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> producer, Client::Connect(options));
+  PutOptions put;
+  put.replace = true;
+  put.keep = 3;
+  std::vector<uint64_t> before;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(TensorInfo info,
+                         PutFloats(*producer, "stream", Floats(8, 10.0f * i), put));
+    before.push_back(info.version);
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> follower, Client::Connect(options));
+  std::vector<float> followed_bytes;
+  uint64_t followed_version = 0;
+  absl::Status followed;
+  std::thread waiter([&] {
+    GetOptions next;
+    next.after_version = before.back();
+    next.timeout = std::chrono::seconds(60);
+    auto got = follower->Get("stream", next);
+    if (!got.ok()) {
+      followed = got.status();
+      return;
+    }
+    TensorPtr t(*got);
+    followed_bytes = FloatsOf(t->dl_tensor);
+    auto info = follower->Describe(*t);
+    followed = info.status();
+    if (info.ok()) followed_version = info->version;
+  });
+  // Whether the wait reached the first instance or not, it ends up on the second one.
+  absl::SleepFor(absl::Milliseconds(200));
+  Stop(SIGTERM);
+  Start();
+
+  // The adopted current version is not newer than what the follower read: it still waits.
+  ASSERT_OK_AND_ASSIGN(TensorInfo adopted, producer->Stat("stream"));
+  EXPECT_EQ(adopted.version, before.back());
+  EXPECT_EQ(adopted.kept_versions, before);
+  ASSERT_OK_AND_ASSIGN(TensorInfo after, PutFloats(*producer, "stream", Floats(8, 30), put));
+  EXPECT_GT(after.version, before.back());
+  waiter.join();
+  ASSERT_OK(followed);
+  EXPECT_EQ(followed_version, after.version);
+  EXPECT_EQ(followed_bytes, Floats(8, 30));
+
+  // keep=3: the oldest version went, the two before the restart stay readable by number, and
+  // stepping through the history from the first version crosses the restart in order.
+  ASSERT_OK_AND_ASSIGN(TensorInfo now, producer->Stat("stream"));
+  EXPECT_EQ(now.kept_versions, (std::vector<uint64_t>{before[1], before[2], after.version}));
+  GetOptions exact;
+  exact.version = before[0];
+  EXPECT_CODE(follower->Get("stream", exact), absl::StatusCode::kNotFound);
+  exact.version = before[1];
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * second, follower->Get("stream", exact));
+  EXPECT_EQ(FloatsOf(TensorPtr(second)->dl_tensor), Floats(8, 10));
+  std::vector<uint64_t> stepped;
+  GetOptions step;
+  step.oldest = true;
+  step.after_version = before[0];
+  while (true) {
+    auto got = follower->Get("stream", step);
+    if (absl::IsNotFound(got.status())) break;  // nothing newer (no wait): the end of history
+    ASSERT_OK(got.status());
+    TensorPtr t(*got);
+    ASSERT_OK_AND_ASSIGN(TensorInfo info, follower->Describe(*t));
+    stepped.push_back(info.version);
+    step.after_version = info.version;
+  }
+  EXPECT_EQ(stepped, (std::vector<uint64_t>{before[1], before[2], after.version}));
+
+  // A fresh start with nothing to adopt (a new descriptor store): versions still go up.
+  producer.reset();
+  follower.reset();
+  Stop(SIGTERM);
+  ASSERT_OK_AND_ASSIGN(harness_, ServiceManagerHarness::CreateInTemporaryDirectory());
+  socket_ = harness_->directory() + "/broker.sock";
+  Start();
+  auto fresh = Connect();
+  ASSERT_NE(fresh, nullptr);
+  EXPECT_CODE(fresh->Stat("stream"), absl::StatusCode::kNotFound);
+  ASSERT_OK_AND_ASSIGN(TensorInfo first, PutFloats(*fresh, "stream", Floats(8, 40)));
+  EXPECT_GT(first.version, after.version);
 }
 
 // A Seal that finds the daemon gone is not made again on the next one: ABORTED, and the calls
