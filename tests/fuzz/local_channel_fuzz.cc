@@ -11,7 +11,8 @@
 // as many descriptors arrived as it lists, each as large as it says and writable only when it
 // says so; a grant lies inside its segment, 256-byte aligned, with a layout that checks out;
 // and, while the connection stands, each request that asked for a reply (a request_id) got
-// exactly one.
+// exactly one, except a Watch's id, which takes any number (registered, events, the end; and the
+// replies to later requests that reuse its id, which the daemon answers with the id they gave).
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -152,6 +153,9 @@ void CheckGrant(const v1::TensorGrant& grant) {
   FUZZ_CHECK(ValidateName(info.name()).ok(), "granted name");
 }
 
+// `expected`'s count for the id of a Watch: from then on any number of replies.
+constexpr int kStreaming = -1;
+
 // Reads every reply waiting on the client's end; each one with a request_id is crossed off
 // `expected`.
 void DrainReplies(int client, std::map<uint64_t, int>* expected) {
@@ -172,6 +176,7 @@ void DrainReplies(int client, std::map<uint64_t, int>* expected) {
     if (reply.has_grant()) CheckGrant(reply.grant());
     if (reply.request_id() != 0) {
       int& left = (*expected)[reply.request_id()];
+      if (left == kStreaming) continue;
       FUZZ_CHECK(left > 0, "a reply to request %llu, which asked for no more",
                  static_cast<unsigned long long>(reply.request_id()));
       --left;
@@ -219,7 +224,12 @@ void Run(const uint8_t* data, size_t size) {
     v1::LocalRequest request;
     if (!with_fd && !datagram.empty() && request.ParseFromString(std::string(datagram)) &&
         request.request_id() != 0) {
-      ++expected[request.request_id()];
+      int& owed = expected[request.request_id()];
+      if (request.has_watch() || owed == kStreaming) {
+        owed = kStreaming;
+      } else {
+        ++owed;
+      }
     }
     absl::Status sent = SendMessage(client.get(), datagram,
                                     with_fd ? std::vector<int>{attached_fd} : std::vector<int>{});
@@ -243,7 +253,7 @@ void Run(const uint8_t* data, size_t size) {
   }
   if (!dropped) {
     for (const auto& [request_id, left] : expected) {
-      FUZZ_CHECK(left == 0, "request %llu is owed %d replies",
+      FUZZ_CHECK(left == 0 || left == kStreaming, "request %llu is owed %d replies",
                  static_cast<unsigned long long>(request_id), left);
     }
   }
