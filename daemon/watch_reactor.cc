@@ -28,6 +28,8 @@ WatchReactor::WatchReactor(TensorStore* store, const absl::StatusOr<Principal>& 
     std::lock_guard<std::mutex> lock(link->mu);
     if (link->reactor != nullptr) link->reactor->PumpLocked();
   });
+  // Registered: the initial metadata tells the client so (every event from now on reaches it).
+  StartSendInitialMetadata();
   PumpLocked();
 }
 

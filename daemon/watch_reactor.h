@@ -4,6 +4,8 @@
 // may see; a slow one holds no thread and no memory beyond one event (the log is shared and
 // bounded: falling behind it gives a LOST event, never a slower daemon).
 //
+// The initial metadata goes out once the watch is registered, so a client that waits for it
+// knows every later event reaches it.
 // Lifetime: made by BrokerService::Watch, deletes itself in OnDone, which ends the watch. The
 // log's wake callback may run after that: it reaches the reactor only through `link_`, which
 // OnDone cuts under its mutex.
