@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,9 @@ namespace tensorbroker::daemon {
 namespace {
 
 constexpr uint64_t kWakeTag = 0;  // epoll data of the eventfd; connections have ids >= 1
+
+// The server whose loop runs on this thread, if any: what it hands itself needs no wake.
+thread_local const LocalChannelServer* loop_on_this_thread = nullptr;
 
 }  // namespace
 
@@ -132,6 +136,7 @@ void LocalChannelServer::Hand(Handoff handoff) {
     }
     handoffs_.push_back(std::move(handoff));
   }
+  if (loop_on_this_thread == this) return;  // the loop takes it before it waits again
   const uint64_t one = 1;
   (void)!::write(wake_.get(), &one, sizeof(one));
 }
@@ -193,6 +198,8 @@ std::function<void()> LocalChannelServer::WatchWaker(uint64_t id) {
   };
 }
 
+void LocalChannelServer::AnswerOthersFirst(uint64_t id) { TakeHandoffs(id); }
+
 void LocalChannelServer::WaitEnded(uint64_t id, uint64_t waiter_id, absl::Time deadline) {
   auto [first, last] = deadlines_.equal_range(deadline);
   for (auto it = first; it != last; ++it) {
@@ -214,9 +221,15 @@ int LocalChannelServer::NextTimeoutMs() const {
 }
 
 void LocalChannelServer::Loop() {
+  loop_on_this_thread = this;
   epoll_event events[64];
   while (true) {
-    const int ready = ::epoll_wait(epoll_.get(), events, 64, NextTimeoutMs());
+    int timeout_ms = NextTimeoutMs();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!handoffs_.empty()) timeout_ms = 0;  // handed over on this thread, without a wake
+    }
+    const int ready = ::epoll_wait(epoll_.get(), events, 64, timeout_ms);
     if (ready < 0 && errno != EINTR) {
       Log(LogLevel::kError, "local channel: epoll_wait: ", std::strerror(errno));
       break;
@@ -241,13 +254,18 @@ void LocalChannelServer::Loop() {
   TakeHandoffs();  // answers that raced with the drops: their leases are given back
 }
 
-void LocalChannelServer::TakeHandoffs() {
+void LocalChannelServer::TakeHandoffs(std::optional<uint64_t> except) {
   std::vector<Handoff> taken;
   {
     std::lock_guard<std::mutex> lock(mu_);
     taken.swap(handoffs_);
   }
+  std::vector<Handoff> deferred;
   for (Handoff& handoff : taken) {
+    if (except.has_value() && handoff.connection_id == *except) {
+      deferred.push_back(std::move(handoff));
+      continue;
+    }
     auto it = connections_.find(handoff.connection_id);
     switch (handoff.kind) {
       case Handoff::Kind::kConnection: {
@@ -299,6 +317,11 @@ void LocalChannelServer::TakeHandoffs() {
         }
         break;
     }
+  }
+  if (!deferred.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);  // ahead of what came meanwhile, in their order
+    handoffs_.insert(handoffs_.begin(), std::make_move_iterator(deferred.begin()),
+                     std::make_move_iterator(deferred.end()));
   }
 }
 

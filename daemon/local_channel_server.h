@@ -6,7 +6,9 @@
 // event-loop thread, which owns every LocalConnection and does all their socket I/O. A waiting
 // Get holds no thread: the store calls back (from whichever thread published the name) into a
 // queue that the loop drains; its deadline is a timer of the loop. Session events (segments
-// removed) arrive the same way.
+// removed) arrive the same way. What the loop thread hands itself (a Seal answering waits on
+// the loop) needs no eventfd wake; and a Seal's answers to other connections' waits and
+// watches go out before the Seal's own reply (AnswerOthersFirst), so consumers wake first.
 // Stop() (or the destructor) stops accepting, closes every connection (ending the sessions
 // they opened) and joins both threads; call it before the store goes.
 #ifndef TENSORBROKER_DAEMON_LOCAL_CHANNEL_SERVER_H_
@@ -18,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,6 +74,7 @@ class LocalChannelServer final : public LocalConnectionHost {
                                                        uint64_t* waiter_id) override;
   void WaitEnded(uint64_t id, uint64_t waiter_id, absl::Time deadline) override;
   std::function<void()> WatchWaker(uint64_t id) override;
+  void AnswerOthersFirst(uint64_t id) override;
   absl::StatusOr<std::vector<NamedFd>> PrepareHandover(const PeerCredentials& peer) override;
   void HandoverSent(const absl::Status& sent) override;
 
@@ -99,7 +103,9 @@ class LocalChannelServer final : public LocalConnectionHost {
                      UniqueFd wake);
   void Hand(Handoff handoff);
   void Loop();
-  void TakeHandoffs();
+  // Handles what other threads handed over, in order; those for connection `except` (being
+  // served now: it must not be dropped under its own feet) go back to the queue's front.
+  void TakeHandoffs(std::optional<uint64_t> except = std::nullopt);
   void ExpireWaits();
   // Closes the connections that have no session past the handshake timeout.
   void ExpireHandshakes();

@@ -295,6 +295,7 @@ absl::Status LocalConnection::Seal(const v1::SealRequest& seal, v1::LocalReply* 
   if (absl::Status s = ValidateName(seal.name()); !s.ok()) return s;
   auto info = store_->Seal(session_id_, seal.name());
   if (!info.ok()) return info.status();
+  host_->AnswerOthersFirst(id_);
   ToProto(*info, reply->mutable_info());
   return absl::OkStatus();
 }

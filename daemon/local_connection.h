@@ -54,6 +54,11 @@ class LocalConnectionHost {
   // The wake of a watch of connection `id` (TensorStore::Watch): makes the loop call
   // PumpWatches. Callable from any thread, at any time (also after the connection went).
   virtual std::function<void()> WatchWaker(uint64_t id) = 0;
+  // Connection `id` published something (Seal): answer the other connections' waits and pump
+  // their watches now, before its own reply goes out, so the consumers wake first (the
+  // producer's reply can wait a few microseconds; on a small machine a woken producer would
+  // take the CPU a consumer needs).
+  virtual void AnswerOthersFirst(uint64_t id) = 0;
   // A takeover (handover.h) by a caller the connection admitted: stops serving and returns what
   // the successor needs; then HandoverSent once it went out (or failed to).
   virtual absl::StatusOr<std::vector<NamedFd>> PrepareHandover(const PeerCredentials& peer) = 0;

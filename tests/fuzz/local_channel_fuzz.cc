@@ -81,6 +81,7 @@ class Host final : public LocalConnectionHost, public SessionEventSink {
   }
   void WaitEnded(uint64_t, uint64_t, absl::Time) override {}  // no deadlines kept here
   std::function<void()> WatchWaker(uint64_t) override { return [] {}; }  // pumped by each input
+  void AnswerOthersFirst(uint64_t) override {}  // one connection: nobody else to answer
   // A server without handover hooks.
   absl::StatusOr<std::vector<NamedFd>> PrepareHandover(const PeerCredentials&) override {
     return absl::UnimplementedError("takeover: not offered here");
