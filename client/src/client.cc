@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/src/cancel_scope.h"
+#include "client/src/fork_guard.h"
 #include "client/src/connection.h"
 #include "client/src/cuda_slab_mapper.h"
 #include "client/src/exported_tensor.h"
@@ -65,6 +66,7 @@ class Client::Impl {
   // away: Connection), reconnects and runs it once more on the new connection.
   template <typename Call>
   auto Run(const Call& call) -> decltype(call(std::declval<const ConnectionPtr&>())) {
+    if (absl::Status here = client_internal::UsableHere(); !here.ok()) return here;
     ConnectionPtr connection = Current();
     // A session the daemon ended already: reconnect first (calls without a session would
     // otherwise reach a new daemon without this client's leases being taken again).

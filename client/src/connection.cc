@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/fork_guard.h"
 #include "common/grpc_status.h"
 #include "common/server_identity.h"
 #include "common/socket_path.h"
@@ -28,6 +29,8 @@ void Connection::SetDeadline(grpc::ClientContext* context, std::chrono::millisec
 absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(const std::string& socket_path,
                                                              std::chrono::milliseconds timeout,
                                                              uint64_t client_id) {
+  if (absl::Status here = ConnectableHere(); !here.ok()) return here;
+  NoteConnecting();
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   absl::Status refused;  // the last try's, if the local channel knew no such session
   while (true) {
@@ -62,7 +65,10 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::OpenOnce(const std::stri
   // for; anything else (not allowed, not trusted) is answered at once.
   absl::Status probe = VerifyServerAt(socket_path);
   if (!probe.ok() && !absl::IsUnavailable(probe)) return probe;
-  std::shared_ptr<Connection> connection(new Connection());
+  // In a forked child the connection is the parent's: left alone (fork_guard.h).
+  std::shared_ptr<Connection> connection(new Connection(), [](Connection* ended) {
+    if (!InForkedChild()) delete ended;
+  });
   connection->socket_path_ = socket_path;
   connection->client_id_ = client_id;
   grpc::ChannelArguments args;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/fork_guard.h"
 #include "common/errno_status.h"
 #include "common/fd_passing.h"
 #include "common/server_identity.h"
@@ -154,6 +155,7 @@ void LocalChannel::CancelWait(uint64_t request_id) {
 
 absl::StatusOr<LocalAnswer> LocalChannel::Call(v1::LocalRequest request,
                                                const std::function<void(uint64_t)>& on_sent) {
+  if (absl::Status here = UsableHere(); !here.ok()) return here;  // the parent's socket
   uint64_t request_id;
   {
     std::lock_guard<std::mutex> lock(send_mu_);

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/fork_guard.h"
 #include "client/src/local_channel.h"
 #include "common/errno_status.h"
 #include "common/fd_passing.h"
@@ -128,6 +129,7 @@ absl::StatusOr<bool> WatchStream::WaitReadable(std::chrono::steady_clock::time_p
 }
 
 absl::StatusOr<std::optional<WatchEvent>> WatchStream::Next(std::chrono::milliseconds timeout) {
+  if (absl::Status here = UsableHere(); !here.ok()) return here;  // the parent's socket
   const bool forever = timeout.count() < 0;
   const auto deadline =
       std::chrono::steady_clock::now() + std::max(timeout, std::chrono::milliseconds(0));
@@ -159,7 +161,8 @@ void WatchStream::Close() {
   std::lock_guard<std::mutex> lock(socket_mu_);
   // The daemon sees the connection end and drops the watch now; the descriptor itself closes
   // with this object (another thread's Next may still be polling it).
-  if (socket_.valid()) ::shutdown(socket_.get(), SHUT_RDWR);
+  // Not in a forked child: the socket is the parent's too (fork_guard.h).
+  if (socket_.valid() && !InForkedChild()) ::shutdown(socket_.get(), SHUT_RDWR);
 }
 
 }  // namespace tensorbroker::client_internal

@@ -30,6 +30,11 @@
 // Restarts: a Client rides through a restart of its daemon (ConnectOptions::reconnect_timeout).
 // Tensors it holds stay valid: their pages never go away.
 // Threading: a Client is safe to use from many threads at once.
+// fork(): a Client does not cross it, and a process forked from one that has connected may not
+// connect (gRPC does not survive fork(): the child would take the parent's events). There,
+// Connect and every call of an inherited Client or Watcher answer FAILED_PRECONDITION, and
+// destroying them leaves the parent's connections alone. Connect in processes started with
+// exec, or forked before the first Connect.
 // Errors: fallible calls return absl::Status / absl::StatusOr with the gRPC codes the daemon
 // answered with (NOT_FOUND, ALREADY_EXISTS, INVALID_ARGUMENT, RESOURCE_EXHAUSTED, ...).
 #ifndef TENSORBROKER_CLIENT_H_

@@ -273,3 +273,76 @@ def test_tensors_alive_at_interpreter_exit_are_harmless(client, daemon):
     assert client.stats()["pending"] == 0
     with pytest.raises(tensorbroker.NotFound):
         client.stat("exit/w")
+
+
+FORK_SCRIPT = textwrap.dedent("""
+    import os, sys
+    import numpy as np, tensorbroker
+
+    def run_child(check):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os._exit(check())
+            except BaseException as e:  # anything else is a failure of its own
+                print("child:", repr(e), file=sys.stderr, flush=True)
+                os._exit(9)
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+    c = tensorbroker.connect(sys.argv[1])
+    c.put("fork/a", np.arange(3, dtype=np.float32), replace=True)
+    print("after-connect", flush=True)
+
+    def refused():
+        try:
+            tensorbroker.connect(sys.argv[1])
+            return 1
+        except tensorbroker.FailedPrecondition as e:
+            if "fork()" not in str(e) or "spawn" not in str(e):
+                return 2
+        try:
+            c.stat("fork/a")
+            return 3
+        except tensorbroker.FailedPrecondition:
+            pass
+        try:
+            c.get("fork/a")
+            return 4
+        except tensorbroker.FailedPrecondition:
+            pass
+        c.close()  # leaves the parent's connection alone
+        return 0
+
+    print("refused", run_child(refused), flush=True)
+    # The parent goes on.
+    t = c.get("fork/a")
+    print("parent", np.asarray(t).tolist(), c.stat("fork/a")["leases"], flush=True)
+""")
+
+
+def test_a_child_forked_after_connect_is_refused_with_what_to_do_and_the_parent_goes_on(daemon):
+    """gRPC does not survive fork(): a child of a process that connected gets FailedPrecondition
+    (naming spawn) from connect() and from the client it inherited, instead of hanging the
+    parent's calls; the parent's client goes on. A child forked before the first connect may
+    connect."""
+    # Forked before any connect: the child connects (a fresh process, so nothing connected yet).
+    before = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent("""
+            import os, sys, tensorbroker
+            pid = os.fork()
+            if pid == 0:
+                c = tensorbroker.connect(sys.argv[1])
+                c.ping()
+                c.close()
+                os._exit(0)
+            code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+            c = tensorbroker.connect(sys.argv[1])
+            c.ping()
+            print("child", code, flush=True)
+        """), daemon.socket], capture_output=True, text=True, timeout=120)
+    assert before.returncode == 0, before.stderr
+    assert before.stdout.split() == ["child", "0"]
+    after = subprocess.run([sys.executable, "-c", FORK_SCRIPT, daemon.socket],
+                           capture_output=True, text=True, timeout=120)
+    assert after.returncode == 0, after.stderr
+    assert after.stdout.splitlines() == ["after-connect", "refused 0", "parent [0.0, 1.0, 2.0] 1"]
