@@ -5,7 +5,9 @@
 // (NoteConnecting), its forked children may not connect (ConnectableHere says why and what to
 // do instead), the clients they inherited refuse every call (UsableHere), and tearing those
 // down is skipped: they are leaked, since their destructors would join threads the child does
-// not have and shut sockets the parent still reads. A child forked before the first connect,
+// not have and shut sockets the parent still reads. Releases of inherited tensors and Close of
+// inherited watchers do nothing there, taking no lock (another thread of the parent, say the
+// release flusher, may have held it at the fork). A child forked before the first connect,
 // or started with exec (multiprocessing's "spawn" and "forkserver"), connects as usual.
 // Thread-safe.
 #ifndef TENSORBROKER_CLIENT_SRC_FORK_GUARD_H_

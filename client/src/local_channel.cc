@@ -93,6 +93,9 @@ absl::Status LocalChannel::SendLocked(const v1::LocalRequest& request) {
 }
 
 void LocalChannel::QueueRelease(uint64_t lease_id) {
+  // In a forked child the lease is the parent's, and the parent's flusher may have held the
+  // lock at the fork: nothing to do, and no lock to take.
+  if (InForkedChild()) return;
   bool wake;
   {
     std::lock_guard<std::mutex> lock(send_mu_);
@@ -114,6 +117,7 @@ absl::Status LocalChannel::Sync() {
 }
 
 void LocalChannel::QueueDropped(const std::string& segment) {
+  if (InForkedChild()) return;  // as QueueRelease
   std::lock_guard<std::mutex> lock(send_mu_);
   dropped_.push_back(segment);
 }

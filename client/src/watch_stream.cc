@@ -155,14 +155,16 @@ absl::StatusOr<std::optional<WatchEvent>> WatchStream::Next(std::chrono::millise
 }
 
 void WatchStream::Close() {
+  // In a forked child the socket and the eventfd are the parent's too, and a lock may have been
+  // held at the fork: leave them alone (fork_guard.h).
+  if (InForkedChild()) return;
   closing_.store(true);
   const uint64_t one = 1;
   (void)!::write(closed_.get(), &one, sizeof(one));
   std::lock_guard<std::mutex> lock(socket_mu_);
   // The daemon sees the connection end and drops the watch now; the descriptor itself closes
   // with this object (another thread's Next may still be polling it).
-  // Not in a forked child: the socket is the parent's too (fork_guard.h).
-  if (socket_.valid() && !InForkedChild()) ::shutdown(socket_.get(), SHUT_RDWR);
+  if (socket_.valid()) ::shutdown(socket_.get(), SHUT_RDWR);
 }
 
 }  // namespace tensorbroker::client_internal
