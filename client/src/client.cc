@@ -11,10 +11,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/src/cancel_scope.h"
-#include "client/src/fork_guard.h"
 #include "client/src/connection.h"
 #include "client/src/cuda_slab_mapper.h"
 #include "client/src/exported_tensor.h"
+#include "client/src/fork_guard.h"
 #include "client/src/segment_mapper.h"
 #include "common/cuda_devices.h"
 #include "common/cuda_runtime.h"

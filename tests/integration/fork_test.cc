@@ -20,7 +20,7 @@ namespace {
 using ForkTest = BrokerTest;
 
 // Runs `body` in a forked child and returns the child's wait status.
-int InForkedChild(const std::function<int()>& body) {
+int RunInForkedChild(const std::function<int()>& body) {
   const pid_t pid = ::fork();
   if (pid == 0) ::_exit(body());
   int status = 0;
@@ -42,7 +42,7 @@ TEST_F(ForkTest, AForkedChildMayNotConnectOrUseWhatItInheritedAndTheParentGoesOn
   std::unique_ptr<Client> second = NewClient();
   ASSERT_NE(second, nullptr);
 
-  const int status = InForkedChild([&]() -> int {
+  const int status = RunInForkedChild([&]() -> int {
     auto fresh = Client::Connect(socket());
     if (!RefusedForFork(fresh.status())) return 1;
     if (!RefusedForFork(client().Stat("fork/a").status())) return 2;
