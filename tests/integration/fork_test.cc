@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/time/clock.h"
 #include "tests/integration/test_util.h"
 
 namespace tensorbroker::testing {
@@ -41,6 +42,11 @@ TEST_F(ForkTest, AForkedChildMayNotConnectOrUseWhatItInheritedAndTheParentGoesOn
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Watcher> watcher, client().Watch("fork/"));
   std::unique_ptr<Client> second = NewClient();
   ASSERT_NE(second, nullptr);
+  // Let the parent's other threads (gRPC's, just busy connecting `second`, and the release
+  // flusher) go idle first: a sanitizer runtime that does not lock its allocator around fork()
+  // (GCC 12's ASan) can leave the child deadlocked in its first malloc if another thread was
+  // inside malloc at the fork. CI's ASan stage hung here once in three runs.
+  absl::SleepFor(absl::Milliseconds(300));
 
   const int status = RunInForkedChild([&]() -> int {
     auto fresh = Client::Connect(socket());
