@@ -69,10 +69,13 @@ VersionWanted VersionWantedOf(const v1::GetRequest& request) {
 }
 
 absl::StatusOr<TensorSpec> MakeSpec(const v1::CreateRequest& request) {
-  return WithKeep(MakeSpec(request.name(), request.dtype(), request.shape(), request.strides(),
-                           request.nbytes(), request.mutable_(), request.replace(),
-                           request.has_device(), request.device()),
-                  request.keep());
+  absl::StatusOr<TensorSpec> spec =
+      WithKeep(MakeSpec(request.name(), request.dtype(), request.shape(), request.strides(),
+                        request.nbytes(), request.mutable_(), request.replace(),
+                        request.has_device(), request.device()),
+               request.keep());
+  if (spec.ok()) spec->ephemeral = request.ephemeral();
+  return spec;
 }
 
 absl::StatusOr<TensorSpec> MakeSpec(const v1::PutRequest::Header& header) {

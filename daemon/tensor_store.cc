@@ -147,7 +147,15 @@ TensorStore::SessionCleanup TensorStore::CloseSession(const std::string& session
   auto it = sessions_.find(session_id);
   if (it == sessions_.end()) return {};
   const std::set<std::string> pending_names = std::move(it->second.pending_names);
+  const std::map<std::string, uint64_t> ephemeral = std::move(it->second.ephemeral);
   sessions_.erase(it);
+  // Its ephemeral names go first, while its leases still keep their objects known.
+  for (const auto& [name, object_id] : ephemeral) {
+    auto published = published_.find(name);
+    if (published != published_.end() && published->second.current() == object_id) {
+      DeleteNameLocked(published, "its ephemeral creator's session ended");
+    }
+  }
   AnswerWaitersLocked([&](const Waiter& w) -> std::optional<absl::StatusOr<TensorGrant>> {
     if (w.session_id != session_id) return std::nullopt;
     return absl::StatusOr<TensorGrant>(absl::FailedPreconditionError(
@@ -384,6 +392,7 @@ absl::StatusOr<TensorInfo> TensorStore::Seal(const std::string& session_id,
   if (!object.ok()) return object.status();
   Session& session = sessions_.at(session_id);
   session.pending_names.erase(name);
+  if ((*object)->spec.ephemeral) session.ephemeral[name] = (*object)->id;
   return PublishLocked(*object, session.principal);
 }
 
@@ -729,17 +738,23 @@ absl::Status TensorStore::Delete(const Principal& caller, const std::string& nam
         "name '", name, "' belongs to ", DescribeUid(owner),
         "; only its owner or an administrator may delete it"));
   }
+  DeleteNameLocked(it, absl::StrCat("by ", DescribeUid(caller.uid)));
+  return absl::OkStatus();
+}
+
+void TensorStore::DeleteNameLocked(std::map<std::string, PublishedName>::iterator it,
+                                   const std::string& why) {
+  const TensorObject& object = *objects_.at(it->second.current());
   const size_t older = it->second.versions.size() - 1;
-  EmitLocked(WatchEvent::Kind::kDeleted, *object, 0);
-  Log(LogLevel::kInfo, "'", LogSafe(name), "' deleted (version ", object->version, ", owner ",
-      DescribeUid(owner),
-      older == 0 ? std::string() : absl::StrCat(", and ", older, " older kept version(s)"),
-      ") by ", DescribeUid(caller.uid));
+  EmitLocked(WatchEvent::Kind::kDeleted, object, 0);
+  Log(LogLevel::kInfo, "'", LogSafe(it->first), "' deleted (version ", object.version,
+      ", owner ", DescribeUid(it->second.owner_uid),
+      older == 0 ? std::string() : absl::StrCat(", and ", older, " older kept version(s)"), ") ",
+      why);
   while (!it->second.versions.empty()) {
     UnpublishLocked(&it->second, it->second.versions.begin()->first);
   }
   published_.erase(it);
-  return absl::OkStatus();
 }
 
 absl::Status TensorStore::AdoptPublished(AdoptedTensor tensor) {
@@ -792,7 +807,10 @@ void TensorStore::ExportState(PersistenceJournal* journal) {
 
 void TensorStore::JournalPublishedLocked(const TensorObject& object, PersistenceJournal* journal) {
   if (journal == nullptr) journal = options_.journal;
-  if (journal == nullptr || object.block.device.device_type != kDLCPU) return;
+  // An ephemeral tensor ends with its session, so never outlives this instance.
+  if (journal == nullptr || object.block.device.device_type != kDLCPU || object.spec.ephemeral) {
+    return;
+  }
   v1::TensorRecord record;
   TensorInfo info = ViewLocked(object);
   info.leases = 0;  // leases end with the instance
@@ -805,7 +823,10 @@ void TensorStore::JournalPublishedLocked(const TensorObject& object, Persistence
 }
 
 void TensorStore::JournalUnpublishedLocked(const TensorObject& object) {
-  if (options_.journal == nullptr || object.block.device.device_type != kDLCPU) return;
+  if (options_.journal == nullptr || object.block.device.device_type != kDLCPU ||
+      object.spec.ephemeral) {
+    return;
+  }
   options_.journal->TensorUnpublished(object.version);
 }
 

@@ -62,6 +62,8 @@ struct TensorSpec {
   PrincipalSet readers = PrincipalSet::Anyone();  // besides the owner and administrators
   // Versions of the name that stay readable by number once this one is published (>= 1).
   uint32_t keep = 1;
+  // Deleted when the creating session ends, if still the current version; never journaled.
+  bool ephemeral = false;
 };
 
 // The most versions one name may keep (TensorSpec::keep).
@@ -303,6 +305,7 @@ class TensorStore {
     SessionEventSink* sink = nullptr;
     std::set<std::string> pending_names;
     std::set<std::string> expired_names;  // aborted by the pending timeout, not yet reported
+    std::map<std::string, uint64_t> ephemeral;  // name -> object id, sealed ephemeral in it
   };
   struct Waiter {
     std::string session_id;
@@ -334,6 +337,9 @@ class TensorStore {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Unpublishes one version of `name` (its journal record goes; memory with its last lease).
   void UnpublishLocked(PublishedName* entry, uint64_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unpublishes every version of the published name `it` (a kDeleted event), logging `why`.
+  void DeleteNameLocked(std::map<std::string, PublishedName>::iterator it, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells watchers of an event about `object` (the version concerned); `sequence` 0 takes the
   // next number of the version counter. Their wakes run once the lock drops.
   void EmitLocked(WatchEvent::Kind kind, const TensorObject& object, uint64_t sequence,

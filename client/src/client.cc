@@ -296,6 +296,7 @@ absl::StatusOr<DLManagedTensorVersioned*> Client::Create(const std::string& name
   request.set_mutable_(options.is_mutable);
   request.set_replace(options.replace);
   request.set_keep(options.keep);
+  request.set_ephemeral(options.ephemeral);
   for (const std::string& reader : options.readers) request.add_readers(reader);
   const DLDevice device = StorageDevice(options.device);
   if (device.device_type != kDLCPU) ToProto(device, request.mutable_device());

@@ -7,11 +7,14 @@
 #include "python/src/lease_export.h"
 #include "python/src/py_client.h"
 #include "python/src/py_tensor.h"
+#include "python/src/py_stream.h"
 #include "python/src/py_watch.h"
 #include "python/src/status_error.h"
 
 namespace py = pybind11;
 using tensorbroker::python::PyClient;
+using tensorbroker::python::PyStreamReader;
+using tensorbroker::python::PyStreamWriter;
 using tensorbroker::python::PyTensor;
 using tensorbroker::python::PyWatch;
 using tensorbroker::python::PyWatchEvent;
@@ -174,6 +177,22 @@ WatchEvent objects in sequence order, only of tensors you may read. after_versio
 this sequence (what the daemon still remembers first; a gap comes as one "lost" event); None:
 from now on. A watch that stops reading costs the daemon nothing: it falls behind and gets one
 "lost" event when it reads again. It survives daemon restarts (after a "lost" event).)doc")
+      .def("stream_writer", &tensorbroker::python::OpenStreamWriter,
+           py::arg("name"), py::arg("shape"), py::arg("dtype"), py::kw_only(),
+           py::arg("slots") = 8, py::arg("max_readers") = 4, py::arg("frames_per_reader") = 2,
+           py::arg("readers") = py::none(), py::arg("replace") = false,
+           R"doc(Publish a stream ring under `name`: frames of one shape and dtype that readers
+follow with no daemon round trip per frame (see docs/python.md, "Streams").
+
+slots: frames in the ring (2-256); max_readers: readers at once (1-64); frames_per_reader:
+    frames one reader may hold at once (1-16). With slots >= 2 + max_readers *
+    frames_per_reader, loan() never waits for a reader.
+readers: who may read it besides you, as for put(); replace: take over a name already
+    published (a new writer after one that died).)doc")
+      .def("stream_reader", &tensorbroker::python::OpenStreamReader,
+           py::arg("name"), py::arg("timeout") = 5.0,
+           R"doc(Follow the stream ring `name` (stream_writer). Waits up to `timeout` seconds for
+it to be published and for its writer to take this reader (DeadlineExceeded naming which).)doc")
       .def("close", &PyClient::Close, "End the session. Tensors already returned stay valid.")
       .def_property_readonly("socket", &PyClient::socket, "The daemon's socket path.")
       .def_property_readonly("closed", &PyClient::closed, "Whether close() was called.")
@@ -218,6 +237,43 @@ from now on. A watch that stops reading costs the daemon nothing: it falls behin
       .def("__next__", &PyWatch::Iterate)
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PyWatch& self, py::args) { self.Close(); });
+
+  py::class_<PyStreamWriter>(m, "StreamWriter",
+                             "The writer of a stream ring (Client.stream_writer). A context "
+                             "manager (close() on exit).")
+      .def("loan", &PyStreamWriter::Loan, py::arg("timeout") = 5.0,
+           "The frame to fill next: a writable Tensor, valid until publish(); the same one "
+           "again until then. Waits up to `timeout` seconds while readers hold every other "
+           "slot (DeadlineExceeded).")
+      .def("publish", &PyStreamWriter::Publish,
+           "Make the loaned frame the newest and wake the readers; returns its sequence "
+           "number (1, 2, ...).")
+      .def("close", &PyStreamWriter::Close,
+           "End the stream: readers get what was published, then the end. Deletes the name.")
+      .def_property_readonly("readers", &PyStreamWriter::readers, "Readers accepted now.")
+      .def_property_readonly("name", &PyStreamWriter::name, "The stream's name.")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](PyStreamWriter& self, py::args) { self.Close(); });
+
+  py::class_<PyStreamReader>(m, "StreamReader",
+                             "A reader of a stream ring (Client.stream_reader): iterate it, or "
+                             "call next(). A context manager (close() on exit).")
+      .def("next", &PyStreamReader::Next, py::arg("timeout") = py::none(),
+           "The newest frame after the last one: a read-only Tensor (its version is the "
+           "frame's sequence number); None when `timeout` seconds passed first (None waits). "
+           "OutOfRange once the writer closed the stream and nothing newer remains; "
+           "ResourceExhausted while this reader holds frames_per_reader frames.")
+      .def("close", &PyStreamReader::Close,
+           "Leave the stream (frames already returned stay valid).")
+      .def_property_readonly("last_sequence", &PyStreamReader::last_sequence,
+                             "The sequence number of the last frame returned (0: none yet).")
+      .def_property_readonly("skipped", &PyStreamReader::skipped,
+                             "Frames the last next() skipped over (published meanwhile).")
+      .def_property_readonly("name", &PyStreamReader::name, "The stream's name.")
+      .def("__iter__", [](py::object self) { return self; })
+      .def("__next__", &PyStreamReader::Iterate)
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](PyStreamReader& self, py::args) { self.Close(); });
 
   m.def("connect", &PyClient::Connect, py::arg("socket") = py::none(), py::arg("timeout") = 5.0,
         py::arg("reconnect_timeout") = 30.0,

@@ -23,8 +23,6 @@ namespace tensorbroker::python {
 
 namespace py = pybind11;
 
-namespace {
-
 std::vector<int64_t> ShapeFromPython(py::handle shape) {
   if (PyLong_Check(shape.ptr())) return {shape.cast<int64_t>()};
   std::vector<int64_t> dims;
@@ -41,7 +39,7 @@ std::vector<int64_t> ShapeFromPython(py::handle shape) {
 }
 
 // The entries of a readers argument that is not a string: an iterable of strings.
-std::vector<std::string> ReaderSequence(py::handle readers) {
+static std::vector<std::string> ReaderSequence(py::handle readers) {
   std::vector<std::string> entries;
   try {
     for (py::handle entry : py::iter(readers)) {
@@ -78,6 +76,9 @@ std::vector<std::string> ReadersFromPython(py::handle readers) {
   }
   return entries;
 }
+
+namespace {
+
 
 }  // namespace
 

@@ -59,6 +59,8 @@ class PyClient {
   void Ping();
 
   std::string socket() const { return socket_; }
+  // The live client, or FAILED_PRECONDITION after close() (for streams).
+  std::shared_ptr<Client> Shared() const { return Live(); }
   bool closed() const { return client_ == nullptr; }
   void Close();
 
@@ -71,6 +73,11 @@ class PyClient {
   std::shared_ptr<Client> client_;
   std::string socket_;
 };
+
+// A shape given from Python (a sequence of non-negative ints).
+std::vector<int64_t> ShapeFromPython(pybind11::handle shape);
+// None: the daemon's default readers; "a,b" or an iterable of entries (CreateOptions::readers).
+std::vector<std::string> ReadersFromPython(pybind11::handle readers);
 
 // The same fields and spellings as `tensorbroker stat --json` / `stats --json`.
 pybind11::dict InfoDict(const TensorInfo& info);

@@ -52,22 +52,13 @@ PyWatch::PyWatch(py::object client, std::unique_ptr<Watcher> watcher)
     : client_(std::move(client)), watcher_(std::move(watcher)) {}
 
 py::object PyWatch::Next(std::optional<double> timeout) {
-  const bool forever = !timeout.has_value();
-  const auto deadline = std::chrono::steady_clock::now() +
-                        (forever ? std::chrono::milliseconds(0)
-                                 : SecondsToMillis(*timeout, "timeout"));
-  const std::chrono::milliseconds longest = OnMainThread() ? kWaitSlice : kLongestSlice;
   std::shared_ptr<Watcher> watcher = watcher_;
-  while (true) {
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline -
-                                                             std::chrono::steady_clock::now());
-    const auto slice = forever ? longest : std::clamp(left, std::chrono::milliseconds(0), longest);
-    auto event = Unlocked([&] { return watcher->Next(slice); });
-    if (!event.ok()) throw StatusError(event.status());
-    if (event->has_value()) return py::cast(ToPython(**event, client_));
-    if (!forever && std::chrono::steady_clock::now() >= deadline) return py::none();
-    if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // Ctrl-C
-  }
+  auto event = WaitInSlices(timeout, [&](std::chrono::milliseconds slice) {
+    return watcher->Next(slice);
+  });
+  if (!event.ok()) throw StatusError(event.status());
+  if (!event->has_value()) return py::none();
+  return py::cast(ToPython(**event, client_));
 }
 
 PyWatchEvent PyWatch::Iterate() {

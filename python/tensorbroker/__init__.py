@@ -21,17 +21,19 @@ pinned=True)`` maps a CPU tensor page-locked for asynchronous host-to-device cop
 Streams: ``client.get(name, after_version=v)`` waits for a version newer than ``v``;
 ``put``/``create`` take ``keep=N`` to keep the last N versions readable as ``get(name,
 version=v)``; ``for ev in client.watch("camera/")`` follows every publication under a prefix.
+``client.stream_writer(name, shape, dtype)`` and ``client.stream_reader(name)`` stream frames of
+one shape through a ring, with no daemon round trip per frame.
 
 asyncio: ``await client.get_async(name, timeout)`` (and ``put_async``, ``create_async``,
 ``Tensor.seal_async``) never block the event loop; cancelling the task cancels the wait.
 """
 
 from . import _aio, errors
-from ._core import (Cancellation, Client, Tensor, Watch, WatchEvent, connect, default_socket,
-                    process_mappings)
+from ._core import (Cancellation, Client, StreamReader, StreamWriter, Tensor, Watch, WatchEvent,
+                    connect, default_socket, process_mappings)
 from ._version import __version__
 from .errors import *  # noqa: F401,F403  (Error, NotFound, ... : see tensorbroker.errors)
 
 __all__ = ["connect", "default_socket", "process_mappings", "Client", "Tensor", "Cancellation",
-           "Watch", "WatchEvent", "errors"] + [
+           "Watch", "WatchEvent", "StreamWriter", "StreamReader", "errors"] + [
     name for name in errors.__all__ if name != "error_class_for_code"]

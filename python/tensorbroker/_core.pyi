@@ -176,6 +176,21 @@ class Client:
         """An empty round trip to the daemon."""
     def watch(self, prefix: str = "", *, after_version: Optional[int] = None) -> Watch:
         """Follow every publication, replacement, deletion and expiry under `prefix`."""
+    def stream_writer(
+        self,
+        name: str,
+        shape: Union[int, Iterable[int]],
+        dtype: DTypeLike,
+        *,
+        slots: int = 8,
+        max_readers: int = 4,
+        frames_per_reader: int = 2,
+        readers: Union[None, str, Iterable[str]] = None,
+        replace: bool = False,
+    ) -> StreamWriter:
+        """Publish a stream ring under `name`: frames of one shape and dtype that readers"""
+    def stream_reader(self, name: str, timeout: float = 5.0) -> StreamReader:
+        """Follow the stream ring `name` (stream_writer). Waits up to `timeout` seconds for"""
     def close(self) -> None:
         """End the session. Tensors already returned stay valid."""
     def __enter__(self) -> Client: ...
@@ -297,4 +312,43 @@ class Watch:
     async def __anext__(self) -> WatchEvent:
         """The next event for ``async for``; the wait runs on the wait pool. Cancelling the task closes the watch."""
     def __enter__(self) -> Watch: ...
+    def __exit__(self, *args: object) -> None: ...  # close()
+
+class StreamWriter:
+    """The writer of a stream ring (Client.stream_writer). A context manager (close() on exit)."""
+
+    def loan(self, timeout: float = 5.0) -> Tensor:
+        """The frame to fill next: a writable Tensor, valid until publish(); the same one again until then. Waits up to `timeout` seconds while readers hold every other slot (DeadlineExceeded)."""
+    def publish(self) -> int:
+        """Make the loaned frame the newest and wake the readers; returns its sequence number (1, 2, ...)."""
+    def close(self) -> None:
+        """End the stream: readers get what was published, then the end. Deletes the name."""
+    @property
+    def readers(self) -> int:
+        """Readers accepted now."""
+    @property
+    def name(self) -> str:
+        """The stream's name."""
+    def __enter__(self) -> StreamWriter: ...
+    def __exit__(self, *args: object) -> None: ...  # close()
+
+class StreamReader:
+    """A reader of a stream ring (Client.stream_reader): iterate it, or call next(). A context manager (close() on exit)."""
+
+    def next(self, timeout: Optional[float] = None) -> Optional[Tensor]:
+        """The newest frame after the last one: a read-only Tensor (its version is the frame's sequence number); None when `timeout` seconds passed first (None waits). OutOfRange once the writer closed the stream and nothing newer remains; ResourceExhausted while this reader holds frames_per_reader frames."""
+    def close(self) -> None:
+        """Leave the stream (frames already returned stay valid)."""
+    @property
+    def last_sequence(self) -> int:
+        """The sequence number of the last frame returned (0: none yet)."""
+    @property
+    def skipped(self) -> int:
+        """Frames the last next() skipped over (published meanwhile)."""
+    @property
+    def name(self) -> str:
+        """The stream's name."""
+    def __iter__(self) -> StreamReader: ...
+    def __next__(self) -> Tensor: ...
+    def __enter__(self) -> StreamReader: ...
     def __exit__(self, *args: object) -> None: ...  # close()

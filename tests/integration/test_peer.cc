@@ -20,6 +20,12 @@
 //   watch PREFIX                              Watch from now, print "watching"; on each
 //                                             stdin line print the next event as
 //                                             "event KIND SEQUENCE NAME VERSION"
+//   stream-read NAME                          StreamReader: print "reading", then follow
+//                                             int64 frames until the writer closes and print
+//                                             "frames F skipped S last L torn T unordered U"
+//                                             (torn: a word differs from the sequence)
+//   stream-hold NAME                          StreamReader: take one frame, print "held SEQ";
+//                                             exit at stdin EOF
 // Every role takes --socket PATH. A failed call prints "error CODE message" and exits 4; bad
 // usage exits 2.
 #include <dlpack/dlpack.h>
@@ -37,6 +43,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "tensorbroker/client.h"
+#include "tensorbroker/stream.h"
 #include "tests/integration/shm_inspect.h"
 
 namespace {
@@ -335,6 +342,57 @@ int RoleWatch(const Args& a) {
   return 0;
 }
 
+std::unique_ptr<tensorbroker::StreamReader> OpenReaderOrDie(Client& client,
+                                                            const std::string& name) {
+  auto reader = tensorbroker::StreamReader::Open(client, name, std::chrono::seconds(30));
+  if (!reader.ok()) Fail(reader.status());
+  return *std::move(reader);
+}
+
+int RoleStreamRead(const Args& a) {
+  if (a.positional.size() != 1) Usage("stream-read NAME");
+  auto client = ConnectOrDie(a);
+  auto reader = OpenReaderOrDie(*client, a.positional[0]);
+  Say("reading");
+  uint64_t frames = 0, skipped = 0, last = 0, torn = 0, unordered = 0;
+  while (true) {
+    auto next = reader->Next(std::chrono::seconds(30));
+    if (absl::IsOutOfRange(next.status())) break;
+    if (!next.ok()) Fail(next.status());
+    if (!next->has_value()) Fail(absl::DeadlineExceededError("no frame within 30 s"));
+    const tensorbroker::StreamFrame& frame = **next;
+    const DLTensor& d = frame.tensor->dl_tensor;
+    const auto* words = reinterpret_cast<const int64_t*>(DataOf(d));
+    for (uint64_t i = 0; i < NumBytes(d) / 8; ++i) {
+      if (static_cast<uint64_t>(words[i]) != frame.sequence) {
+        ++torn;
+        break;
+      }
+    }
+    if (frame.sequence <= last) ++unordered;
+    last = frame.sequence;
+    ++frames;
+    skipped += frame.skipped;
+  }
+  Say(absl::StrCat("frames ", frames, " skipped ", skipped, " last ", last, " torn ", torn,
+                   " unordered ", unordered));
+  return 0;
+}
+
+int RoleStreamHold(const Args& a) {
+  if (a.positional.size() != 1) Usage("stream-hold NAME");
+  auto client = ConnectOrDie(a);
+  auto reader = OpenReaderOrDie(*client, a.positional[0]);
+  auto next = reader->Next(std::chrono::seconds(30));
+  if (!next.ok()) Fail(next.status());
+  if (!next->has_value()) Fail(absl::DeadlineExceededError("no frame within 30 s"));
+  Say(absl::StrCat("held ", (*next)->sequence));
+  std::string line;
+  while (std::getline(std::cin, line)) {
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -349,5 +407,7 @@ int main(int argc, char** argv) {
   if (a.role == "create-hold") return RoleCreateHold(a);
   if (a.role == "session") return RoleSession(a);
   if (a.role == "watch") return RoleWatch(a);
+  if (a.role == "stream-read") return RoleStreamRead(a);
+  if (a.role == "stream-hold") return RoleStreamHold(a);
   Usage("unknown role " + a.role);
 }

@@ -105,6 +105,10 @@ struct CreateOptions {
   // is sealed: this one and up to keep - 1 before it. Older ones are unpublished as newer
   // arrive (holders keep theirs). 1: only the current one. At most 1024.
   uint32_t keep = 1;
+  // Deleted by the daemon when this Client's session ends (it is destroyed, or the process
+  // dies), if it is still the name's current version then; never kept across a daemon restart.
+  // For presence records (a stream reader's seat, StreamReader).
+  bool ephemeral = false;
 };
 
 struct PutOptions {

@@ -1,0 +1,254 @@
+// Stream rings (tensorbroker/stream.h) against a real daemon and real reader processes: a
+// reader in another process follows 1,000 frames untorn and in order; a held frame never
+// changes; the writer waits only when readers hold every slot; a killed reader is forgotten;
+// a reader cannot make the ring writable; a forged ring is refused. And the
+// daemon feature streams rest on: ephemeral names go with their session.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "tensorbroker/stream.h"
+#include "tests/integration/peer_process.h"
+#include "tests/integration/test_util.h"
+
+namespace tensorbroker::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr int64_t kWords = 1024;  // 8 KiB frames of int64, every word the frame's sequence
+
+// Stamps the loaned frame with `sequence` in every word and publishes it.
+uint64_t PublishStamped(StreamWriter& writer, uint64_t sequence) {
+  auto frame = writer.Loan(seconds(10));
+  EXPECT_TRUE(frame.ok()) << frame.status();
+  if (!frame.ok()) return 0;
+  auto* words = static_cast<int64_t*>((*frame)->data);
+  for (int64_t i = 0; i < kWords; ++i) words[i] = static_cast<int64_t>(sequence);
+  auto published = writer.Publish();
+  EXPECT_TRUE(published.ok()) << published.status();
+  return published.ok() ? *published : 0;
+}
+
+// Every word of `frame` equals `value`.
+bool StampedWith(const StreamFrame& frame, int64_t value) {
+  const auto* words = static_cast<const int64_t*>(frame.tensor->dl_tensor.data);
+  for (int64_t i = 0; i < kWords; ++i) {
+    if (words[i] != value) return false;
+  }
+  return true;
+}
+
+// Polls `condition` for up to 10 s.
+template <typename Condition>
+bool Eventually(Condition condition) {
+  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return condition();
+}
+
+class StreamTest : public BrokerTest {
+ protected:
+  std::unique_ptr<StreamWriter> OpenWriter(const std::string& name, StreamOptions options = {}) {
+    auto writer = StreamWriter::Open(client(), name, {kWords}, dtypes::kInt64, options);
+    EXPECT_TRUE(writer.ok()) << writer.status();
+    return writer.ok() ? *std::move(writer) : nullptr;
+  }
+};
+
+TEST_F(StreamTest, AReaderInAnotherProcessFollowsAThousandFramesUntornAndInOrder) {
+  auto writer = OpenWriter("cam/0");
+  ASSERT_NE(writer, nullptr);
+  auto reader = PeerProcess::Start(socket(), {"stream-read", "cam/0"});
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  ASSERT_EQ(*reader->ReadLine(), "reading");
+  EXPECT_EQ(writer->readers(), 1u);
+  for (uint64_t s = 1; s <= 1000; ++s) {
+    ASSERT_EQ(PublishStamped(*writer, s), s);
+    if (s % 50 == 0) std::this_thread::sleep_for(milliseconds(1));  // let it keep up, mostly
+  }
+  ASSERT_TRUE(writer->Close().ok());
+  auto summary = reader->ReadLine();
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  // Every frame it saw or skipped accounts for the 1,000; none torn, none out of order.
+  uint64_t frames = 0, skipped = 0;
+  ASSERT_EQ(std::sscanf(summary->c_str(), "frames %lu skipped %lu", &frames, &skipped), 2)
+      << *summary;
+  EXPECT_EQ(frames + skipped, 1000u) << *summary;
+  EXPECT_NE(summary->find(" last 1000 torn 0 unordered 0"), std::string::npos) << *summary;
+  auto status = reader->Wait();
+  ASSERT_TRUE(status.ok());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << DescribeWaitStatus(*status);
+  // The writer's Close deleted the name.
+  EXPECT_EQ(client().Stat("cam/0").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(StreamTest, AHeldFrameNeverChangesAndAReaderHoldsAtMostItsShare) {
+  StreamOptions options;
+  options.slots = 4;
+  options.frames_per_reader = 2;
+  auto writer = OpenWriter("cam/held", options);
+  ASSERT_NE(writer, nullptr);
+  auto reader_client = NewClient();
+  auto reader = StreamReader::Open(*reader_client, "cam/held");
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ((*reader)->shape(), std::vector<int64_t>{kWords});
+
+  EXPECT_FALSE((*(*reader)->Next(milliseconds(0))).has_value());  // nothing published yet
+  PublishStamped(*writer, 1);
+  auto first = (*reader)->Next(seconds(5));
+  ASSERT_TRUE(first.ok() && first->has_value()) << first.status();
+  EXPECT_EQ((*first)->sequence, 1u);
+  EXPECT_TRUE((*first)->tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY);
+  for (uint64_t s = 2; s <= 100; ++s) PublishStamped(*writer, s);
+  EXPECT_TRUE(StampedWith(**first, 1));  // 99 frames later, frame 1 is still frame 1
+
+  auto second = (*reader)->Next(seconds(5));
+  ASSERT_TRUE(second.ok() && second->has_value()) << second.status();
+  EXPECT_EQ((*second)->sequence, 100u);
+  EXPECT_EQ((*second)->skipped, 98u);
+  PublishStamped(*writer, 101);
+  // Two held: a third is refused until one goes.
+  EXPECT_EQ((*reader)->Next(seconds(5)).status().code(), absl::StatusCode::kResourceExhausted);
+  (*first)->tensor.reset();
+  auto third = (*reader)->Next(seconds(5));
+  ASSERT_TRUE(third.ok() && third->has_value()) << third.status();
+  EXPECT_EQ((*third)->sequence, 101u);
+  EXPECT_TRUE(StampedWith(**second, 100));
+  EXPECT_TRUE(StampedWith(**third, 101));
+}
+
+TEST_F(StreamTest, TheWriterWaitsOnlyWhileReadersHoldEverySlotItCouldRefill) {
+  StreamOptions options;
+  options.slots = 2;  // the newest frame, and one to refill
+  auto writer = OpenWriter("cam/tight", options);
+  ASSERT_NE(writer, nullptr);
+  auto reader_client = NewClient();
+  auto reader = StreamReader::Open(*reader_client, "cam/tight");
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  PublishStamped(*writer, 1);
+  auto held = (*reader)->Next(seconds(5));
+  ASSERT_TRUE(held.ok() && held->has_value());
+  PublishStamped(*writer, 2);  // into the other slot; frame 1 is held, frame 2 the newest
+  EXPECT_EQ(writer->Loan(milliseconds(50)).status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(StampedWith(**held, 1));
+  (*held)->tensor.reset();
+  EXPECT_TRUE(writer->Loan(seconds(5)).ok());
+  EXPECT_EQ(*writer->Publish(), 3u);
+}
+
+TEST_F(StreamTest, AKilledReaderIsForgottenAndItsFramesGoBackToTheWriter) {
+  StreamOptions options;
+  options.slots = 2;
+  auto writer = OpenWriter("cam/killed", options);
+  ASSERT_NE(writer, nullptr);
+  PublishStamped(*writer, 1);
+  auto reader = PeerProcess::Start(socket(), {"stream-hold", "cam/killed"});
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  ASSERT_EQ(*reader->ReadLine(), "held 1");
+  PublishStamped(*writer, 2);
+  EXPECT_EQ(writer->Loan(milliseconds(50)).status().code(), absl::StatusCode::kDeadlineExceeded);
+  reader->Signal(SIGKILL);
+  ASSERT_TRUE(reader->Wait().ok());
+  // The daemon deletes the dead reader's ephemeral seat; the writer drops its claims.
+  EXPECT_TRUE(Eventually([&] { return writer->readers() == 0; }));
+  EXPECT_TRUE(writer->Loan(seconds(5)).ok());
+  EXPECT_TRUE(client().List("cam/killed/.readers/")->empty());
+}
+
+TEST_F(StreamTest, AClosedStreamEndsItsReadersAfterTheLastFrame) {
+  auto writer = OpenWriter("cam/end");
+  ASSERT_NE(writer, nullptr);
+  auto reader_client = NewClient();
+  auto reader = StreamReader::Open(*reader_client, "cam/end");
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  PublishStamped(*writer, 1);
+  ASSERT_TRUE(writer->Close().ok());
+  EXPECT_EQ(writer->Loan().status().code(), absl::StatusCode::kFailedPrecondition);
+  auto last = (*reader)->Next(seconds(5));
+  ASSERT_TRUE(last.ok() && last->has_value()) << last.status();
+  EXPECT_EQ((*last)->sequence, 1u);
+  EXPECT_EQ((*reader)->Next(seconds(5)).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_TRUE(StampedWith(**last, 1));  // its frame outlives the stream
+}
+
+TEST_F(StreamTest, AReaderRefusesWhatIsNotAWellFormedRing) {
+  std::vector<float> plain(2048, 1.0f);
+  ASSERT_TRUE(PutFloats(client(), "not/a/ring", plain).ok());
+  auto refused = StreamReader::Open(client(), "not/a/ring", milliseconds(100));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+
+  // A hostile writer's ring: the right magic, then 4,000 slots claimed in 8 KiB.
+  auto forged = client().Create("forged", {8192}, dtypes::kUInt8);
+  ASSERT_TRUE(forged.ok());
+  TensorPtr forged_tensor(*forged);
+  auto* bytes = static_cast<uint8_t*>(forged_tensor->dl_tensor.data);
+  std::memset(bytes, 0, 8192);
+  const uint64_t magic = 0x31304e4952425454ull;
+  const uint32_t slots = 4000;
+  std::memcpy(bytes, &magic, sizeof(magic));
+  std::memcpy(bytes + 8, &slots, sizeof(slots));
+  ASSERT_TRUE(client().Seal("forged").ok());
+  refused = StreamReader::Open(client(), "forged", milliseconds(100));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_NE(refused.status().message().find("slots = 4000"), std::string::npos)
+      << refused.status();
+  EXPECT_TRUE(client().Ping().ok());
+}
+
+TEST_F(StreamTest, AReaderGetsTheRingReadOnly) {
+  auto writer = OpenWriter("cam/ro");
+  ASSERT_NE(writer, nullptr);
+  PublishStamped(*writer, 7);
+  auto reader_client = NewClient();
+  auto reader = StreamReader::Open(*reader_client, "cam/ro");
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto frame = (*reader)->Next(seconds(5));
+  ASSERT_TRUE(frame.ok() && frame->has_value());
+  // The page under the frame is mapped read-only in the reader: making it writable fails.
+  const uintptr_t page = reinterpret_cast<uintptr_t>((*frame)->tensor->dl_tensor.data) & ~4095ul;
+  EXPECT_EQ(mprotect(reinterpret_cast<void*>(page), 4096, PROT_READ | PROT_WRITE), -1);
+  EXPECT_EQ(errno, EACCES);
+  EXPECT_TRUE(StampedWith(**frame, 7));
+}
+
+TEST_F(StreamTest, AnEphemeralNameGoesWithTheSessionThatCreatedIt) {
+  auto watcher = client().Watch("presence/");
+  ASSERT_TRUE(watcher.ok());
+  auto other = NewClient();
+  CreateOptions ephemeral;
+  ephemeral.ephemeral = true;
+  auto created = other->Create("presence/a", {16}, dtypes::kUInt8, ephemeral);
+  ASSERT_TRUE(created.ok());
+  ASSERT_TRUE(other->Seal("presence/a").ok());
+  (*created)->deleter(*created);
+  std::vector<float> lasting(4, 2.0f);
+  ASSERT_TRUE(PutFloats(*other, "presence/b", lasting).ok());
+  other.reset();  // its session ends
+  auto published = (*watcher)->Next(seconds(10));
+  ASSERT_TRUE(published.ok() && published->has_value());
+  EXPECT_EQ((*published)->kind, WatchEvent::Kind::kPublished);
+  EXPECT_EQ((*published)->name, "presence/a");
+  auto put = (*watcher)->Next(seconds(10));
+  ASSERT_TRUE(put.ok() && put->has_value());
+  EXPECT_EQ((*put)->name, "presence/b");
+  auto deleted = (*watcher)->Next(seconds(10));
+  ASSERT_TRUE(deleted.ok() && deleted->has_value());
+  EXPECT_EQ((*deleted)->kind, WatchEvent::Kind::kDeleted);
+  EXPECT_EQ((*deleted)->name, "presence/a");
+  EXPECT_EQ(client().Stat("presence/a").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(client().Stat("presence/b").ok());
+}
+
+}  // namespace
+}  // namespace tensorbroker::testing
