@@ -68,7 +68,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "python"))
 from daemon_wait import wait_until_serving  # noqa: E402  (tests/python/daemon_wait.py)
 
-CONTENDERS = ("tensorbroker", "queue", "pipe")
+CONTENDERS = ("tb-ring", "tensorbroker", "queue", "pipe")
+OURS = ("tb-ring", "tensorbroker")
 HEADER = struct.Struct("<qq")  # (seq, t_ns) at offset 0
 TAIL = struct.Struct("<q")  # seq in the last 8 bytes
 SENTINEL = -1  # the seq of the frame (tensorbroker) that ends the stream
@@ -261,6 +262,58 @@ def tb_consumer(plan, setup, index, rec):
     client.close()
 
 
+# --- tensorbroker stream ring ---------------------------------------------------------------
+
+
+WARM_SEQ = -2  # the seq of the frames that fault the ring's pages in before the stream
+
+
+def ring_producer(plan, setup, out):
+    client = tensorbroker.connect(setup["socket"])
+    payload = make_payload(plan.size)
+    size = plan.size
+    # Each consumer holds one frame at a time: the newest, one per consumer and one to fill
+    # is every slot the writer could ever need, so it never waits for a reader.
+    slots = 2 + plan.consumers
+    writer = client.stream_writer(setup["name"], (size,), "uint8", slots=slots,
+                                  max_readers=plan.consumers, frames_per_reader=1)
+
+    def publish(seq):
+        t = writer.loan(WAIT)
+        a = np.asarray(t)
+        np.copyto(a, payload)
+        stamp(a, size, seq)
+        del a
+        t.release()
+        writer.publish()
+
+    for _ in range(slots):  # a ring in use is warm: fault its pages in (as the pipe's)
+        publish(WARM_SEQ)
+    yield  # ready
+    run_producer(plan, publish, writer.close, out)
+    yield  # done
+    client.close()
+
+
+def ring_consumer(plan, setup, index, rec):
+    client = tensorbroker.connect(setup["socket"])
+    reader = client.stream_reader(setup["name"], timeout=WAIT)
+    tail_at = plan.size - 8
+    yield  # ready: the writer took this reader
+    for t in reader:  # the newest frame each time, until the writer closes the stream
+        a = np.from_dlpack(t)
+        seq, t_ns = HEADER.unpack_from(a, 0)
+        (tail,) = TAIL.unpack_from(a, tail_at)
+        now = now_ns()
+        del a
+        t.release()
+        if seq != WARM_SEQ:
+            rec.frame(seq, t_ns, tail, now)
+    yield
+    reader.close()
+    client.close()
+
+
 # --- torch.multiprocessing.Queue ------------------------------------------------------------
 
 
@@ -381,7 +434,8 @@ def pipe_consumer(plan, setup, index, rec):
         detach(segments, views)
 
 
-ROLES = {"tensorbroker": (tb_producer, tb_consumer), "queue": (queue_producer, queue_consumer),
+ROLES = {"tb-ring": (ring_producer, ring_consumer),
+         "tensorbroker": (tb_producer, tb_consumer), "queue": (queue_producer, queue_consumer),
          "pipe": (pipe_producer, pipe_consumer)}
 
 
@@ -422,7 +476,7 @@ def run_cell(ctx, contender, plan, socket, cell_id, client):
     """One (contender, size, consumers): fresh processes, both phases. Returns the results."""
     setup, cleanup = {}, []
     n = plan.consumers
-    if contender == "tensorbroker":
+    if contender in OURS:
         setup = {"socket": socket, "name": f"stream/{cell_id}"}
         cleanup.append(lambda: client.list(setup["name"]) and client.delete(setup["name"]))
     elif contender == "queue":
@@ -550,47 +604,50 @@ HEAD = (f"{'contender':<13} {'cons':>4} {'paced/s':>8} {'p50':>10} {'p99':>10} {
 
 
 def goals(rows):
-    """The issue's goals, one line per (size, consumers) that has a tensorbroker row."""
+    """The issue's goals, one line per (size, consumers) and tensorbroker path measured."""
     print("\ngoals (information only): 1 MiB and 64 MiB: tensorbroker's p50 and p99 below both "
           "baselines', its delivered fps above both; 4 KiB: its p50 <= 2x the pipe's. Ratios: "
           "tensorbroker / the better baseline (named)")
     by = {(r.plan.size, r.plan.consumers, r.contender): r for r in rows}
     cells = sorted({(r.plan.size, r.plan.consumers) for r in rows})
     for size, consumers in cells:
-        tb = by.get((size, consumers, "tensorbroker"))
         base = {c: by.get((size, consumers, c)) for c in ("queue", "pipe")}
-        label = f"{size_label(size)}, {consumers} consumer{'s' if consumers > 1 else ''}:"
-        if tb is None:
-            print(f"  {label:<24} not measured (no tensorbroker row)")
-            continue
-        if size == 4 * KiB:
-            pipe = base["pipe"]
-            if pipe is None or pipe.p50 is None or tb.p50 is None:
-                print(f"  {label:<24} p50 <= 2x pipe: not measured (no pipe row)")
-            else:
-                ratio = tb.p50 / pipe.p50
-                print(f"  {label:<24} p50 <= 2x pipe: {'met' if ratio <= 2 else 'not met'} "
-                      f"({ratio:.2f}x: {fmt_ns(tb.p50)} vs {fmt_ns(pipe.p50)})")
-            continue
-        if size not in (1 * MiB, 64 * MiB):
-            continue
-        present = [r for r in base.values() if r is not None]
-        if len(present) < 2:
-            missing = " and ".join(c for c, r in base.items() if r is None)
-            print(f"  {label:<24} not measured (no {missing} row)")
-            continue
-        parts = []
-        for what, lower in (("p50", True), ("p99", True), ("fps", False)):
-            mine = getattr(tb, what)
-            theirs = {c: getattr(r, what) for c, r in base.items()}
-            if mine is None or None in theirs.values():
-                parts.append(f"{what} -")
+        for ours in OURS:
+            tb = by.get((size, consumers, ours))
+            label = (f"{size_label(size)}, {consumers} consumer{'s' if consumers > 1 else ''}, "
+                     f"{ours}:")
+            if tb is None:
                 continue
-            best = (min if lower else max)(theirs, key=theirs.get)
-            ratio = mine / theirs[best] if theirs[best] else float("inf")
-            met = ratio < 1 if lower else ratio > 1
-            parts.append(f"{what} {'met' if met else 'not met'} ({ratio:.2f}x {best})")
-        print(f"  {label:<24} " + ", ".join(parts))
+            print(f"  {label:<36} " + goal_line(size, tb, base))
+
+
+def goal_line(size, tb, base):
+    """The goal of a cell for one tensorbroker row `tb` against the baselines' rows."""
+    if size == 4 * KiB:
+        pipe = base["pipe"]
+        if pipe is None or pipe.p50 is None or tb.p50 is None:
+            return "p50 <= 2x pipe: not measured (no pipe row)"
+        ratio = tb.p50 / pipe.p50
+        return (f"p50 <= 2x pipe: {'met' if ratio <= 2 else 'not met'} "
+                f"({ratio:.2f}x: {fmt_ns(tb.p50)} vs {fmt_ns(pipe.p50)})")
+    if size not in (1 * MiB, 64 * MiB):
+        return "no goal at this size"
+    present = [r for r in base.values() if r is not None]
+    if len(present) < 2:
+        missing = " and ".join(c for c, r in base.items() if r is None)
+        return f"not measured (no {missing} row)"
+    parts = []
+    for what, lower in (("p50", True), ("p99", True), ("fps", False)):
+        mine = getattr(tb, what)
+        theirs = {c: getattr(r, what) for c, r in base.items()}
+        if mine is None or None in theirs.values():
+            parts.append(f"{what} -")
+            continue
+        best = (min if lower else max)(theirs, key=theirs.get)
+        ratio = mine / theirs[best] if theirs[best] else float("inf")
+        met = ratio < 1 if lower else ratio > 1
+        parts.append(f"{what} {'met' if met else 'not met'} ({ratio:.2f}x {best})")
+    return ", ".join(parts)
 
 
 def main():
@@ -630,7 +687,7 @@ def main():
     log = open(os.path.join(workdir, "daemon.log"), "wb")
     rows, failures = [], []
     try:
-        if "tensorbroker" in args.contenders:
+        if any(c in OURS for c in args.contenders):
             daemon = subprocess.Popen([args.daemon, "--socket", socket, "--capacity",
                                        args.capacity, "--cuda-capacity", "0",
                                        "--log-level", "warning"], stderr=log)

@@ -78,8 +78,7 @@ std::unique_ptr<PyTensor> PyStreamWriter::Loan(double timeout) {
   TensorPtr tensor(WrapLoan(*frame, client_, writer_));
   TensorInfo info = InfoOf(writer_->name(), *frame, 0);
   info.sealed = false;
-  return std::make_unique<PyTensor>(client_, std::move(tensor), std::move(info),
-                                    /*created=*/false);
+  return PyTensor::Standalone(client_, std::move(tensor), std::move(info));
 }
 
 uint64_t PyStreamWriter::Publish() { return ValueOrThrow(writer_->Publish()); }
@@ -126,8 +125,7 @@ std::unique_ptr<PyTensor> PyStreamReader::Wrap(StreamFrame frame) {
   last_sequence_ = frame.sequence;
   skipped_ = frame.skipped;
   TensorInfo info = InfoOf(name_, frame.tensor->dl_tensor, frame.sequence);
-  return std::make_unique<PyTensor>(client_, std::move(frame.tensor), std::move(info),
-                                    /*created=*/false);
+  return PyTensor::Standalone(client_, std::move(frame.tensor), std::move(info));
 }
 
 std::unique_ptr<PyStreamWriter> OpenStreamWriter(PyClient& self, const std::string& name,

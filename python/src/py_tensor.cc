@@ -57,8 +57,26 @@ PyTensor::Handle PyTensor::LiveHandle() const {
   return handle_;
 }
 
+std::unique_ptr<PyTensor> PyTensor::Standalone(std::shared_ptr<Client> client, TensorPtr lease,
+                                               TensorInfo info) {
+  auto tensor = std::make_unique<PyTensor>(std::move(client), std::move(lease), std::move(info),
+                                           /*created=*/false);
+  tensor->standalone_ = true;
+  return tensor;
+}
+
 TensorPtr PyTensor::RetainLease() const {
   Handle handle = LiveHandle();
+  if (standalone_) {
+    // Another DLPack tensor over the same memory that holds a reference to the handle.
+    auto* out = new DLManagedTensorVersioned(*handle);
+    out->manager_ctx = new Handle(handle);
+    out->deleter = [](DLManagedTensorVersioned* t) {
+      delete static_cast<Handle*>(t->manager_ctx);
+      delete t;
+    };
+    return TensorPtr(out);
+  }
   // Local (a reference to this client's lease): no round trip, so the GIL stays.
   return TensorPtr(ValueOrThrow(client_->Retain(*handle)));
 }

@@ -30,6 +30,10 @@ class PyTensor {
 
   // `created`: the tensor came from Client.create() and is not sealed yet.
   PyTensor(std::shared_ptr<Client> client, TensorPtr lease, TensorInfo info, bool created);
+  // A tensor the client did not make (a stream's loan or frame): exports share `lease` itself
+  // rather than asking the client for another reference (Client::Retain).
+  static std::unique_ptr<PyTensor> Standalone(std::shared_ptr<Client> client, TensorPtr lease,
+                                              TensorInfo info);
   ~PyTensor();
   PyTensor(const PyTensor&) = delete;
   PyTensor& operator=(const PyTensor&) = delete;
@@ -72,6 +76,7 @@ class PyTensor {
   DLDevice device_{kDLCPU, 0};  // of the lease's DLTensor: as this process sees it
   bool writable_ = false;
   bool created_ = false;
+  bool standalone_ = false;  // Standalone(): exports share handle_
 };
 
 }  // namespace tensorbroker::python
