@@ -261,7 +261,7 @@ it to be published and for its writer to take this reader (DeadlineExceeded nami
       .def("next", &PyStreamReader::Next, py::arg("timeout") = py::none(),
            "The newest frame after the last one: a read-only Tensor (its version is the "
            "frame's sequence number); None when `timeout` seconds passed first (None waits). "
-           "OutOfRange once the writer closed the stream and nothing newer remains; "
+           "StreamEnded once the writer closed the stream and nothing newer remains; "
            "ResourceExhausted while this reader holds frames_per_reader frames.")
       .def("close", &PyStreamReader::Close,
            "Leave the stream (frames already returned stay valid).")

@@ -48,7 +48,7 @@ class PyStreamReader {
   PyStreamReader& operator=(const PyStreamReader&) = delete;
 
   // The newest frame after the last one, or None when `timeout` seconds passed first (None:
-  // wait for ever). OutOfRange once the writer closed the stream and nothing newer remains.
+  // wait for ever). StreamEnded (OUT_OF_RANGE) once the writer closed the stream and nothing newer remains.
   pybind11::object Next(std::optional<double> timeout);
   // __next__: the next frame; StopIteration once the stream is closed.
   pybind11::object Iterate();

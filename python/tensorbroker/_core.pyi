@@ -336,7 +336,7 @@ class StreamReader:
     """A reader of a stream ring (Client.stream_reader): iterate it, or call next(). A context manager (close() on exit)."""
 
     def next(self, timeout: Optional[float] = None) -> Optional[Tensor]:
-        """The newest frame after the last one: a read-only Tensor (its version is the frame's sequence number); None when `timeout` seconds passed first (None waits). OutOfRange once the writer closed the stream and nothing newer remains; ResourceExhausted while this reader holds frames_per_reader frames."""
+        """The newest frame after the last one: a read-only Tensor (its version is the frame's sequence number); None when `timeout` seconds passed first (None waits). StreamEnded once the writer closed the stream and nothing newer remains; ResourceExhausted while this reader holds frames_per_reader frames."""
     def close(self) -> None:
         """Leave the stream (frames already returned stay valid)."""
     @property

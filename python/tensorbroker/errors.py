@@ -34,6 +34,7 @@ __all__ = [
     "PermissionDenied",
     "Unavailable",
     "FailedPrecondition",
+    "StreamEnded",
     "error_class_for_code",
 ]
 
@@ -113,11 +114,18 @@ class FailedPrecondition(Error, RuntimeError):
     code = "FAILED_PRECONDITION"
 
 
+class StreamEnded(Error, EOFError):
+    """The stream's writer closed it and every frame it published has been read
+    (StreamReader.next; iterating a StreamReader just stops)."""
+
+    code = "OUT_OF_RANGE"
+
+
 _BY_CODE = {
     "NOT_FOUND": NotFound,
     "ALREADY_EXISTS": AlreadyExists,
     "INVALID_ARGUMENT": InvalidArgument,
-    "OUT_OF_RANGE": InvalidArgument,
+    "OUT_OF_RANGE": StreamEnded,
     "RESOURCE_EXHAUSTED": ResourceExhausted,
     "DEADLINE_EXCEEDED": Timeout,
     "CANCELLED": Cancelled,

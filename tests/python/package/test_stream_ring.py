@@ -1,0 +1,203 @@
+"""Stream rings from Python (Client.stream_writer / Client.stream_reader) against a real daemon:
+a reader in another process follows frames through torch without a torn one; loans are
+writable and frames read-only, for NumPy and torch; iteration ends when the writer closes, and
+frames outlive the reader and its client; errors name what is wrong; and another uid, a reader
+itself, can neither write the ring nor touch another reader's seat."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import tensorbroker
+from conftest import HANG_GUARD, wait_for
+
+ROOT_ONLY = pytest.mark.skipif(os.getuid() != 0, reason="switching to uid 65534 needs root")
+WORDS = 4096  # 32 KiB frames of int64, every word the frame's sequence number
+
+# Follows the stream through torch until the writer closes it; reports what it saw as JSON.
+FOLLOWER = r"""
+import json, sys
+import torch, tensorbroker
+client = tensorbroker.connect(sys.argv[1])
+reader = client.stream_reader(sys.argv[2], timeout=60)
+print("reading", flush=True)
+seen, torn, skipped, last, unordered = 0, 0, 0, 0, 0
+for frame in reader:
+    t = torch.from_dlpack(frame)
+    seq = frame.version
+    if not bool((t == seq).all()):
+        torn += 1
+    if seq <= last:
+        unordered += 1
+    last, seen, skipped = seq, seen + 1, skipped + reader.skipped
+    del t
+    frame.release()
+print(json.dumps({"seen": seen, "skipped": skipped, "last": last, "torn": torn,
+                  "unordered": unordered}), flush=True)
+"""
+
+
+def publish(writer, seq):
+    frame = writer.loan()
+    np.asarray(frame)[:] = seq
+    frame.release()
+    assert writer.publish() == seq
+
+
+def test_a_reader_in_another_process_follows_every_frame_it_takes_untorn(daemon, client):
+    writer = client.stream_writer("ring/follow", WORDS, "int64")
+    follower = subprocess.Popen([sys.executable, "-c", FOLLOWER, daemon.socket, "ring/follow"],
+                                stdout=subprocess.PIPE, text=True)
+    try:
+        assert follower.stdout.readline() == "reading\n"
+        assert writer.readers == 1
+        for seq in range(1, 501):
+            publish(writer, seq)
+        writer.close()
+        report = json.loads(follower.stdout.readline())
+        assert follower.wait(timeout=HANG_GUARD) == 0
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+    assert report["seen"] + report["skipped"] == 500, report
+    assert (report["last"], report["torn"], report["unordered"]) == (500, 0, 0), report
+    with pytest.raises(tensorbroker.NotFound):  # close() deleted the name
+        client.stat("ring/follow")
+
+
+def test_a_loan_is_writable_and_a_frame_read_only(daemon, client):
+    other = tensorbroker.connect(daemon.socket)
+    with client.stream_writer("ring/rw", (2, 3), np.float32, slots=4) as writer, \
+            other.stream_reader("ring/rw") as reader:
+        assert (writer.name, writer.readers) == ("ring/rw", 1)
+        assert reader.next(timeout=0) is None  # nothing published yet
+        loan = writer.loan()
+        assert (loan.shape, loan.dtype, loan.readonly) == ((2, 3), "float32", False)
+        np.asarray(loan)[:] = np.arange(6, dtype=np.float32).reshape(2, 3)
+        torch.from_dlpack(loan)[0, 0] = 7.0  # the same bytes through torch
+        del loan
+        assert writer.publish() == 1
+        frame = reader.next(timeout=5)
+        assert (frame.version, reader.last_sequence, reader.skipped) == (1, 1, 0)
+        assert frame.readonly is True
+        view = np.asarray(frame)
+        assert view.tolist() == [[7.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+        assert view.flags.writeable is False
+        with pytest.raises(ValueError):
+            view[0, 0] = 1.0
+        for seq in (2, 3, 4):
+            publish(writer, seq)
+        newest = reader.next(timeout=5)
+        assert (newest.version, reader.skipped) == (4, 2)
+        assert np.asarray(newest).tolist() == [[4.0] * 3] * 2
+        assert view.tolist() == [[7.0, 1.0, 2.0], [3.0, 4.0, 5.0]]  # frame 1 is held: intact
+    other.close()
+
+
+def test_iteration_ends_with_the_stream_and_frames_outlive_reader_and_client(daemon, client):
+    other = tensorbroker.connect(daemon.socket)
+    writer = client.stream_writer("ring/end", 8, "uint8")
+    reader = other.stream_reader("ring/end")
+    publish(writer, 1)
+    writer.close()
+    frames = list(reader)  # the frame published before close(), then the end
+    assert [f.version for f in frames] == [1]
+    with pytest.raises(tensorbroker.StreamEnded):
+        reader.next(timeout=1)
+    reader.close()
+    other.close()
+    assert np.asarray(frames[0]).tolist() == [1] * 8
+
+
+def test_errors_name_what_is_wrong(daemon, client):
+    with pytest.raises(tensorbroker.InvalidArgument, match="slots: 1 is out of range"):
+        client.stream_writer("ring/bad", 8, "uint8", slots=1)
+    with pytest.raises(tensorbroker.InvalidArgument, match="frames_per_reader: 17"):
+        client.stream_writer("ring/bad", 8, "uint8", frames_per_reader=17)
+    with client.stream_writer("ring/taken", 8, "uint8"):
+        with pytest.raises(tensorbroker.AlreadyExists, match="ring/taken"):
+            client.stream_writer("ring/taken", 8, "uint8")
+    client.put("ring/plain", np.zeros(8192, np.uint8))
+    with pytest.raises(tensorbroker.FailedPrecondition, match="not a tensorbroker stream ring"):
+        client.stream_reader("ring/plain", timeout=1)
+    client.delete("ring/plain")
+    with client.stream_writer("ring/full", 8, "uint8", max_readers=1):
+        first = client.stream_reader("ring/full")
+        with pytest.raises(tensorbroker.Timeout, match="did not accept this reader"):
+            client.stream_reader("ring/full", timeout=0.2)
+        first.close()
+
+
+# Runs as uid 65534 (group 0, which may open the socket): a reader of the stream like any other,
+# then it attacks the ring and the other reader's seat. Reports on stdout as JSON.
+ATTACKER = r"""
+import ctypes, errno, json, os, sys
+os.setgroups([0])
+os.setresuid(65534, 65534, 65534)
+import numpy as np, tensorbroker
+
+def outcome(call):
+    try:
+        result = call()
+    except tensorbroker.Error as e:
+        return [type(e).__name__, str(e)]
+    return ["ok", result]
+
+socket, name, victim_seat = sys.argv[1:4]
+client = tensorbroker.connect(socket)
+reader = client.stream_reader(name, timeout=30)
+frame = reader.next(timeout=30)
+report = {"uid": os.getuid(), "frame": int(np.asarray(frame)[0])}
+# The page under the frame cannot be made writable: the descriptor is read-only.
+libc = ctypes.CDLL(None, use_errno=True)
+page = np.asarray(frame).ctypes.data & ~4095
+rc = libc.mprotect(ctypes.c_void_p(page), 4096, 3)  # PROT_READ | PROT_WRITE
+report["mprotect"] = [rc, errno.errorcode.get(ctypes.get_errno(), "")]
+report["seats_listed"] = [t["name"] for t in client.list(name + "/.readers/")]
+report["get_seat"] = outcome(lambda: client.get(victim_seat, timeout=0) and None)
+report["delete_seat"] = outcome(lambda: client.delete(victim_seat))
+report["replace_seat"] = outcome(
+    lambda: client.put(victim_seat, np.zeros(256, np.uint8), replace=True) and None)
+report["delete_ring"] = outcome(lambda: client.delete(name))
+print(json.dumps(report), flush=True)
+"""
+
+
+@ROOT_ONLY
+def test_another_uid_reads_but_cannot_write_the_ring_or_touch_a_seat(daemon, client):
+    victim = tensorbroker.connect(daemon.socket)
+    writer = client.stream_writer("ring/shared", WORDS, "int64", readers="*")
+    reader = victim.stream_reader("ring/shared")
+    [seat] = [t["name"] for t in client.list("ring/shared/.readers/")]
+    publish(writer, 1)
+    held = reader.next(timeout=5)
+    os.chmod(daemon.dir, 0o755)  # the attacker must reach the socket
+    try:
+        done = subprocess.run([sys.executable, "-c", ATTACKER, daemon.socket, "ring/shared",
+                               seat], capture_output=True, text=True, timeout=HANG_GUARD)
+    finally:
+        os.chmod(daemon.dir, 0o700)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["uid"], report["frame"]) == (65534, 1)
+    assert report["mprotect"] == [-1, "EACCES"], report
+    assert [s for s in report["seats_listed"] if s == seat] == [], report  # only its own
+    assert report["get_seat"][0] == "NotFound", report
+    assert report["delete_seat"][0] == "NotFound", report
+    assert report["replace_seat"][0] == "PermissionDenied", report
+    assert report["delete_ring"][0] == "PermissionDenied", report
+    # The victim's frame is intact, its seat still counts, and the stream goes on.
+    assert np.asarray(held).tolist() == [1] * WORDS
+    wait_for(lambda: writer.readers == 1, "the attacker's seat to go with its process")
+    publish(writer, 2)
+    newest = reader.next(timeout=5)
+    assert newest.version == 2 and np.asarray(newest).tolist() == [2] * WORDS
+    reader.close()
+    writer.close()
+    victim.close()
