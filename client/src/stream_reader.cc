@@ -7,6 +7,7 @@
 #include <dlpack/dlpack.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -140,6 +141,10 @@ class StreamReader::Impl {
       for (uint32_t i = 0; i < geometry_.max_readers; ++i) {
         if (LoadAcquire(&control_->accepted[i]) == seat_version_) {
           index_ = i;
+          // Skips are counted from the newest frame at joining (the first one this reader
+          // may get), or from the start.
+          const uint64_t newest = HeadSequence(LoadAcquire(&control_->head));
+          skip_base_ = newest == 0 ? 0 : newest - 1;
           return absl::OkStatus();
         }
       }
@@ -183,7 +188,7 @@ class StreamReader::Impl {
     }
     StreamFrame frame;
     frame.sequence = sequence;
-    frame.skipped = last_sequence_ == 0 ? 0 : sequence - last_sequence_ - 1;
+    frame.skipped = sequence - std::max(last_sequence_, skip_base_) - 1;
     last_sequence_ = sequence;
     frame.tensor.reset(Wrap(slot, claim, self));
     return std::optional<StreamFrame>(std::move(frame));
@@ -225,6 +230,7 @@ class StreamReader::Impl {
   uint64_t seat_version_ = 0;
   uint32_t index_ = 0;                   // its entry in RingControl::accepted
   uint64_t last_sequence_ = 0;           // Next's thread only
+  uint64_t skip_base_ = 0;               // the frame before the newest one at joining
 };
 
 absl::StatusOr<std::unique_ptr<StreamReader>> StreamReader::Open(

@@ -9,7 +9,8 @@
 // adopted), and a follower waiting with after_version across a restart gets the next version
 // while the kept history stays; records and segments that are not what they claim are
 // dropped, and the daemon serves on. With socket activation (the harness playing the socket
-// unit) a client that connects while the daemon is down is served when it is back.
+// unit) a client that connects while the daemon is down is served when it is back. A stream
+// ring goes on across a restart; ephemeral names are not adopted.
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "tensorbroker/stream.h"
 #include "tests/integration/test_util.h"
 #include "tensorbroker/v1/state.pb.h"
 #include "tests/integration/harnessed_daemon_test.h"
@@ -228,6 +230,69 @@ TEST_F(RestartTest, AClientRidesThroughARestartAndLeasesWhatItHoldsAgain) {
   EXPECT_CODE(c->Stat("creating"), absl::StatusCode::kNotFound);
   ASSERT_OK(PutFloats(*c, "creating", Floats(4, 9)));
   EXPECT_EQ(GetFloats(*c, "creating"), Floats(4, 9));
+}
+
+// A stream ring rides through a restart: the frames never went through the daemon, so the
+// writer and a reader (each on a client that reconnects) go on publishing and reading, untorn;
+// the reader's seat, an ephemeral tensor, is not adopted (nor any ephemeral name), but the
+// writer still counts its claims until the reader lets go. The ring itself is adopted.
+TEST_F(RestartTest, AStreamRingGoesOnAcrossARestartAndEphemeralNamesAreNotAdopted) {
+  Start();
+  auto writer_client = Connect();
+  auto reader_client = Connect();
+  ASSERT_NE(writer_client, nullptr);
+  ASSERT_NE(reader_client, nullptr);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<StreamWriter> writer,
+                       StreamWriter::Open(*writer_client, "ring", {256}, dtypes::kInt64));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<StreamReader> reader,
+                       StreamReader::Open(*reader_client, "ring"));
+  CreateOptions ephemeral;
+  ephemeral.ephemeral = true;
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * created,
+                       writer_client->Create("presence", {8}, dtypes::kUInt8, ephemeral));
+  TensorPtr presence(created);
+  ASSERT_OK(writer_client->Seal("presence").status());
+  auto publish = [&](int64_t value) {
+    ASSERT_OK_AND_ASSIGN(DLTensor * frame, writer->Loan());
+    std::fill_n(static_cast<int64_t*>(frame->data), 256, value);
+    ASSERT_OK(writer->Publish().status());
+  };
+  auto next_is = [&](int64_t value) {
+    ASSERT_OK_AND_ASSIGN(std::optional<StreamFrame> frame, reader->Next(std::chrono::seconds(5)));
+    ASSERT_TRUE(frame.has_value());
+    EXPECT_EQ(frame->sequence, static_cast<uint64_t>(value));
+    const auto* words = static_cast<const int64_t*>(frame->tensor->dl_tensor.data);
+    EXPECT_EQ(std::count(words, words + 256, value), 256);
+  };
+  publish(1);
+  next_is(1);
+  ASSERT_OK_AND_ASSIGN(std::optional<StreamFrame> held, reader->Next(std::chrono::seconds(0)));
+  EXPECT_FALSE(held.has_value());
+  publish(2);
+  ASSERT_OK_AND_ASSIGN(held, reader->Next(std::chrono::seconds(5)));  // held across the restart
+  ASSERT_TRUE(held.has_value());
+
+  Stop(SIGTERM);
+  Start();
+  for (int64_t value = 3; value <= 20; ++value) {
+    publish(value);
+    next_is(value);
+  }
+  EXPECT_EQ(std::count(static_cast<const int64_t*>(held->tensor->dl_tensor.data),
+                       static_cast<const int64_t*>(held->tensor->dl_tensor.data) + 256, 2),
+            256);  // 18 frames later, through a restart, the held frame is intact
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  EXPECT_OK(c->Stat("ring").status());
+  EXPECT_CODE(c->Stat("presence"), absl::StatusCode::kNotFound);
+  ASSERT_OK_AND_ASSIGN(std::vector<TensorInfo> seats, c->List("ring/.readers/"));
+  EXPECT_TRUE(seats.empty());
+  EXPECT_EQ(writer->readers(), 1u);  // the orphaned seat still counts
+  held.reset();
+  reader.reset();                    // lets go: the writer forgets it at its next Loan
+  publish(21);
+  EXPECT_EQ(writer->readers(), 0u);
+  EXPECT_OK(writer->Close());
 }
 
 // A follower waiting for the version after the one it read (GetOptions::after_version) rides

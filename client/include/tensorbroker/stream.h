@@ -100,7 +100,9 @@ class StreamWriter {
 struct StreamFrame {
   TensorPtr tensor;       // read-only; its deleter lets the writer reuse the slot
   uint64_t sequence = 0;  // the writer's count: 1, 2, ...
-  uint64_t skipped = 0;   // frames published since the previous Next that this reader missed
+  // Frames this reader missed since the previous Next (for the first: since it joined; the
+  // newest frame then is its first).
+  uint64_t skipped = 0;
 };
 
 class StreamReader {
