@@ -94,6 +94,25 @@ class Daemon:
         return code
 
 
+# The start of a script run as uid 65534 with group 0 (which may open the socket): a fresh
+# interpreter (`python -c AS_UID_65534 + script`), not a bare fork, since gRPC's threads do not
+# survive fork(). It drops root before importing tensorbroker; outcome(call) gives
+# ["ok", result] or [error class name, message], for a JSON report on stdout.
+AS_UID_65534 = r"""
+import ctypes, errno, json, os, sys
+os.setgroups([0])
+os.setresuid(65534, 65534, 65534)
+import numpy as np, tensorbroker
+
+def outcome(call):
+    try:
+        result = call()
+    except tensorbroker.Error as e:
+        return [type(e).__name__, str(e)]
+    return ["ok", result]
+"""
+
+
 @pytest.fixture(scope="module")
 def daemon():
     d = Daemon()

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import tensorbroker
-from conftest import HANG_GUARD, wait_for
+from conftest import AS_UID_65534, HANG_GUARD, wait_for
 
 ROOT_ONLY = pytest.mark.skipif(os.getuid() != 0, reason="switching to uid 65534 needs root")
 WORDS = 4096  # 32 KiB frames of int64, every word the frame's sequence number
@@ -136,18 +136,7 @@ def test_errors_name_what_is_wrong(daemon, client):
 
 # Runs as uid 65534 (group 0, which may open the socket): a reader of the stream like any other,
 # then it attacks the ring and the other reader's seat. Reports on stdout as JSON.
-ATTACKER = r"""
-import ctypes, errno, json, os, sys
-os.setgroups([0])
-os.setresuid(65534, 65534, 65534)
-import numpy as np, tensorbroker
-
-def outcome(call):
-    try:
-        result = call()
-    except tensorbroker.Error as e:
-        return [type(e).__name__, str(e)]
-    return ["ok", result]
+ATTACKER = AS_UID_65534 + r"""
 
 socket, name, victim_seat = sys.argv[1:4]
 client = tensorbroker.connect(socket)

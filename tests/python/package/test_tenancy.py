@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import tensorbroker
-from conftest import HANG_GUARD, Daemon
+from conftest import AS_UID_65534, HANG_GUARD, Daemon
 
 CLI = os.environ.get("TENSORBROKER_CLI", "")
 ROOT_ONLY = pytest.mark.skipif(os.getuid() != 0, reason="switching to uid 65534 needs root")
@@ -192,21 +192,8 @@ def test_quota_bytes_refuses_what_does_not_fit():
 
 # ---- another uid ----------------------------------------------------------------------------
 
-# Runs as uid 65534 with group 0 (which may open the socket). A fresh interpreter, not a bare
-# fork: gRPC's threads do not survive fork(). It drops root before importing tensorbroker and
-# reports on stdout as JSON.
-OTHER_UID = r"""
-import json, os, sys
-os.setgroups([0])
-os.setresuid(65534, 65534, 65534)
-import numpy as np, tensorbroker
-
-def outcome(call):
-    try:
-        result = call()
-    except tensorbroker.Error as e:
-        return [type(e).__name__, str(e)]
-    return ["ok", result]
+# Runs as uid 65534 (conftest.AS_UID_65534) and reports on stdout as JSON.
+OTHER_UID = AS_UID_65534 + r"""
 
 client = tensorbroker.connect(sys.argv[1])
 report = {"uid": os.getuid(), "euid": os.geteuid()}
