@@ -1,6 +1,7 @@
 #include "client/src/stream_layout.h"
 
 #include <linux/futex.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,6 +62,9 @@ absl::Status MakeGeometry(const std::vector<int64_t>& shape, DLDataType dtype, u
   g.dtype_bits = dtype.bits;
   g.dtype_lanes = dtype.lanes;
   for (size_t i = 0; i < shape.size(); ++i) g.shape[i] = shape[i];
+  if (getrandom(&g.admission, sizeof(g.admission), 0) != sizeof(g.admission)) {
+    return absl::InternalError("getrandom failed: no admission token for the ring");
+  }
   *out = g;
   return absl::OkStatus();
 }

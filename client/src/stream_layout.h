@@ -10,7 +10,8 @@
 //
 // A reader's seat is a small mutable broker tensor it creates (ephemeral: it goes with the
 // reader's session) under SeatPrefix(name); only the reader writes it, and the writer reads it:
-//     magic (u64), claims[kMaxFramesPerReader] (u64 sequences the reader holds; 0: none),
+//     magic (u64), admission (u64: the ring's, proving the reader could read the ring),
+//     claims[kMaxFramesPerReader] (u64 sequences the reader holds; 0: none),
 //     closed (u32: the reader let go of everything and will claim nothing more).
 //
 // Claims and reuse follow the store-buffer (Dekker) pattern: a reader stores its claim, fences,
@@ -61,6 +62,9 @@ struct RingGeometry {
   uint16_t dtype_lanes;
   uint32_t reserved;
   int64_t shape[kMaxStreamDims];
+  // Random, drawn at Open. A reader copies it into its seat: only a process that may read the
+  // ring can take a seat (anyone else may create a tensor under the seat prefix, not know this).
+  uint64_t admission;
 };
 static_assert(sizeof(RingGeometry) <= 128, "the geometry fits its 128 bytes");
 
@@ -82,6 +86,7 @@ static_assert(sizeof(RingControl) <= kDataOffset, "the control block fits page 0
 
 struct SeatPage {
   uint64_t magic;
+  uint64_t admission;  // RingGeometry::admission of the ring it joins
   uint64_t claims[kMaxFramesPerReader];
   uint32_t closed;
 };

@@ -127,6 +127,7 @@ class StreamReader::Impl {
     seat_page_ = reinterpret_cast<SeatPage*>(static_cast<uint8_t*>(seat_->dl_tensor.data) +
                                              seat_->dl_tensor.byte_offset);
     std::memset(seat_page_, 0, sizeof(SeatPage));
+    seat_page_->admission = geometry_.admission;
     StoreRelease(&seat_page_->magic, kSeatMagic);
     auto sealed = client_.Seal(seat_name_);
     if (!sealed.ok()) return sealed.status();

@@ -233,7 +233,11 @@ class StreamWriter::Impl {
     if (!is_seat) return;  // not a reader of this library: ignored
     const auto* page = reinterpret_cast<const SeatPage*>(static_cast<const uint8_t*>(t.data) +
                                                          t.byte_offset);
-    if (LoadAcquire(&page->magic) != kSeatMagic) return;
+    // Only a process that could read the ring knows its admission token.
+    if (LoadAcquire(&page->magic) != kSeatMagic ||
+        LoadAcquire(&page->admission) != geometry_.admission) {
+      return;
+    }
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return;
     for (auto it = seats_.begin(); it != seats_.end(); ++it) {

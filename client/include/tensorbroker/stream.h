@@ -26,8 +26,10 @@
 // keep=N on ordinary tensors remain the tool.
 //
 // Trust: readers cannot write the ring (read-only descriptor) nor another reader's seat (it is
-// readable by the writer's uid alone). Every value a reader reads from the ring is checked
-// before use. The writer can always change its own frames, as the owner of any tensor can.
+// readable by the writer's uid alone). Only a process that may read the ring can take a seat:
+// it copies the ring's random admission token into it, and the writer ignores seats without.
+// Every value a reader reads from the ring is checked before use. The writer can always
+// change its own frames, as the owner of any tensor can.
 //
 // Lifetimes: the Client must outlive its StreamWriter and StreamReader; frames (StreamFrame::
 // tensor) may outlive both. A reader's seat is ephemeral: if the reader's process dies, the

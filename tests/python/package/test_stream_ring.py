@@ -190,3 +190,43 @@ def test_another_uid_reads_but_cannot_write_the_ring_or_touch_a_seat(daemon, cli
     reader.close()
     writer.close()
     victim.close()
+
+
+# Runs as uid 65534, which may not read the ring: it forges a seat under the ring's seat prefix
+# (magic right, admission token guessed) to take the stream's only reader place.
+SQUATTER = AS_UID_65534 + r"""
+import struct
+socket, name = sys.argv[1:3]
+client = tensorbroker.connect(socket)
+report = {"get_ring": outcome(lambda: client.get(name, timeout=0) and None)}
+seat = client.create(name + "/.readers/forged", 256, "uint8", mutable=True, readers="uid:0")
+np.asarray(seat)[:16] = np.frombuffer(struct.pack("<QQ", 0x3130544145534254, 12345), np.uint8)
+seat.seal()
+report["forged"] = True
+print(json.dumps(report), flush=True)
+"""
+
+
+@ROOT_ONLY
+def test_a_process_that_may_not_read_the_ring_cannot_take_a_seat(daemon, client):
+    writer = client.stream_writer("ring/private", 8, "uint8", max_readers=1, readers="uid:0")
+    os.chmod(daemon.dir, 0o755)
+    try:
+        done = subprocess.run([sys.executable, "-c", SQUATTER, daemon.socket, "ring/private"],
+                              capture_output=True, text=True, timeout=HANG_GUARD)
+    finally:
+        os.chmod(daemon.dir, 0o700)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["get_ring"][0] == "NotFound", report
+    assert report["forged"] is True
+    # The writer took events in order: had the forged seat been accepted, this reader would
+    # find the only place taken and time out.
+    other = tensorbroker.connect(daemon.socket)
+    reader = other.stream_reader("ring/private", timeout=10)
+    assert writer.readers == 1
+    publish(writer, 1)
+    assert np.asarray(reader.next(timeout=5)).tolist() == [1] * 8
+    reader.close()
+    writer.close()
+    other.close()
