@@ -2,8 +2,13 @@
 """Streaming frames from one producer process to consumer processes (issue 17): figures only.
 
 Side by side in one run, for every frame size (4 KiB, 1 MiB, 64 MiB) and consumer count (1, 4),
-three ways of streaming uint8 frames from one producer process to its consumer processes:
+four ways of streaming uint8 frames from one producer process to its consumer processes:
 
+  tb-ring       tensorbroker's stream ring: the producer loan()s a slot of a StreamWriter
+                (slots = 2 + consumers, frames_per_reader=1), fills it through np.asarray,
+                stamps it and publish()es (no daemon round trip); each consumer iterates a
+                StreamReader (the newest frame each time: it may skip), reads the header through
+                np.from_dlpack and release()s. The ring is faulted in before the stream.
   tensorbroker  the producer create()s the frame in broker memory (replace=True, keep=1), fills
                 it through np.asarray(t), stamps it and seal()s it; each consumer follows with
                 get(name, after_version=v), reads the header through np.from_dlpack(t) and
@@ -24,10 +29,10 @@ Every frame's first 16 bytes are (seq, t_ns) as two int64 and its last 8 bytes s
 t_ns = time.clock_gettime_ns(CLOCK_MONOTONIC), stamped by the producer after the fill and right
 before it publishes / sends; a consumer takes its own reading once it holds the frame and has
 read the header (and the tail: a tail that differs from the header counts as torn). The fill is
-the same for all three: one numpy copy of a prepared buffer into the frame.
+the same for all four: one numpy copy of a prepared buffer into the frame.
 
 Two phases per (size, consumers, contender), in fresh processes:
-  paced    the producer publishes at a fixed rate, the same for all three and below every
+  paced    the producer publishes at a fixed rate, the same for all four and below every
            contender's maximum (see DEFAULTS; the first 10 % of the frames, at least 3, are a
            warm-up): publication-to-consumer latency p50 / p99 over every consumer's frames.
   unpaced  the producer publishes as fast as it can: frames per second delivered to each
@@ -42,8 +47,8 @@ p99s are the scheduler's. The exit code is 1 when a cell failed or a frame was t
 order.
 
   PYTHONPATH=build/python /usr/bin/python3 bench/stream_bench.py [--daemon build/daemon/tensorbrokerd]
-      [--quick] [--sizes 4K,1M,64M] [--consumers 1,4] [--contenders tensorbroker,queue,pipe]
-      [--rate FPS] [--capacity 2G]
+      [--quick] [--sizes 4K,1M,64M] [--consumers 1,4]
+      [--contenders tb-ring,tensorbroker,queue,pipe] [--rate FPS] [--scale K] [--capacity 2G]
 """
 
 import argparse
@@ -129,11 +134,12 @@ def pct(samples, q):
 class Plan:
     """What one cell runs: frame size, consumers, the paced rate and frame counts."""
 
-    def __init__(self, size, consumers, quick, rate=None):
+    def __init__(self, size, consumers, quick, rate=None, scale=1):
         row = DEFAULTS[min([d for d in DEFAULTS if d >= size] or [max(DEFAULTS)])]
         default_rate, paced, unpaced = row[1 if consumers == 1 else 4]
         self.size, self.consumers = size, consumers
         self.rate = rate or default_rate
+        paced, unpaced = paced * scale, unpaced * scale
         if quick:
             paced, unpaced = max(8, paced // 10), max(8, unpaced // 10)
         self.paced, self.unpaced = paced, unpaced
@@ -667,12 +673,16 @@ def main():
     parser.add_argument("--rate", type=float, default=None,
                         help="paced frames per second in every cell (default: per size and "
                              "consumers, see DEFAULTS)")
+    parser.add_argument("--scale", type=int, default=1,
+                        help="frames per phase times this (more samples for the p99s)")
     args = parser.parse_args()
     unknown = [c for c in args.contenders if c not in CONTENDERS]
     if unknown or not args.contenders:
         parser.error(f"--contenders: one or more of {', '.join(CONTENDERS)}; not {unknown}")
     if any(c < 1 for c in args.consumers):
         parser.error("--consumers: at least 1")
+    if args.scale < 1:
+        parser.error("--scale: at least 1")
 
     # Children come from a fork server that has imported numpy, torch and tensorbroker and
     # done nothing else: they start in milliseconds, and no client, gRPC thread or queue thread
@@ -707,7 +717,7 @@ def main():
         cell_id = 0
         for size in args.sizes:
             for consumers in args.consumers:
-                plan = Plan(size, consumers, args.quick, args.rate)
+                plan = Plan(size, consumers, args.quick, args.rate, args.scale)
                 print(f"\n{size_label(size)} frames, {consumers} consumer"
                       f"{'s' if consumers > 1 else ''}: paced at {plan.rate:g}/s "
                       f"({plan.paced} frames, the first {plan.warm} not measured), "

@@ -36,8 +36,9 @@
 
 namespace tensorbroker::client_internal {
 
-inline constexpr uint64_t kRingMagic = 0x31304e4952425454ull;  // "TTBRIN01"
-inline constexpr uint64_t kSeatMagic = 0x3130544145534254ull;  // "TBSEAT01"
+// Layout 2 (with the admission token); readers and writers of other layouts refuse each other.
+inline constexpr uint64_t kRingMagic = 0x32304e4952425454ull;  // "TTBRIN02"
+inline constexpr uint64_t kSeatMagic = 0x3230544145534254ull;  // "TBSEAT02"
 inline constexpr uint32_t kMaxSlots = 256;
 inline constexpr uint32_t kMaxReaders = 64;
 inline constexpr uint32_t kMaxFramesPerReader = 16;

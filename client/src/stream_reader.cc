@@ -62,20 +62,23 @@ class StreamReader::Impl {
     const bool forever = timeout.count() < 0;
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     if (LoadAcquire(&control_->accepted[index_]) != seat_version_) {
-      return absl::AbortedError(absl::StrCat(
-          "stream '", ring_name_, "': the writer no longer counts this reader; open a new one"));
+      return NotCounted();
     }
+    uint64_t missed_head = 0;  // a head whose frame was refilled before the claim landed
     while (true) {
       const uint32_t gen = LoadAcquire(&control_->gen);
       // The state before the head: a writer closes after its last publication.
       const bool closed = LoadAcquire(&control_->state) != kStreamOpen;
       const uint64_t head = LoadAcquire(&control_->head);
       const uint64_t sequence = HeadSequence(head);
-      if (sequence > last_sequence_) {
+      if (sequence > last_sequence_ && head != missed_head) {
         auto frame = Claim(sequence, HeadSlot(head), self);
         if (!frame.ok()) return frame.status();
         if (frame->has_value()) return frame;
-        continue;  // the slot moved on: read the head again
+        // The slot moved on, so a newer head is out: read it again. A head that stays the
+        // same (only a broken or hostile writer leaves one) is waited out like no news.
+        missed_head = head;
+        continue;
       }
       if (closed) {
         return absl::OutOfRangeError(absl::StrCat(
@@ -105,6 +108,11 @@ class StreamReader::Impl {
   }
 
  private:
+  absl::Status NotCounted() const {
+    return absl::AbortedError(absl::StrCat(
+        "stream '", ring_name_, "': the writer no longer counts this reader; open a new one"));
+  }
+
   struct FrameContext {
     std::shared_ptr<Impl> reader;
     uint32_t claim = 0;
@@ -183,13 +191,19 @@ class StreamReader::Impl {
     }
     StoreSeqCst(&seat_page_->claims[claim], sequence);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    // Counted only while the writer counts this seat: checked after the claim is visible.
+    if (LoadSeqCst(&control_->accepted[index_]) != seat_version_) {
+      StoreRelease(&seat_page_->claims[claim], 0);
+      return NotCounted();
+    }
     if (LoadSeqCst(&control_->slot_seq[slot]) != sequence) {
       StoreRelease(&seat_page_->claims[claim], 0);
       return std::optional<StreamFrame>();
     }
     StreamFrame frame;
     frame.sequence = sequence;
-    frame.skipped = sequence - std::max(last_sequence_, skip_base_) - 1;
+    const uint64_t since = std::max(last_sequence_, skip_base_);
+    frame.skipped = sequence > since ? sequence - since - 1 : 0;
     last_sequence_ = sequence;
     frame.tensor.reset(Wrap(slot, claim, self));
     return std::optional<StreamFrame>(std::move(frame));

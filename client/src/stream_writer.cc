@@ -3,8 +3,8 @@
 // Ownership: the writer holds the ring's Create tensor (its writable mapping and lease) and one
 // lease per accepted reader seat (a mapping of the reader's claims). Threading: one thread
 // calls Loan/Publish/Close; a membership thread follows the seats' Watch and accepts or drops
-// readers. `mu_` guards the seats and the slot choice; the publication itself is stores into
-// the ring that only this writer makes.
+// readers. `mu_` guards the seats and the slot choice (the publication itself is stores into
+// the ring that only this writer makes); `watcher_mu_` guards the watch, which Close ends.
 #include <dlpack/dlpack.h>
 
 #include <algorithm>
@@ -45,7 +45,7 @@ class StreamWriter::Impl {
     // The watch comes first, so that no reader that finds the ring can join unseen.
     auto watcher = client_.Watch(SeatPrefix(name_));
     if (!watcher.ok()) return watcher.status();
-    watcher_ = *std::move(watcher);
+    watcher_ = std::shared_ptr<Watcher>(*std::move(watcher));
     CreateOptions create;
     create.readers = options.readers;
     create.replace = options.replace;
@@ -113,7 +113,11 @@ class StreamWriter::Impl {
         WakeReaders();
       }
     }
-    if (watcher_ != nullptr) watcher_->Close();
+    {
+      std::lock_guard<std::mutex> lock(watcher_mu_);
+      closing_ = true;
+      if (watcher_ != nullptr) watcher_->Close();
+    }
     if (membership_.joinable()) membership_.join();
     absl::Status deleted = absl::OkStatus();
     if (version_ != 0) {
@@ -195,28 +199,71 @@ class StreamWriter::Impl {
     return seats_.erase(it);
   }
 
-  // The membership thread: every seat event under the prefix, until Close.
+  // The membership thread, until Close: every seat event under the prefix. Each tick (and
+  // event) it also forgets seats their readers closed and retries seats refused while every
+  // place was taken. A watch that fails for good (the daemon stayed away longer than the
+  // client's reconnect_timeout) is opened again, from a listing.
   void FollowSeats() {
+    constexpr auto kTick = std::chrono::milliseconds(100);
     while (true) {
-      auto event = watcher_->Next(std::chrono::milliseconds(-1));
-      if (!event.ok()) return;  // closed, or the daemon is gone for good
-      if (!event->has_value()) continue;
-      const WatchEvent& e = **event;
-      switch (e.kind) {
-        case WatchEvent::Kind::kPublished:
-        case WatchEvent::Kind::kReplaced:
-          Accept(e.name, e.version);
-          break;
-        case WatchEvent::Kind::kDeleted:
-          Forget(e.name);
-          break;
-        case WatchEvent::Kind::kLost:
-          Resync();
-          break;
-        case WatchEvent::Kind::kExpired:
-          break;
+      std::shared_ptr<Watcher> watcher;
+      {
+        std::lock_guard<std::mutex> lock(watcher_mu_);
+        if (closing_) return;
+        watcher = watcher_;
       }
+      auto event = watcher->Next(kTick);
+      if (!event.ok()) {
+        if (Closing()) return;  // Close ended the watch
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        auto again = client_.Watch(SeatPrefix(name_));
+        std::lock_guard<std::mutex> lock(watcher_mu_);
+        if (closing_) return;
+        if (again.ok()) {
+          watcher_ = std::shared_ptr<Watcher>(*std::move(again));
+          resync_ = true;
+        }
+        continue;
+      }
+      if (event->has_value()) Handle(**event);
+      if (resync_) {
+        resync_ = false;
+        Resync();
+      }
+      Tick();
     }
+  }
+
+  bool Closing() {
+    std::lock_guard<std::mutex> lock(watcher_mu_);
+    return closing_;
+  }
+
+  void Handle(const WatchEvent& e) {
+    switch (e.kind) {
+      case WatchEvent::Kind::kPublished:
+      case WatchEvent::Kind::kReplaced:
+        Accept(e.name, e.version);
+        break;
+      case WatchEvent::Kind::kDeleted:
+        Forget(e.name);
+        break;
+      case WatchEvent::Kind::kLost:
+        Resync();
+        break;
+      case WatchEvent::Kind::kExpired:
+        break;
+    }
+  }
+
+  void Tick() {
+    std::vector<std::pair<std::string, uint64_t>> retry;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      DropClosedSeatsLocked();
+      if (seats_.size() < geometry_.max_readers) retry.swap(refused_);
+    }
+    for (const auto& [name, version] : retry) Accept(name, version);
   }
 
   // Maps the seat `name` at `version` and counts its claims from now on.
@@ -233,9 +280,11 @@ class StreamWriter::Impl {
     if (!is_seat) return;  // not a reader of this library: ignored
     const auto* page = reinterpret_cast<const SeatPage*>(static_cast<const uint8_t*>(t.data) +
                                                          t.byte_offset);
-    // Only a process that could read the ring knows its admission token.
+    // Only a process that could read the ring knows its admission token; a closed seat's
+    // reader has let go already.
     if (LoadAcquire(&page->magic) != kSeatMagic ||
-        LoadAcquire(&page->admission) != geometry_.admission) {
+        LoadAcquire(&page->admission) != geometry_.admission ||
+        LoadAcquire(&page->closed) != 0) {
       return;
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -248,7 +297,14 @@ class StreamWriter::Impl {
       }
     }
     auto free = std::find(index_used_.begin(), index_used_.end(), false);
-    if (free == index_used_.end()) return;  // full: the reader's Open runs out of time
+    if (free == index_used_.end()) {
+      // Full: taken when a place frees (Tick), or the reader's Open runs out of time first.
+      const std::pair<std::string, uint64_t> seat(name, version);
+      if (std::find(refused_.begin(), refused_.end(), seat) == refused_.end()) {
+        refused_.push_back(seat);
+      }
+      return;
+    }
     Seat accepted;
     accepted.name = name;
     accepted.version = version;
@@ -263,6 +319,9 @@ class StreamWriter::Impl {
 
   void Forget(const std::string& name) {
     std::lock_guard<std::mutex> lock(mu_);
+    refused_.erase(std::remove_if(refused_.begin(), refused_.end(),
+                                  [&](const auto& seat) { return seat.first == name; }),
+                   refused_.end());
     for (auto it = seats_.begin(); it != seats_.end(); ++it) {
       if (it->name == name) {
         DropSeatLocked(it);
@@ -277,6 +336,10 @@ class StreamWriter::Impl {
   void Resync() {
     auto listed = client_.List(SeatPrefix(name_));
     if (!listed.ok()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      refused_.clear();  // what is still there is listed
+    }
     for (const TensorInfo& info : *listed) Accept(info.name, info.version);
   }
 
@@ -288,12 +351,17 @@ class StreamWriter::Impl {
   uint8_t* data_ = nullptr;
   uint64_t version_ = 0;
   std::vector<int64_t> shape_;
-  std::unique_ptr<Watcher> watcher_;
   std::thread membership_;
+  bool resync_ = false;                 // membership thread only
+
+  std::mutex watcher_mu_;
+  std::shared_ptr<Watcher> watcher_;    // guarded by watcher_mu_ (replaced if it fails)
+  bool closing_ = false;                // guarded by watcher_mu_
 
   mutable std::mutex mu_;
   bool closed_ = false;                 // guarded by mu_
   std::vector<Seat> seats_;             // guarded by mu_
+  std::vector<std::pair<std::string, uint64_t>> refused_;  // guarded by mu_: while full
   std::vector<bool> index_used_;        // guarded by mu_
   std::vector<uint64_t> slot_seq_;      // guarded by mu_: what each slot holds (ours to say)
   std::optional<uint32_t> loan_;        // guarded by mu_

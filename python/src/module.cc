@@ -264,7 +264,8 @@ it to be published and for its writer to take this reader (DeadlineExceeded nami
            "StreamEnded once the writer closed the stream and nothing newer remains; "
            "ResourceExhausted while this reader holds frames_per_reader frames.")
       .def("close", &PyStreamReader::Close,
-           "Leave the stream (frames already returned stay valid).")
+           "Leave the stream (frames already returned stay valid). From any thread: a next() "
+           "waiting in another thread raises Cancelled (an iteration stops).")
       .def_property_readonly("last_sequence", &PyStreamReader::last_sequence,
                              "The sequence number of the last frame returned (0: none yet).")
       .def_property_readonly("skipped", &PyStreamReader::skipped,

@@ -1,5 +1,6 @@
 #include "python/src/py_stream.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -95,18 +96,29 @@ PyStreamReader::PyStreamReader(std::shared_ptr<Client> client,
 PyStreamReader::~PyStreamReader() { Close(); }
 
 void PyStreamReader::Close() {
-  RunWithoutGil([this] { reader_.reset(); });  // deletes its seat: a round trip
+  closed_->store(true);
+  RunWithoutGil([this] { reader_.reset(); });  // the last owner deletes its seat: a round trip
 }
 
 py::object PyStreamReader::Next(std::optional<double> timeout) {
-  if (reader_ == nullptr) {
+  std::shared_ptr<StreamReader> reader = reader_;
+  if (reader == nullptr) {
     throw StatusError(absl::FailedPreconditionError(
         absl::StrCat("the reader of stream '", name_, "' is closed")));
   }
-  StreamReader* reader = reader_.get();
-  auto frame = WaitInSlices(timeout, [&](std::chrono::milliseconds slice) {
-    return reader->Next(slice);
+  // Slices of at most 100 ms, so that a close() from another thread ends the wait soon.
+  auto frame = WaitInSlices(timeout, [&](std::chrono::milliseconds slice)
+                                         -> absl::StatusOr<std::optional<StreamFrame>> {
+    if (closed_->load()) {
+      return absl::CancelledError(absl::StrCat("the reader of stream '", name_, "' was closed"));
+    }
+    return reader->Next(std::min(slice, std::chrono::milliseconds(100)));
   });
+  {
+    // The last owner of a reader closed meanwhile deletes its seat: a round trip.
+    GilReleased released;
+    reader.reset();
+  }
   if (!frame.ok()) throw StatusError(frame.status());
   if (!frame->has_value()) return py::none();
   return py::cast(Wrap(**std::move(frame)));
@@ -117,6 +129,7 @@ py::object PyStreamReader::Iterate() {
     return Next(std::nullopt);
   } catch (const StatusError& error) {
     if (absl::IsOutOfRange(error.status())) throw py::stop_iteration();
+    if (closed_->load() && absl::IsCancelled(error.status())) throw py::stop_iteration();
     throw;
   }
 }

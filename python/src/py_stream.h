@@ -2,13 +2,15 @@
 // for Python. A loan and a frame are tensorbroker.Tensor objects over the ring's memory
 // (writable for the writer's loan, read-only for a reader's frame); each keeps what it points
 // into alive, so they stay valid after the writer, the reader or the client is gone.
-// Threading: one Python thread per object at a time; waits run with the GIL released (in
-// slices on the main thread, so Ctrl-C interrupts them).
+// Threading: one Python thread per object at a time, except that close() may come from any
+// thread (a reader's next() waiting meanwhile raises Cancelled); waits run with the GIL
+// released (in slices on the main thread, so Ctrl-C interrupts them).
 #ifndef TENSORBROKER_PYTHON_SRC_PY_STREAM_H_
 #define TENSORBROKER_PYTHON_SRC_PY_STREAM_H_
 
 #include <pybind11/pybind11.h>
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,7 +63,10 @@ class PyStreamReader {
   std::unique_ptr<PyTensor> Wrap(StreamFrame frame);
 
   std::shared_ptr<Client> client_;         // outlives reader_
-  std::unique_ptr<StreamReader> reader_;   // null once closed
+  // Null once closed. Shared with a next() waiting in another thread, so a close() meanwhile
+  // never frees it under that wait: the waiter sees closed_ at its next slice and lets go.
+  std::shared_ptr<StreamReader> reader_;
+  std::shared_ptr<std::atomic<bool>> closed_ = std::make_shared<std::atomic<bool>>(false);
   std::string name_;
   uint64_t last_sequence_ = 0;
   uint64_t skipped_ = 0;

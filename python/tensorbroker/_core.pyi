@@ -338,7 +338,7 @@ class StreamReader:
     def next(self, timeout: Optional[float] = None) -> Optional[Tensor]:
         """The newest frame after the last one: a read-only Tensor (its version is the frame's sequence number); None when `timeout` seconds passed first (None waits). StreamEnded once the writer closed the stream and nothing newer remains; ResourceExhausted while this reader holds frames_per_reader frames."""
     def close(self) -> None:
-        """Leave the stream (frames already returned stay valid)."""
+        """Leave the stream (frames already returned stay valid). From any thread: a next() waiting in another thread raises Cancelled (an iteration stops)."""
     @property
     def last_sequence(self) -> int:
         """The sequence number of the last frame returned (0: none yet)."""

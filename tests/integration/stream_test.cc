@@ -1,7 +1,9 @@
 // Stream rings (tensorbroker/stream.h) against a real daemon and real reader processes: a
 // reader in another process follows 1,000 frames untorn and in order; a held frame never
 // changes; the writer waits only when readers hold every slot; a killed reader is forgotten;
-// a reader cannot make the ring writable; a forged ring is refused. And the
+// a reader cannot make the ring writable; a forged ring is refused, and a hostile writer's head
+// is waited out; a reader waiting for a place gets one when another leaves, and one whose seat
+// is deleted is told so. And the
 // daemon feature streams rest on: ephemeral names go with their session.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -13,6 +15,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/stream_layout.h"
 #include "tensorbroker/stream.h"
 #include "tests/integration/peer_process.h"
 #include "tests/integration/test_util.h"
@@ -194,7 +197,7 @@ TEST_F(StreamTest, AReaderRefusesWhatIsNotAWellFormedRing) {
   TensorPtr forged_tensor(*forged);
   auto* bytes = static_cast<uint8_t*>(forged_tensor->dl_tensor.data);
   std::memset(bytes, 0, 8192);
-  const uint64_t magic = 0x31304e4952425454ull;
+  const uint64_t magic = 0x32304e4952425454ull;
   const uint32_t slots = 4000;
   std::memcpy(bytes, &magic, sizeof(magic));
   std::memcpy(bytes + 8, &slots, sizeof(slots));
@@ -220,6 +223,105 @@ TEST_F(StreamTest, AReaderGetsTheRingReadOnly) {
   EXPECT_EQ(mprotect(reinterpret_cast<void*>(page), 4096, PROT_READ | PROT_WRITE), -1);
   EXPECT_EQ(errno, EACCES);
   EXPECT_TRUE(StampedWith(**frame, 7));
+}
+
+TEST_F(StreamTest, AReaderWaitingForAPlaceGetsOneWhenAReaderLeaves) {
+  StreamOptions options;
+  options.max_readers = 1;
+  auto writer = OpenWriter("cam/place", options);
+  ASSERT_NE(writer, nullptr);
+  auto first_client = NewClient();
+  auto first = StreamReader::Open(*first_client, "cam/place");
+  ASSERT_TRUE(first.ok()) << first.status();
+  PublishStamped(*writer, 1);
+  auto held = (*first)->Next(seconds(5));
+  ASSERT_TRUE(held.ok() && held->has_value());
+  // The second reader waits for the only place; the first leaves while its frame is alive
+  // (its seat goes only with the frame), and the writer, idle all along, notices on its own.
+  auto second_client = NewClient();
+  std::thread leave([&] {
+    std::this_thread::sleep_for(milliseconds(300));
+    first->reset();
+    held->reset();
+  });
+  auto second = StreamReader::Open(*second_client, "cam/place", seconds(10));
+  leave.join();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(writer->readers(), 1u);
+  PublishStamped(*writer, 2);
+  auto next = (*second)->Next(seconds(5));
+  ASSERT_TRUE(next.ok() && next->has_value());
+  EXPECT_EQ((*next)->sequence, 2u);
+}
+
+TEST_F(StreamTest, AReaderWhoseSeatIsDeletedIsToldSo) {
+  auto writer = OpenWriter("cam/deleted");
+  ASSERT_NE(writer, nullptr);
+  auto reader_client = NewClient();
+  auto reader = StreamReader::Open(*reader_client, "cam/deleted");
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto seats = client().List("cam/deleted/.readers/");
+  ASSERT_TRUE(seats.ok() && seats->size() == 1u);
+  ASSERT_TRUE(client().Delete((*seats)[0].name).ok());  // its owner (this uid) may
+  EXPECT_TRUE(Eventually([&] { return writer->readers() == 0; }));
+  PublishStamped(*writer, 1);
+  EXPECT_EQ((*reader)->Next(seconds(5)).status().code(), absl::StatusCode::kAborted);
+}
+
+// A writer that is broken or hostile: its head names a frame whose slot says it is being
+// refilled, for ever. The reader claims nothing, does not spin, and returns at its timeout.
+TEST_F(StreamTest, AHeadThatNeverSettlesIsWaitedOutNotSpunOn) {
+  using client_internal::RingControl;
+  const uint64_t bytes = client_internal::kDataOffset + 2 * 4096;
+  auto created = client().Create("cam/hostile", {static_cast<int64_t>(bytes)}, dtypes::kUInt8);
+  ASSERT_TRUE(created.ok());
+  TensorPtr ring(*created);
+  auto* control = static_cast<RingControl*>(ring->dl_tensor.data);
+  std::memset(control, 0, sizeof(RingControl));
+  client_internal::RingGeometry& g = control->geometry;
+  g.magic = client_internal::kRingMagic;
+  g.slots = 2;
+  g.max_readers = 1;
+  g.frames_per_reader = 1;
+  g.ndim = 1;
+  g.slot_bytes = 4096;
+  g.frame_nbytes = 4096;
+  g.dtype_code = kDLUInt;
+  g.dtype_bits = 8;
+  g.dtype_lanes = 1;
+  g.shape[0] = 4096;
+  g.admission = 7;
+  ASSERT_TRUE(client().Seal("cam/hostile").ok());
+  auto reader_client = NewClient();
+  std::unique_ptr<StreamReader> reader;
+  std::thread open([&] {
+    auto opened = StreamReader::Open(*reader_client, "cam/hostile", seconds(10));
+    EXPECT_TRUE(opened.ok()) << opened.status();
+    if (opened.ok()) reader = *std::move(opened);
+  });
+  // Play the writer: accept the seat, then publish a head that never settles.
+  absl::StatusOr<std::vector<TensorInfo>> seats;
+  ASSERT_TRUE(Eventually([&] {
+    seats = client().List("cam/hostile/.readers/");
+    return seats.ok() && seats->size() == 1;
+  }));
+  __atomic_store_n(&control->accepted[0], (*seats)[0].version, __ATOMIC_RELEASE);
+  __atomic_fetch_add(&control->gen, 1, __ATOMIC_RELEASE);
+  client_internal::FutexWakeAll(&control->gen);
+  open.join();
+  ASSERT_NE(reader, nullptr);
+  __atomic_store_n(&control->slot_seq[1], client_internal::kBusy, __ATOMIC_RELEASE);
+  __atomic_store_n(&control->head, client_internal::PackHead(5, 1), __ATOMIC_RELEASE);
+  const auto start = std::chrono::steady_clock::now();
+  auto next = reader->Next(milliseconds(200));
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_FALSE(next->has_value());
+  EXPECT_LT(took, seconds(5));  // a guard against the spin, not a measurement
+  // A head past the slots is refused outright.
+  __atomic_store_n(&control->head, client_internal::PackHead(6, 9), __ATOMIC_RELEASE);
+  EXPECT_EQ(reader->Next(milliseconds(200)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(StreamTest, AnEphemeralNameGoesWithTheSessionThatCreatedIt) {

@@ -82,7 +82,8 @@ class StreamWriter {
   // (DEADLINE_EXCEEDED then). FAILED_PRECONDITION once closed.
   absl::StatusOr<DLTensor*> Loan(std::chrono::milliseconds timeout = std::chrono::seconds(5));
   // Makes the loaned frame the stream's newest and wakes waiting readers. Returns its sequence
-  // number (1, 2, ...). FAILED_PRECONDITION without a loan.
+  // number (1, 2, ...). FAILED_PRECONDITION without a loan. Do not write through the loan
+  // after this: readers may hold the frame (the kernel does not stop the writer).
   absl::StatusOr<uint64_t> Publish();
   // Ends the stream: readers get the frames already published, then OUT_OF_RANGE. Deletes the
   // name (readers keep their frames). Idempotent.

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -115,6 +116,25 @@ def test_iteration_ends_with_the_stream_and_frames_outlive_reader_and_client(dae
     assert np.asarray(frames[0]).tolist() == [1] * 8
 
 
+def test_close_from_another_thread_ends_a_waiting_iteration(daemon, client):
+    other = tensorbroker.connect(daemon.socket)
+    writer = client.stream_writer("ring/stop", 8, "uint8")
+    reader = other.stream_reader("ring/stop")
+    seen = []
+    follower = threading.Thread(target=lambda: seen.extend(f.version for f in reader))
+    follower.start()
+    publish(writer, 1)
+    wait_for(lambda: seen == [1], "the follower to take frame 1")
+    reader.close()  # the follower waits in next(): its iteration stops
+    follower.join(timeout=HANG_GUARD)
+    assert not follower.is_alive() and seen == [1]
+    with pytest.raises(tensorbroker.FailedPrecondition, match="closed"):
+        reader.next(timeout=0)
+    wait_for(lambda: writer.readers == 0, "the writer to forget the closed reader")
+    writer.close()
+    other.close()
+
+
 def test_errors_name_what_is_wrong(daemon, client):
     with pytest.raises(tensorbroker.InvalidArgument, match="slots: 1 is out of range"):
         client.stream_writer("ring/bad", 8, "uint8", slots=1)
@@ -200,7 +220,7 @@ socket, name = sys.argv[1:3]
 client = tensorbroker.connect(socket)
 report = {"get_ring": outcome(lambda: client.get(name, timeout=0) and None)}
 seat = client.create(name + "/.readers/forged", 256, "uint8", mutable=True, readers="uid:0")
-np.asarray(seat)[:16] = np.frombuffer(struct.pack("<QQ", 0x3130544145534254, 12345), np.uint8)
+np.asarray(seat)[:16] = np.frombuffer(struct.pack("<QQ", 0x3230544145534254, 12345), np.uint8)
 seat.seal()
 report["forged"] = True
 print(json.dumps(report), flush=True)
