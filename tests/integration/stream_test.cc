@@ -62,11 +62,28 @@ bool Eventually(Condition condition) {
 
 class StreamTest : public BrokerTest {
  protected:
+  void TearDown() override {
+    reader_clients_.clear();
+    BrokerTest::TearDown();
+  }
+
   std::unique_ptr<StreamWriter> OpenWriter(const std::string& name, StreamOptions options = {}) {
     auto writer = StreamWriter::Open(client(), name, {kWords}, dtypes::kInt64, options);
     EXPECT_TRUE(writer.ok()) << writer.status();
     return writer.ok() ? *std::move(writer) : nullptr;
   }
+
+  // A reader on a client of its own (the fixture keeps the clients, which outlive the
+  // readers); null after a failure.
+  std::unique_ptr<StreamReader> OpenReader(const std::string& name,
+                                           std::chrono::milliseconds timeout = seconds(5)) {
+    reader_clients_.push_back(NewClient());
+    auto reader = StreamReader::Open(*reader_clients_.back(), name, timeout);
+    EXPECT_TRUE(reader.ok()) << reader.status();
+    return reader.ok() ? *std::move(reader) : nullptr;
+  }
+
+  std::vector<std::unique_ptr<Client>> reader_clients_;
 };
 
 TEST_F(StreamTest, AReaderInAnotherProcessFollowsAThousandFramesUntornAndInOrder) {
@@ -102,29 +119,28 @@ TEST_F(StreamTest, AHeldFrameNeverChangesAndAReaderHoldsAtMostItsShare) {
   options.frames_per_reader = 2;
   auto writer = OpenWriter("cam/held", options);
   ASSERT_NE(writer, nullptr);
-  auto reader_client = NewClient();
-  auto reader = StreamReader::Open(*reader_client, "cam/held");
-  ASSERT_TRUE(reader.ok()) << reader.status();
-  EXPECT_EQ((*reader)->shape(), std::vector<int64_t>{kWords});
+  auto reader = OpenReader("cam/held");
+  ASSERT_NE(reader, nullptr);
+  EXPECT_EQ(reader->shape(), std::vector<int64_t>{kWords});
 
-  EXPECT_FALSE((*(*reader)->Next(milliseconds(0))).has_value());  // nothing published yet
+  EXPECT_FALSE((*reader->Next(milliseconds(0))).has_value());  // nothing published yet
   PublishStamped(*writer, 1);
-  auto first = (*reader)->Next(seconds(5));
+  auto first = reader->Next(seconds(5));
   ASSERT_TRUE(first.ok() && first->has_value()) << first.status();
   EXPECT_EQ((*first)->sequence, 1u);
   EXPECT_TRUE((*first)->tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY);
   for (uint64_t s = 2; s <= 100; ++s) PublishStamped(*writer, s);
   EXPECT_TRUE(StampedWith(**first, 1));  // 99 frames later, frame 1 is still frame 1
 
-  auto second = (*reader)->Next(seconds(5));
+  auto second = reader->Next(seconds(5));
   ASSERT_TRUE(second.ok() && second->has_value()) << second.status();
   EXPECT_EQ((*second)->sequence, 100u);
   EXPECT_EQ((*second)->skipped, 98u);
   PublishStamped(*writer, 101);
   // Two held: a third is refused until one goes.
-  EXPECT_EQ((*reader)->Next(seconds(5)).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(reader->Next(seconds(5)).status().code(), absl::StatusCode::kResourceExhausted);
   (*first)->tensor.reset();
-  auto third = (*reader)->Next(seconds(5));
+  auto third = reader->Next(seconds(5));
   ASSERT_TRUE(third.ok() && third->has_value()) << third.status();
   EXPECT_EQ((*third)->sequence, 101u);
   EXPECT_TRUE(StampedWith(**second, 100));
@@ -136,11 +152,10 @@ TEST_F(StreamTest, TheWriterWaitsOnlyWhileReadersHoldEverySlotItCouldRefill) {
   options.slots = 2;  // the newest frame, and one to refill
   auto writer = OpenWriter("cam/tight", options);
   ASSERT_NE(writer, nullptr);
-  auto reader_client = NewClient();
-  auto reader = StreamReader::Open(*reader_client, "cam/tight");
-  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto reader = OpenReader("cam/tight");
+  ASSERT_NE(reader, nullptr);
   PublishStamped(*writer, 1);
-  auto held = (*reader)->Next(seconds(5));
+  auto held = reader->Next(seconds(5));
   ASSERT_TRUE(held.ok() && held->has_value());
   PublishStamped(*writer, 2);  // into the other slot; frame 1 is held, frame 2 the newest
   EXPECT_EQ(writer->Loan(milliseconds(50)).status().code(), absl::StatusCode::kDeadlineExceeded);
@@ -172,16 +187,15 @@ TEST_F(StreamTest, AKilledReaderIsForgottenAndItsFramesGoBackToTheWriter) {
 TEST_F(StreamTest, AClosedStreamEndsItsReadersAfterTheLastFrame) {
   auto writer = OpenWriter("cam/end");
   ASSERT_NE(writer, nullptr);
-  auto reader_client = NewClient();
-  auto reader = StreamReader::Open(*reader_client, "cam/end");
-  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto reader = OpenReader("cam/end");
+  ASSERT_NE(reader, nullptr);
   PublishStamped(*writer, 1);
   ASSERT_TRUE(writer->Close().ok());
   EXPECT_EQ(writer->Loan().status().code(), absl::StatusCode::kFailedPrecondition);
-  auto last = (*reader)->Next(seconds(5));
+  auto last = reader->Next(seconds(5));
   ASSERT_TRUE(last.ok() && last->has_value()) << last.status();
   EXPECT_EQ((*last)->sequence, 1u);
-  EXPECT_EQ((*reader)->Next(seconds(5)).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(reader->Next(seconds(5)).status().code(), absl::StatusCode::kOutOfRange);
   EXPECT_TRUE(StampedWith(**last, 1));  // its frame outlives the stream
 }
 
@@ -213,10 +227,9 @@ TEST_F(StreamTest, AReaderGetsTheRingReadOnly) {
   auto writer = OpenWriter("cam/ro");
   ASSERT_NE(writer, nullptr);
   PublishStamped(*writer, 7);
-  auto reader_client = NewClient();
-  auto reader = StreamReader::Open(*reader_client, "cam/ro");
-  ASSERT_TRUE(reader.ok()) << reader.status();
-  auto frame = (*reader)->Next(seconds(5));
+  auto reader = OpenReader("cam/ro");
+  ASSERT_NE(reader, nullptr);
+  auto frame = reader->Next(seconds(5));
   ASSERT_TRUE(frame.ok() && frame->has_value());
   // The page under the frame is mapped read-only in the reader: making it writable fails.
   const uintptr_t page = reinterpret_cast<uintptr_t>((*frame)->tensor->dl_tensor.data) & ~4095ul;
@@ -230,26 +243,24 @@ TEST_F(StreamTest, AReaderWaitingForAPlaceGetsOneWhenAReaderLeaves) {
   options.max_readers = 1;
   auto writer = OpenWriter("cam/place", options);
   ASSERT_NE(writer, nullptr);
-  auto first_client = NewClient();
-  auto first = StreamReader::Open(*first_client, "cam/place");
-  ASSERT_TRUE(first.ok()) << first.status();
+  auto first = OpenReader("cam/place");
+  ASSERT_NE(first, nullptr);
   PublishStamped(*writer, 1);
-  auto held = (*first)->Next(seconds(5));
+  auto held = first->Next(seconds(5));
   ASSERT_TRUE(held.ok() && held->has_value());
   // The second reader waits for the only place; the first leaves while its frame is alive
   // (its seat goes only with the frame), and the writer, idle all along, notices on its own.
-  auto second_client = NewClient();
   std::thread leave([&] {
     std::this_thread::sleep_for(milliseconds(300));
-    first->reset();
+    first.reset();
     held->reset();
   });
-  auto second = StreamReader::Open(*second_client, "cam/place", seconds(10));
+  auto second = OpenReader("cam/place", seconds(10));
   leave.join();
-  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_NE(second, nullptr);
   EXPECT_EQ(writer->readers(), 1u);
   PublishStamped(*writer, 2);
-  auto next = (*second)->Next(seconds(5));
+  auto next = second->Next(seconds(5));
   ASSERT_TRUE(next.ok() && next->has_value());
   EXPECT_EQ((*next)->sequence, 2u);
 }
@@ -257,15 +268,14 @@ TEST_F(StreamTest, AReaderWaitingForAPlaceGetsOneWhenAReaderLeaves) {
 TEST_F(StreamTest, AReaderWhoseSeatIsDeletedIsToldSo) {
   auto writer = OpenWriter("cam/deleted");
   ASSERT_NE(writer, nullptr);
-  auto reader_client = NewClient();
-  auto reader = StreamReader::Open(*reader_client, "cam/deleted");
-  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto reader = OpenReader("cam/deleted");
+  ASSERT_NE(reader, nullptr);
   auto seats = client().List("cam/deleted/.readers/");
   ASSERT_TRUE(seats.ok() && seats->size() == 1u);
   ASSERT_TRUE(client().Delete((*seats)[0].name).ok());  // its owner (this uid) may
   EXPECT_TRUE(Eventually([&] { return writer->readers() == 0; }));
   PublishStamped(*writer, 1);
-  EXPECT_EQ((*reader)->Next(seconds(5)).status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(reader->Next(seconds(5)).status().code(), absl::StatusCode::kAborted);
 }
 
 // A writer that is broken or hostile: its head names a frame whose slot says it is being
@@ -292,13 +302,8 @@ TEST_F(StreamTest, AHeadThatNeverSettlesIsWaitedOutNotSpunOn) {
   g.shape[0] = 4096;
   g.admission = 7;
   ASSERT_TRUE(client().Seal("cam/hostile").ok());
-  auto reader_client = NewClient();
   std::unique_ptr<StreamReader> reader;
-  std::thread open([&] {
-    auto opened = StreamReader::Open(*reader_client, "cam/hostile", seconds(10));
-    EXPECT_TRUE(opened.ok()) << opened.status();
-    if (opened.ok()) reader = *std::move(opened);
-  });
+  std::thread open([&] { reader = OpenReader("cam/hostile", seconds(10)); });
   // Play the writer: accept the seat, then publish a head that never settles.
   absl::StatusOr<std::vector<TensorInfo>> seats;
   ASSERT_TRUE(Eventually([&] {
