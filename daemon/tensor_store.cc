@@ -118,7 +118,7 @@ std::string TensorStore::OpenSession(const Principal& principal, int32_t pid,
                                      const std::string& client_name, SessionEventSink* sink) {
   Locked lock(this);
   std::string id = NewSessionId();
-  sessions_[id] = Session{principal, pid, client_name, sink, {}, {}};
+  sessions_[id] = Session{principal, pid, client_name, sink, {}, {}, {}};
   return id;
 }
 

@@ -191,7 +191,9 @@ TEST_F(WatchTest, AStalledWatcherGetsOneLostEventAndHoldsNothingUp) {
       continue;
     }
     EXPECT_EQ(e.kind, i == 0 ? Kind::kPublished : Kind::kReplaced);
-    if (expect_next != 0) EXPECT_EQ(e.version, expect_next) << "at event " << i;
+    if (expect_next != 0) {
+      EXPECT_EQ(e.version, expect_next) << "at event " << i;
+    }
     expect_next = e.version + 1;  // one publisher, keep 1: versions are consecutive here
   }
   EXPECT_EQ(lost, 1);

@@ -342,7 +342,9 @@ TEST_F(TensorStoreTest, KeepHoldsTheLastVersionsReadableByNumber) {
     ASSERT_TRUE(sealed.ok()) << sealed.status();
     versions.push_back(sealed->version);
     // The first version stays leased by its creator: evicted, its bytes stay valid.
-    if (i > 1) ASSERT_TRUE(store_->Release(session_, grant->lease_id).ok());
+    if (i > 1) {
+      ASSERT_TRUE(store_->Release(session_, grant->lease_id).ok());
+    }
   }
   auto stat = store_->Stat(kRoot, "h");
   ASSERT_TRUE(stat.ok());
