@@ -14,10 +14,11 @@
 //     claims[kMaxFramesPerReader] (u64 sequences the reader holds; 0: none),
 //     closed (u32: the reader let go of everything and will claim nothing more).
 //
-// Claims and reuse follow the store-buffer (Dekker) pattern: a reader stores its claim, fences,
-// and checks that the slot still holds that sequence; the writer stores kBusy into a slot,
-// fences, and scans every accepted seat for a claim of the slot's old sequence. One of the two
-// sees the other, so no slot a reader holds is ever refilled. Every value read from another
+// Claims and reuse follow the store-buffer (Dekker) pattern, every access sequentially
+// consistent (so no store is reordered after a later load): a reader stores its claim, then
+// checks that the slot still holds that sequence; the writer stores kBusy into a slot, then
+// scans every accepted seat for a claim of the slot's old sequence. One of the two sees the
+// other, so no slot a reader holds is ever refilled. Every value read from another
 // process is only data: indexes are checked against the geometry before use.
 //
 // Threading: plain functions over mappings; the atomics are GCC/Clang __atomic builtins on the

@@ -189,8 +189,8 @@ class StreamReader::Impl {
           "stream '", ring_name_, "': this reader holds ", geometry_.frames_per_reader,
           " frames, the most the writer allows; release one first"));
     }
+    // Sequentially consistent store, then loads: never reordered (the writer's side mirrors it).
     StoreSeqCst(&seat_page_->claims[claim], sequence);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
     // Counted only while the writer counts this seat: checked after the claim is visible.
     if (LoadSeqCst(&control_->accepted[index_]) != seat_version_) {
       StoreRelease(&seat_page_->claims[claim], 0);

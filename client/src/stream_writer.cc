@@ -166,8 +166,8 @@ class StreamWriter::Impl {
     for (uint32_t slot : order) {
       const uint64_t old = slot_seq_[slot];
       if (old != 0 && slot == newest) continue;  // new readers start from the newest frame
+      // Sequentially consistent store, then the claims' loads: never reordered.
       StoreSeqCst(&control_->slot_seq[slot], kBusy);
-      __atomic_thread_fence(__ATOMIC_SEQ_CST);
       if (old == 0 || !ClaimedLocked(old)) return slot;
       StoreRelease(&control_->slot_seq[slot], old);  // a reader holds it: leave it be
     }
