@@ -62,6 +62,7 @@ class StreamWriter::Impl {
     if (!sealed.ok()) return sealed.status();
     version_ = sealed->version;
     slot_seq_.assign(geometry_.slots, 0);
+    order_.assign(geometry_.slots, 0);
     shape_.assign(geometry_.shape, geometry_.shape + geometry_.ndim);
     index_used_.assign(geometry_.max_readers, false);
     membership_ = std::thread([this] { FollowSeats(); });
@@ -159,11 +160,10 @@ class StreamWriter::Impl {
   std::optional<uint32_t> PickFreeSlotLocked() {
     DropClosedSeatsLocked();
     const uint32_t newest = HeadSlot(LoadAcquire(&control_->head));
-    std::vector<uint32_t> order(geometry_.slots);
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(),
+    std::iota(order_.begin(), order_.end(), 0);  // reused: no allocation per frame
+    std::sort(order_.begin(), order_.end(),
               [&](uint32_t a, uint32_t b) { return slot_seq_[a] < slot_seq_[b]; });
-    for (uint32_t slot : order) {
+    for (uint32_t slot : order_) {
       const uint64_t old = slot_seq_[slot];
       if (old != 0 && slot == newest) continue;  // new readers start from the newest frame
       // Sequentially consistent store, then the claims' loads: never reordered.
@@ -364,6 +364,7 @@ class StreamWriter::Impl {
   std::vector<std::pair<std::string, uint64_t>> refused_;  // guarded by mu_: while full
   std::vector<bool> index_used_;        // guarded by mu_
   std::vector<uint64_t> slot_seq_;      // guarded by mu_: what each slot holds (ours to say)
+  std::vector<uint32_t> order_;         // guarded by mu_: PickFreeSlotLocked's scratch
   std::optional<uint32_t> loan_;        // guarded by mu_
   uint64_t last_sequence_ = 0;          // guarded by mu_
   DLTensor loan_view_{};                // guarded by mu_
