@@ -39,21 +39,27 @@ Two phases per (size, consumers, contender), in fresh processes:
            consumer (mean over the consumers: delivered frames / time from the phase's start to
            its last frame), the frames it skipped (tensorbroker only; the others block the
            producer instead), the producer's own rate and the age of the frames delivered (p50).
+Each cell's header also gives the fill alone: the frames per second of the same copy into one
+warm buffer, with no stream at all; no contender can deliver more.
 
 Then the issue's goals, "met" / "not met" for information only: at 1 MiB and 64 MiB tensorbroker's
 p50 and p99 below both baselines' and its delivered fps above both; at 4 KiB its p50 within 2x
 the pipe's. On a 2-core machine 1 producer + 4 consumers + the daemon share the cores, so the
-p99s are the scheduler's. The exit code is 1 when a cell failed or a frame was torn or out of
-order.
+p99s are the scheduler's. With --repeat R the whole run is made R times (each cell's
+contenders start in a turned order), then every figure's median over the runs (and its range),
+the goals judged on the medians, and in how many runs each goal was met. The exit code is 1 when
+a cell failed or a frame was torn or out of order.
 
   PYTHONPATH=build/python /usr/bin/python3 bench/stream_bench.py [--daemon build/daemon/tensorbrokerd]
       [--quick] [--sizes 4K,1M,64M] [--consumers 1,4]
-      [--contenders tb-ring,tensorbroker,queue,pipe] [--rate FPS] [--scale K] [--capacity 2G]
+      [--contenders tb-ring,tensorbroker,queue,pipe] [--rate FPS] [--scale K] [--repeat R]
+      [--capacity 2G]
 """
 
 import argparse
 import os
 import shutil
+import statistics
 import struct
 import subprocess
 import sys
@@ -86,12 +92,12 @@ KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 # size: {consumers: (paced frames per second, paced frames, unpaced frames)}. The paced rate is
 # the same for every contender of a cell and well below the slowest one's maximum on the 2-core
 # build machine (the Queue's: about 550-1000 / 250-350 frames/s at 4 KiB with 1 / 4 consumers,
-# 260 / 140 at 1 MiB, 2 at 64 MiB, where every frame is fresh memory faulted in twice: the fill
-# and share_memory_()). Other consumer counts take the row of 4, other sizes the row of the next
-# default size up.
+# 260 / 140 at 1 MiB, 3 / 2 at 64 MiB, where every frame is fresh memory faulted in twice: the
+# fill and share_memory_()). Other consumer counts take the row of 4, other sizes the row of the
+# next default size up.
 DEFAULTS = {4 * KiB: {1: (300, 600, 1000), 4: (100, 300, 300)},
             1 * MiB: {1: (125, 300, 300), 4: (60, 200, 200)},
-            64 * MiB: {1: (1, 20, 20), 4: (1, 20, 20)}}
+            64 * MiB: {1: (1.5, 45, 60), 4: (1, 40, 40)}}
 
 
 def now_ns():
@@ -153,6 +159,19 @@ class Plan:
 def make_payload(size):
     payload = (np.arange(size, dtype=np.uint32) % 251).astype(np.uint8)
     return payload
+
+
+def fill_alone(size, seconds=0.5):
+    """Frames per second of the fill alone (the same numpy copy into one warm buffer, no
+    stream): the ceiling of every contender's unpaced rate at this size, since each fills every
+    frame it publishes."""
+    payload, frame = make_payload(size), np.empty(size, np.uint8)
+    np.copyto(frame, payload)  # faulted in, as every contender's frames are
+    frames, start = 0, now_ns()
+    while frames < 3 or now_ns() - start < seconds * 1e9:
+        np.copyto(frame, payload)
+        frames += 1
+    return frames / (now_ns() - start) * 1e9
 
 
 def stamp(buf, size, seq):
@@ -591,7 +610,7 @@ class Row:
 
     def line(self):
         skipped = f"{self.skipped:.0f} ({100 * self.skipped / self.plan.unpaced:.0f}%)"
-        text = (f"{self.contender:<13} {self.plan.consumers:>4} {self.paced_rate:8.0f} "
+        text = (f"{self.contender:<13} {self.plan.consumers:>4} {self.paced_rate:8.3g} "
                 f"{fmt_ns(self.p50):>10} {fmt_ns(self.p99):>10} {self.samples:>6} | "
                 f"{self.producer_fps:9.0f} {self.fps:11.0f} {skipped:>12} "
                 f"{fmt_ns(self.age_p50):>10}")
@@ -609,51 +628,134 @@ HEAD = (f"{'contender':<13} {'cons':>4} {'paced/s':>8} {'p50':>10} {'p99':>10} {
         f"{'prod fps':>9} {'deliv fps':>11} {'skipped':>12} {'age p50':>10}")
 
 
-def goals(rows):
-    """The issue's goals, one line per (size, consumers) and tensorbroker path measured."""
-    print("\ngoals (information only): 1 MiB and 64 MiB: tensorbroker's p50 and p99 below both "
-          "baselines', its delivered fps above both; 4 KiB: its p50 <= 2x the pipe's. Ratios: "
-          "tensorbroker / the better baseline (named)")
+def cell_label(size, consumers):
+    return f"{size_label(size)}, {consumers} consumer{'s' if consumers > 1 else ''}"
+
+
+def goals(rows, title="goals"):
+    """The issue's goals, one line per (size, consumers) and tensorbroker path measured. `rows`
+    need contender, plan, p50, p99 and fps (a Row, or a Median over runs)."""
+    print(f"\n{title} (information only): 1 MiB and 64 MiB: tensorbroker's p50 and p99 below "
+          "both baselines', its delivered fps above both; 4 KiB: its p50 <= 2x the pipe's. "
+          "Ratios: tensorbroker / the better baseline (named)")
     by = {(r.plan.size, r.plan.consumers, r.contender): r for r in rows}
-    cells = sorted({(r.plan.size, r.plan.consumers) for r in rows})
-    for size, consumers in cells:
-        base = {c: by.get((size, consumers, c)) for c in ("queue", "pipe")}
+    for size, consumers in sorted({(r.plan.size, r.plan.consumers) for r in rows}):
         for ours in OURS:
             tb = by.get((size, consumers, ours))
-            label = (f"{size_label(size)}, {consumers} consumer{'s' if consumers > 1 else ''}, "
-                     f"{ours}:")
             if tb is None:
                 continue
-            print(f"  {label:<36} " + goal_line(size, tb, base))
+            label = f"{cell_label(size, consumers)}, {ours}:"
+            print(f"  {label:<36} " + goal_line(size, tb, baselines(by, size, consumers)))
 
 
-def goal_line(size, tb, base):
-    """The goal of a cell for one tensorbroker row `tb` against the baselines' rows."""
+def baselines(by, size, consumers):
+    return {c: by.get((size, consumers, c)) for c in ("queue", "pipe")}
+
+
+def goal_checks(size, tb, base):
+    """The goal of a cell for one tensorbroker row `tb` against the baselines' rows: a list of
+    (what, met, ratio, against) for each figure measured, or a string saying why there is no
+    goal or no measurement."""
     if size == 4 * KiB:
         pipe = base["pipe"]
         if pipe is None or pipe.p50 is None or tb.p50 is None:
             return "p50 <= 2x pipe: not measured (no pipe row)"
         ratio = tb.p50 / pipe.p50
-        return (f"p50 <= 2x pipe: {'met' if ratio <= 2 else 'not met'} "
-                f"({ratio:.2f}x: {fmt_ns(tb.p50)} vs {fmt_ns(pipe.p50)})")
+        return [("p50 <= 2x pipe", ratio <= 2, ratio, "pipe")]
     if size not in (1 * MiB, 64 * MiB):
         return "no goal at this size"
-    present = [r for r in base.values() if r is not None]
-    if len(present) < 2:
+    if None in base.values():
         missing = " and ".join(c for c, r in base.items() if r is None)
         return f"not measured (no {missing} row)"
-    parts = []
+    checks = []
     for what, lower in (("p50", True), ("p99", True), ("fps", False)):
         mine = getattr(tb, what)
         theirs = {c: getattr(r, what) for c, r in base.items()}
         if mine is None or None in theirs.values():
-            parts.append(f"{what} -")
+            checks.append((what, None, None, None))
             continue
         best = (min if lower else max)(theirs, key=theirs.get)
         ratio = mine / theirs[best] if theirs[best] else float("inf")
-        met = ratio < 1 if lower else ratio > 1
-        parts.append(f"{what} {'met' if met else 'not met'} ({ratio:.2f}x {best})")
-    return ", ".join(parts)
+        checks.append((what, ratio < 1 if lower else ratio > 1, ratio, best))
+    return checks
+
+
+def goal_line(size, tb, base):
+    checks = goal_checks(size, tb, base)
+    if isinstance(checks, str):
+        return checks
+    if size == 4 * KiB:
+        (what, met, ratio, _), = checks
+        return (f"{what}: {'met' if met else 'not met'} "
+                f"({ratio:.2f}x: {fmt_ns(tb.p50)} vs {fmt_ns(base['pipe'].p50)})")
+    return ", ".join(f"{what} -" if met is None else
+                     f"{what} {'met' if met else 'not met'} ({ratio:.2f}x {best})"
+                     for what, met, ratio, best in checks)
+
+
+class Median:
+    """One contender of one cell over several runs: the median of each figure (what the goals
+    are judged on over runs), and its smallest and largest."""
+
+    def __init__(self, rows):
+        self.contender, self.plan = rows[0].contender, rows[0].plan
+        self.runs = len(rows)
+        self.spread = {}
+        for what in ("p50", "p99", "fps"):
+            values = sorted(getattr(r, what) for r in rows if getattr(r, what) is not None)
+            setattr(self, what, statistics.median(values) if values else None)
+            self.spread[what] = (values[0], values[-1]) if values else (None, None)
+
+    def line(self, fill):
+        def figure(what, fmt):
+            low, high = self.spread[what]
+            if getattr(self, what) is None:
+                return "-"
+            return f"{fmt(getattr(self, what))} ({fmt(low)}-{fmt(high)})"
+        share = f"{100 * self.fps / fill:.0f}%" if fill and self.fps else "-"
+        return (f"{self.contender:<13} {self.plan.consumers:>4} {figure('p50', fmt_ns):>28} "
+                f"{figure('p99', fmt_ns):>28} {figure('fps', lambda x: f'{x:.0f}'):>20} "
+                f"{share:>8}")
+
+
+def summary(rows, fills, runs):
+    """Over `runs` runs: each cell's medians (and ranges), the goals judged on the medians, and
+    in how many runs each goal was met on that run's own figures."""
+    print(f"\nover {runs} runs: median (smallest-largest) of each run's figure; fps as a share "
+          "of the fill alone (median over the runs)")
+    print(f"{'contender':<13} {'cons':>4} {'p50':>28} {'p99':>28} {'deliv fps':>20} "
+          f"{'of fill':>8}")
+    groups = {}
+    for r in rows:
+        groups.setdefault((r.plan.size, r.plan.consumers, r.contender), []).append(r)
+    medians = []
+    for size, consumers in sorted({key[:2] for key in groups}):
+        fill = statistics.median(fills[size])
+        print(f"{cell_label(size, consumers)} (the fill alone: {fill:.0f} frames/s)")
+        for contender in CONTENDERS:
+            if (size, consumers, contender) in groups:
+                medians.append(Median(groups[(size, consumers, contender)]))
+                print(medians[-1].line(fill))
+    goals(medians, f"goals on the medians of {runs} runs")
+    print(f"\ngoals run by run (information only): in how many of the {runs} runs each was met")
+    per_run = {}
+    for r in rows:
+        per_run.setdefault(r.run, {})[(r.plan.size, r.plan.consumers, r.contender)] = r
+    for size, consumers in sorted({key[:2] for key in groups}):
+        for ours in OURS:
+            tally = {}
+            for by in per_run.values():
+                tb = by.get((size, consumers, ours))
+                checks = goal_checks(size, tb, baselines(by, size, consumers)) if tb else None
+                if not isinstance(checks, list):
+                    continue
+                for what, met, _, _ in checks:
+                    hits, seen = tally.get(what, (0, 0))
+                    tally[what] = (hits + bool(met), seen + (met is not None))
+            if tally:
+                label = f"{cell_label(size, consumers)}, {ours}:"
+                print(f"  {label:<36} " + ", ".join(f"{what} {hits}/{seen}"
+                                                     for what, (hits, seen) in tally.items()))
 
 
 def main():
@@ -675,6 +777,10 @@ def main():
                              "consumers, see DEFAULTS)")
     parser.add_argument("--scale", type=int, default=1,
                         help="frames per phase times this (more samples for the p99s)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="the whole run this many times, each cell's contenders in a turned "
+                             "order; then each figure's median over the runs, and the goals "
+                             "judged on the medians")
     args = parser.parse_args()
     unknown = [c for c in args.contenders if c not in CONTENDERS]
     if unknown or not args.contenders:
@@ -683,6 +789,8 @@ def main():
         parser.error("--consumers: at least 1")
     if args.scale < 1:
         parser.error("--scale: at least 1")
+    if args.repeat < 1:
+        parser.error("--repeat: at least 1")
 
     # Children come from a fork server that has imported numpy, torch and tensorbroker and
     # done nothing else: they start in milliseconds, and no client, gRPC thread or queue thread
@@ -715,30 +823,46 @@ def main():
               "p50/p99 over every consumer's paced frames; deliv fps: per consumer (mean), "
               "skipped: per consumer in the unpaced phase; age p50: latency in the unpaced phase")
         cell_id = 0
-        for size in args.sizes:
-            for consumers in args.consumers:
-                plan = Plan(size, consumers, args.quick, args.rate, args.scale)
-                print(f"\n{size_label(size)} frames, {consumers} consumer"
-                      f"{'s' if consumers > 1 else ''}: paced at {plan.rate:g}/s "
-                      f"({plan.paced} frames, the first {plan.warm} not measured), "
-                      f"then {plan.unpaced} unpaced")
-                print(HEAD, flush=True)
-                for contender in args.contenders:
-                    cell_id += 1
-                    try:
-                        producer, results = run_cell(ctx, contender, plan, socket, cell_id,
-                                                     client)
-                    except Exception as e:  # noqa: BLE001  (report it, go on with the others)
-                        failures.append(f"{contender}, {size_label(size)}, {consumers}: {e}")
-                        print(f"{contender:<13} {consumers:>4} FAILED (see below)", flush=True)
-                        continue
-                    rows.append(Row(contender, plan, producer, results))
-                    print(rows[-1].line(), flush=True)
-                    if rows[-1].torn or rows[-1].disorder:
-                        failures.append(f"{contender}, {size_label(size)}, {consumers}: "
-                                        f"{rows[-1].torn} torn frames, {rows[-1].disorder} "
-                                        "out of order")
-        goals(rows)
+        fills = {}  # size: the fill alone's frames per second, one per run
+        for run in range(args.repeat):
+            if args.repeat > 1:
+                print(f"\n=== run {run + 1} of {args.repeat} (load average "
+                      f"{os.getloadavg()[0]:.2f})")
+            # Each run starts the cell with another contender: none always goes first.
+            turn = run % len(args.contenders)
+            order = args.contenders[turn:] + args.contenders[:turn]
+            run_rows = []
+            for size in args.sizes:
+                fills.setdefault(size, []).append(fill_alone(size))
+                for consumers in args.consumers:
+                    plan = Plan(size, consumers, args.quick, args.rate, args.scale)
+                    print(f"\n{cell_label(size, consumers)}: paced at {plan.rate:g}/s "
+                          f"({plan.paced} frames, the first {plan.warm} not measured), then "
+                          f"{plan.unpaced} unpaced; the fill alone: {fills[size][-1]:.0f} "
+                          "frames/s")
+                    print(HEAD, flush=True)
+                    for contender in order:
+                        cell_id += 1
+                        where = f"{contender}, {size_label(size)}, {consumers}"
+                        try:
+                            producer, results = run_cell(ctx, contender, plan, socket, cell_id,
+                                                         client)
+                        except Exception as e:  # noqa: BLE001  (report it, go on)
+                            failures.append(f"{where}: {e}")
+                            print(f"{contender:<13} {consumers:>4} FAILED (see below)",
+                                  flush=True)
+                            continue
+                        row = Row(contender, plan, producer, results)
+                        row.run = run
+                        run_rows.append(row)
+                        print(row.line(), flush=True)
+                        if row.torn or row.disorder:
+                            failures.append(f"{where}: {row.torn} torn frames, "
+                                            f"{row.disorder} out of order")
+            goals(run_rows, "goals" if args.repeat == 1 else f"goals of run {run + 1}")
+            rows.extend(run_rows)
+        if args.repeat > 1:
+            summary(rows, fills, args.repeat)
         if client is not None:
             stats = client.stats()
             print(f"\ndaemon at the end: {stats['tensors']} tensors, {stats['leases']} leases, "
