@@ -46,8 +46,9 @@ Then the issue's goals, "met" / "not met" for information only: at 1 MiB and 64 
 p50 and p99 below both baselines' and its delivered fps above both; at 4 KiB its p50 within 2x
 the pipe's. On a 2-core machine 1 producer + 4 consumers + the daemon share the cores, so the
 p99s are the scheduler's. With --repeat R the whole run is made R times (each cell's
-contenders start in a turned order), then every figure's median over the runs (and its range),
-the goals judged on the medians, and in how many runs each goal was met. The exit code is 1 when
+contenders start in a turned order), then p50 and p99 over all runs' samples pooled, the median of
+the runs' frame rates (and each figure's range), the goals judged on those, and in how many runs
+each goal was met. The exit code is 1 when
 a cell failed or a frame was torn or out of order.
 
   PYTHONPATH=build/python /usr/bin/python3 bench/stream_bench.py [--daemon build/daemon/tensorbrokerd]
@@ -594,6 +595,7 @@ class Row:
         paced = sorted(x for c in consumers for x in array("q", c["paced"]))
         unpaced = sorted(x for c in consumers for x in array("q", c["unpaced"]))
         self.p50, self.p99 = pct(paced, 0.5), pct(paced, 0.99)
+        self.paced = paced  # sorted: pooled with other runs' by OverRuns
         self.samples = len(paced)
         self.paced_rate = producer["paced_rate"]
         self.producer_fps = producer["producer_fps"]
@@ -634,7 +636,7 @@ def cell_label(size, consumers):
 
 def goals(rows, title="goals"):
     """The issue's goals, one line per (size, consumers) and tensorbroker path measured. `rows`
-    need contender, plan, p50, p99 and fps (a Row, or a Median over runs)."""
+    need contender, plan, p50, p99 and fps (a Row, or an OverRuns)."""
     print(f"\n{title} (information only): 1 MiB and 64 MiB: tensorbroker's p50 and p99 below "
           "both baselines', its delivered fps above both; 4 KiB: its p50 <= 2x the pipe's. "
           "Ratios: tensorbroker / the better baseline (named)")
@@ -693,17 +695,21 @@ def goal_line(size, tb, base):
                      for what, met, ratio, best in checks)
 
 
-class Median:
-    """One contender of one cell over several runs: the median of each figure (what the goals
-    are judged on over runs), and its smallest and largest."""
+class OverRuns:
+    """One contender of one cell over several runs, what the goals are judged on: p50 and p99
+    over every run's paced samples pooled (a p99 over one run's 41-1,080 samples is one of its
+    few slowest frames; pooled, the runs' samples estimate it together), the median of the
+    runs' delivered fps; and the smallest and largest run's figure of each."""
 
     def __init__(self, rows):
         self.contender, self.plan = rows[0].contender, rows[0].plan
-        self.runs = len(rows)
+        pooled = sorted(x for r in rows for x in r.paced)
+        self.p50, self.p99, self.samples = pct(pooled, 0.5), pct(pooled, 0.99), len(pooled)
+        fps = [r.fps for r in rows if r.fps is not None]
+        self.fps = statistics.median(fps) if fps else None
         self.spread = {}
         for what in ("p50", "p99", "fps"):
             values = sorted(getattr(r, what) for r in rows if getattr(r, what) is not None)
-            setattr(self, what, statistics.median(values) if values else None)
             self.spread[what] = (values[0], values[-1]) if values else (None, None)
 
     def line(self, fill):
@@ -714,29 +720,30 @@ class Median:
             return f"{fmt(getattr(self, what))} ({fmt(low)}-{fmt(high)})"
         share = f"{100 * self.fps / fill:.0f}%" if fill and self.fps else "-"
         return (f"{self.contender:<13} {self.plan.consumers:>4} {figure('p50', fmt_ns):>28} "
-                f"{figure('p99', fmt_ns):>28} {figure('fps', lambda x: f'{x:.0f}'):>20} "
-                f"{share:>8}")
+                f"{figure('p99', fmt_ns):>28} {self.samples:>6} "
+                f"{figure('fps', lambda x: f'{x:.0f}'):>20} {share:>8}")
 
 
 def summary(rows, fills, runs):
-    """Over `runs` runs: each cell's medians (and ranges), the goals judged on the medians, and
-    in how many runs each goal was met on that run's own figures."""
-    print(f"\nover {runs} runs: median (smallest-largest) of each run's figure; fps as a share "
-          "of the fill alone (median over the runs)")
-    print(f"{'contender':<13} {'cons':>4} {'p50':>28} {'p99':>28} {'deliv fps':>20} "
+    """Over `runs` runs: each cell's figures over the runs (OverRuns), the goals judged on them,
+    and in how many runs each goal was met on that run's own figures."""
+    print(f"\nover {runs} runs: p50 and p99 over the runs' paced samples pooled (n of them), "
+          "deliv fps the median of the runs'; in brackets the smallest and the largest run's "
+          "figure; fps as a share of the fill alone (the median of the runs')")
+    print(f"{'contender':<13} {'cons':>4} {'p50':>28} {'p99':>28} {'n':>6} {'deliv fps':>20} "
           f"{'of fill':>8}")
     groups = {}
     for r in rows:
         groups.setdefault((r.plan.size, r.plan.consumers, r.contender), []).append(r)
-    medians = []
+    over = []
     for size, consumers in sorted({key[:2] for key in groups}):
         fill = statistics.median(fills[size])
         print(f"{cell_label(size, consumers)} (the fill alone: {fill:.0f} frames/s)")
         for contender in CONTENDERS:
             if (size, consumers, contender) in groups:
-                medians.append(Median(groups[(size, consumers, contender)]))
-                print(medians[-1].line(fill))
-    goals(medians, f"goals on the medians of {runs} runs")
+                over.append(OverRuns(groups[(size, consumers, contender)]))
+                print(over[-1].line(fill))
+    goals(over, f"goals over the {runs} runs")
     print(f"\ngoals run by run (information only): in how many of the {runs} runs each was met")
     per_run = {}
     for r in rows:
@@ -779,8 +786,8 @@ def main():
                         help="frames per phase times this (more samples for the p99s)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="the whole run this many times, each cell's contenders in a turned "
-                             "order; then each figure's median over the runs, and the goals "
-                             "judged on the medians")
+                             "order; then p50/p99 over the runs' samples pooled and the median "
+                             "fps, and the goals judged on those")
     args = parser.parse_args()
     unknown = [c for c in args.contenders if c not in CONTENDERS]
     if unknown or not args.contenders:
