@@ -46,10 +46,10 @@ Then the issue's goals, "met" / "not met" for information only: at 1 MiB and 64 
 p50 and p99 below both baselines' and its delivered fps above both; at 4 KiB its p50 within 2x
 the pipe's. On a 2-core machine 1 producer + 4 consumers + the daemon share the cores, so the
 p99s are the scheduler's. With --repeat R the whole run is made R times (each cell's
-contenders start in a turned order), then p50 and p99 over all runs' samples pooled, the median of
-the runs' frame rates (and each figure's range), the goals judged on those, and in how many runs
-each goal was met. The exit code is 1 when
-a cell failed or a frame was torn or out of order.
+contenders start in a turned order), then p50 and p99 over all runs' samples pooled, the median
+of the runs' frame rates (and each figure's range), the goals judged on those, and in how many
+runs each goal was met. The exit code is 1 when a cell failed or a frame was torn or out of
+order.
 
   PYTHONPATH=build/python /usr/bin/python3 bench/stream_bench.py [--daemon build/daemon/tensorbrokerd]
       [--quick] [--sizes 4K,1M,64M] [--consumers 1,4]
