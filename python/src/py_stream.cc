@@ -96,8 +96,11 @@ PyStreamReader::PyStreamReader(std::shared_ptr<Client> client,
 PyStreamReader::~PyStreamReader() { Close(); }
 
 void PyStreamReader::Close() {
-  closed_->store(true);
-  RunWithoutGil([this] { reader_.reset(); });  // the last owner deletes its seat: a round trip
+  closed_.store(true);
+  // Taken out with the GIL held (a next() in another thread copies reader_ with it), dropped
+  // without it: the last owner deletes its seat, a round trip.
+  std::shared_ptr<StreamReader> reader = std::move(reader_);
+  RunWithoutGil([&reader] { reader.reset(); });
 }
 
 py::object PyStreamReader::Next(std::optional<double> timeout) {
@@ -109,7 +112,7 @@ py::object PyStreamReader::Next(std::optional<double> timeout) {
   // Slices of at most 100 ms, so that a close() from another thread ends the wait soon.
   auto frame = WaitInSlices(timeout, [&](std::chrono::milliseconds slice)
                                          -> absl::StatusOr<std::optional<StreamFrame>> {
-    if (closed_->load()) {
+    if (closed_.load()) {
       return absl::CancelledError(absl::StrCat("the reader of stream '", name_, "' was closed"));
     }
     return reader->Next(std::min(slice, std::chrono::milliseconds(100)));
@@ -129,7 +132,7 @@ py::object PyStreamReader::Iterate() {
     return Next(std::nullopt);
   } catch (const StatusError& error) {
     if (absl::IsOutOfRange(error.status())) throw py::stop_iteration();
-    if (closed_->load() && absl::IsCancelled(error.status())) throw py::stop_iteration();
+    if (closed_.load() && absl::IsCancelled(error.status())) throw py::stop_iteration();
     throw;
   }
 }

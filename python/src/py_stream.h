@@ -63,10 +63,11 @@ class PyStreamReader {
   std::unique_ptr<PyTensor> Wrap(StreamFrame frame);
 
   std::shared_ptr<Client> client_;         // outlives reader_
-  // Null once closed. Shared with a next() waiting in another thread, so a close() meanwhile
-  // never frees it under that wait: the waiter sees closed_ at its next slice and lets go.
+  // Null once closed; read and reset only with the GIL held. Shared with a next() waiting in
+  // another thread, so a close() meanwhile never frees it under that wait: the waiter sees
+  // closed_ at its next slice and lets go.
   std::shared_ptr<StreamReader> reader_;
-  std::shared_ptr<std::atomic<bool>> closed_ = std::make_shared<std::atomic<bool>>(false);
+  std::atomic<bool> closed_{false};  // set by close() from any thread; read by a waiting next()
   std::string name_;
   uint64_t last_sequence_ = 0;
   uint64_t skipped_ = 0;
