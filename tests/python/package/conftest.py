@@ -1,8 +1,11 @@
-"""Fixtures for the tensorbroker package tests: a real tensorbrokerd on a private socket, and
-peer processes (peer.py) that act as consumers, so producer and consumer are always different
-processes."""
+"""Fixtures for the tensorbroker package tests: a real tensorbrokerd on a private socket (one
+per test; one per module for modules whose long-lived peers need it), and peer processes
+(peer.py) that act as consumers, so producer and consumer are always different processes.
+A failed test lets go of what it held before its fixtures are torn down (see
+pytest_runtest_teardown): one failure never makes the next test fail."""
 
 import ctypes
+import gc
 import json
 import os
 import shutil
@@ -113,20 +116,83 @@ def outcome(call):
 """
 
 
-@pytest.fixture(scope="module")
-def daemon():
+def _served():
     d = Daemon()
-    yield d
-    assert d.stop() == 0, "tensorbrokerd did not exit cleanly"
+    try:
+        yield d
+    finally:
+        assert d.stop() == 0, "tensorbrokerd did not exit cleanly"
+
+
+@pytest.fixture
+def daemon():
+    """A daemon of this test alone: whatever an earlier test left in a daemon (published names,
+    leases of processes still exiting, waits, watches), failed or not, this test never sees, so
+    daemon-wide figures (stats()) are this test's own."""
+    yield from _served()
+
+
+@pytest.fixture(scope="module")
+def shared_daemon():
+    """One daemon for a module whose long-lived peers (kept_peers: torch loads once) serve many
+    tests. Tests that use it assert per-name figures (stat(name)) and deltas only."""
+    yield from _served()
+
+
+def _connected(d):
+    import tensorbroker
+
+    c = tensorbroker.connect(d.socket)
+    try:
+        yield c
+    finally:
+        c.close()
 
 
 @pytest.fixture
 def client(daemon):
-    import tensorbroker
+    yield from _connected(daemon)
 
-    c = tensorbroker.connect(daemon.socket)
-    yield c
-    c.close()
+
+@pytest.fixture
+def shared_client(shared_daemon):
+    yield from _connected(shared_daemon)
+
+
+def _let_go_of_locals(tb):
+    """Clears the locals of the frames of traceback `tb` that have finished."""
+    while tb is not None:
+        frame = tb.tb_frame
+        try:
+            frame.clear()
+        except RuntimeError:  # still running (pytest's own frames): left alone
+            pass
+        else:
+            # The dict of locals pytest had the frame make for the failure's report stays
+            # filled until it is asked for again (Python 3.11), which empties it.
+            frame.f_locals
+        tb = tb.tb_next
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Before a failed test's fixtures are torn down, lets go of what its frames still hold.
+    pytest keeps the failure's traceback (sys.last_traceback, for post-mortem debugging), and
+    with it every local of the failed test: tensors, views and capsules would keep their leases
+    and mappings until the next failure replaced it, and the next test would find them."""
+    tb = getattr(sys, "last_traceback", None)
+    if tb is not None:
+        _let_go_of_locals(tb)
+        error, seen = getattr(sys, "last_value", None), set()
+        while error is not None and id(error) not in seen:  # and of the exceptions it chains
+            seen.add(id(error))
+            _let_go_of_locals(error.__traceback__)
+            error = error.__cause__ or error.__context__
+        for name in ("last_type", "last_value", "last_traceback"):
+            if hasattr(sys, name):
+                delattr(sys, name)
+        gc.collect()  # what the locals held in reference cycles
+    yield
 
 
 class Peer:
@@ -167,6 +233,12 @@ class Peer:
     def wait(self):
         return self.proc.wait(timeout=HANG_GUARD)
 
+    def release_all(self):
+        """Lets go of everything it holds (the daemon has the releases when this returns);
+        nothing to do for a peer that has exited."""
+        if self.proc.poll() is None:
+            self.ask("release_all")
+
     def close(self):
         if self.proc.poll() is None:
             try:
@@ -188,6 +260,25 @@ def peers(daemon):
 
     yield start
     for p in started:
+        p.close()
+
+
+@pytest.fixture(scope="module")
+def kept_peers(shared_daemon):
+    """Peers on shared_daemon that live as long as the module (a peer with torch takes seconds
+    to start): kept_peers(key, **Peer kwargs) is the module's peer `key`, started anew when an
+    earlier test's failure ended it. A test's fixture calls release_all() on it at teardown,
+    so what a test left it holding, failed or not, the next test does not find."""
+    kept = {}
+
+    def get(key, **kwargs):
+        p = kept.get(key)
+        if p is None or p.proc.poll() is not None:
+            p = kept[key] = Peer(shared_daemon.socket, **kwargs)
+        return p
+
+    yield get
+    for p in kept.values():
         p.close()
 
 

@@ -44,8 +44,8 @@ def locate(address):
             if start <= address < end:
                 path = fields[5] if len(fields) > 5 else ""
                 return {"file": path, "offset": int(fields[2], 16) + (address - start),
-                        "perms": fields[1]}
-    return {"file": None, "offset": None, "perms": None}
+                        "perms": fields[1], "inode": int(fields[4])}
+    return {"file": None, "offset": None, "perms": None, "inode": None}
 
 
 def rss_anon_kib():
@@ -150,6 +150,10 @@ def main():
             elif op == "release":
                 del held[key]
                 client.ping()  # the release is queued; a call makes sure the daemon has it
+                answer = {}
+            elif op == "release_all":
+                held.clear()
+                client.ping()  # as for "release": the daemon has the releases
                 answer = {}
             elif op == "hold_many":
                 # Leases of every kind: Tensor objects, numpy and torch views, a raw capsule.

@@ -20,19 +20,23 @@ def produce(framework, array):
     return array if framework == "numpy" else torch.from_numpy(array)
 
 
-@pytest.fixture(scope="module")
-def two_consumers(daemon):
-    from conftest import Peer
-
-    a, b = Peer(daemon.socket), Peer(daemon.socket)
+@pytest.fixture
+def two_consumers(kept_peers):
+    """Two peers on the module's daemon (shared_daemon), started once for the four matrix
+    tests; each test leaves them holding nothing, failed or not."""
+    a, b = kept_peers("a"), kept_peers("b")
     yield a, b
-    a.close()
-    b.close()
+    try:
+        a.release_all()
+    finally:
+        b.release_all()
 
 
 @pytest.mark.parametrize("producer", FRAMEWORKS)
 @pytest.mark.parametrize("consumer", FRAMEWORKS)
-def test_matrix_ten_rounds_equal_bytes_and_same_pages(client, two_consumers, producer, consumer):
+def test_matrix_ten_rounds_equal_bytes_and_same_pages(shared_client, two_consumers, producer,
+                                                      consumer):
+    client = shared_client  # the daemon two_consumers are on
     a, b = two_consumers
     for round_ in range(ROUNDS):
         rng = np.random.default_rng(round_ + 100 * FRAMEWORKS.index(producer))
