@@ -80,9 +80,10 @@ for name in libtensorbroker_client.so.0 libtensorbroker_proto.so.0; do
 done
 echo "libtensorbroker_client and libtensorbroker_proto load from $libdir"
 
-# The package's tests, from the venv, against the real daemon: all but test_memory.py (it
-# measures /dev/shm, so the suite runs it alone), fewer against the installed library (the same
-# code as bundled; what differs is where it comes from, checked above).
+# The package's tests, from the venv, against the real daemon: all but test_memory.py (its
+# 1 GiB tensors and 10,000 cycles test the package, not how it was installed), fewer against the
+# installed library (the same code as bundled; what differs is where it comes from, checked
+# above).
 if [ -z "$installed_build" ]; then
   tests=(test_interop.py test_dtypes.py test_api.py test_errors.py test_devices.py
          test_tenancy.py test_asyncio.py test_stubs.py test_streams.py)
