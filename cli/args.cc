@@ -43,6 +43,12 @@ Exit status: 0 on success, 1 when the operation failed (the reason is printed on
 prefixed "tensorbroker: ", with the broker's status code such as NOT_FOUND or
 ALREADY_EXISTS), 2 on a usage error.
 
+Connecting: a command waits up to 5 s for the daemon at the socket to answer, so a daemon on
+its way up is waited for. A socket path that does not exist fails at once (UNAVAILABLE: "PATH
+does not exist"), unless a daemon holds PATH.lock (it is starting: waited for) or the path
+appears within half a second (a daemon started just before). health waits for nothing: see
+'tensorbroker health --help'.
+
 Names are 1-255 bytes of [A-Za-z0-9._/-], no leading '/', no empty or '..' segment.
 )";
 
@@ -162,7 +168,8 @@ Asks the daemon's standard gRPC health service (grpc.health.v1.Health/Check, the
 whether it serves, and prints its answer: SERVING (exit status 0), or why not (exit status 1):
 NOT_SERVING, or the call's error, e.g. UNAVAILABLE when nothing listens or the daemon is
 shutting down (it then takes no new connections). For readiness and liveness probes
-(Kubernetes exec probes, monitoring): it never waits longer than the timeout.
+(Kubernetes exec probes, monitoring): it never waits longer than the timeout, and a socket
+path that does not exist is UNAVAILABLE at once ("PATH does not exist").
 
 Options:
   --timeout SECONDS   how long to wait for the answer, connecting included (default 1)

@@ -10,11 +10,14 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "cli/health_check.h"
 #include "cli/info_format.h"
 #include "cli/npy_file.h"
 #include "cli/npy_format.h"
 #include "cli/posix_file.h"
+#include "cli/socket_wait.h"
 #include "common/prometheus_format.h"
 #include "common/cuda_runtime.h"
 #include "tensorbroker/dtype_names.h"
@@ -32,6 +35,9 @@ int Fail(std::ostream& err, absl::string_view what, const absl::Status& status) 
 }
 
 std::string Quoted(absl::string_view name) { return absl::StrCat("'", name, "'"); }
+
+// How long a command waits for the daemon to answer (the socket's path to appear included).
+constexpr absl::Duration kConnectTimeout = absl::Seconds(5);
 
 class CommandRunner {
  public:
@@ -66,13 +72,22 @@ class CommandRunner {
   }
 
  private:
-  // Connects on first use; on failure prints the error and returns false.
+  // Connects on first use, within kConnectTimeout (waiting for the socket's path included:
+  // socket_wait.h); on failure prints the error and returns false.
   bool Connect() {
-    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(inv_.socket_path);
+    const std::string socket = inv_.socket_path.empty() ? DefaultSocketPath() : inv_.socket_path;
+    const std::string what = absl::StrCat("cannot connect to tensorbrokerd at ", socket);
+    const absl::Time start = absl::Now();
+    if (absl::Status there = AwaitSocketPath(socket, kConnectTimeout); !there.ok()) {
+      Fail(err_, what, there);
+      return false;
+    }
+    const absl::Duration left = std::max(kConnectTimeout - (absl::Now() - start),
+                                         absl::ZeroDuration());
+    absl::StatusOr<std::unique_ptr<Client>> client =
+        Client::Connect(inv_.socket_path, absl::ToChronoMilliseconds(left));
     if (!client.ok()) {
-      const std::string socket =
-          inv_.socket_path.empty() ? DefaultSocketPath() : inv_.socket_path;
-      Fail(err_, absl::StrCat("cannot connect to tensorbrokerd at ", socket), client.status());
+      Fail(err_, what, client.status());
       return false;
     }
     client_ = *std::move(client);
@@ -206,11 +221,16 @@ class CommandRunner {
   // Prints the daemon's serving status; 0 only for SERVING.
   int Health() {
     const std::string socket = inv_.socket_path.empty() ? DefaultSocketPath() : inv_.socket_path;
+    const std::string what = absl::StrCat("health of tensorbrokerd at ", socket);
+    // A probe waits for nothing: a path that does not exist is said at once, by name.
+    if (absl::Status there =
+            AwaitSocketPath(socket, absl::ZeroDuration(), absl::ZeroDuration());
+        !there.ok()) {
+      return Fail(err_, what, there);
+    }
     absl::StatusOr<std::string> answer =
         CheckHealth(socket, absl::Seconds(inv_.timeout_seconds));
-    if (!answer.ok()) {
-      return Fail(err_, absl::StrCat("health of tensorbrokerd at ", socket), answer.status());
-    }
+    if (!answer.ok()) return Fail(err_, what, answer.status());
     out_ << *answer << "\n";
     return *answer == "SERVING" ? kExitOk : kExitFailure;
   }
