@@ -42,10 +42,16 @@ class RawDaemon:
                 [binary, "--socket", self.socket, "--log-level", "warning", *extra_args],
                 stderr=log, preexec_fn=dies_with_test())
         self.pid = self.proc.pid
-        self.channel = grpc.insecure_channel("unix:" + self.socket)
-        self.stub = pbg.BrokerStub(self.channel)
+        self.channel = self.stub = None
 
         def answers_ping():
+            # The channel is made once the socket exists: a first try on a path nobody listens
+            # on yet would put it in gRPC's reconnect backoff, seconds after the daemon serves.
+            if self.channel is None:
+                if not os.path.exists(self.socket):
+                    return False
+                self.channel = grpc.insecure_channel("unix:" + self.socket)
+                self.stub = pbg.BrokerStub(self.channel)
             try:
                 self.stub.Ping(pb.Empty(), timeout=1)
                 return True
@@ -55,7 +61,8 @@ class RawDaemon:
             wait_for(self.proc, f"serving on {self.socket}", answers_ping, self.log_path,
                      interval=0.02)
         except AssertionError:
-            self.channel.close()
+            if self.channel is not None:
+                self.channel.close()
             self.cleanup()
             raise
 

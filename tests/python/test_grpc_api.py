@@ -60,8 +60,10 @@ class Session:
         self._events.cancel()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def daemon():
+    """A daemon of this test alone: what an earlier test published, held or left waiting
+    (failed or not) is never in it, so its figures (Stats) are this test's own."""
     d = RawDaemon()
     yield d
     d.cleanup()
@@ -134,11 +136,40 @@ class LocalChannel:
         self.sock.close()
 
 
-def shm_files():
-    return {n for n in os.listdir("/dev/shm") if n.startswith("tb-")}
+def segments_of(pid):
+    """The memory files process `pid` maps or holds open that are the daemon's kind (memfds)
+    or named shared memory (/dev/shm), as /proc shows them: {"memfd": names, "named": paths}."""
+    targets = set()
+    with open(f"/proc/{pid}/maps") as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6:
+                targets.add(fields[5].strip())
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            targets.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except FileNotFoundError:  # closed meanwhile
+            pass
+    targets = {t[:-len(" (deleted)")] if t.endswith(" (deleted)") else t for t in targets}
+    return {"memfd": {t[len("/memfd:"):] for t in targets if t.startswith("/memfd:tb-")},
+            "named": {t for t in targets if t.startswith("/dev/shm/")}}
 
 
 ARRAY = np.arange(3 * MIB // 4, dtype=np.float32).reshape(768, 1024) * np.float32(0.5)
+
+
+@pytest.fixture
+def array(stub):
+    """py/array: ARRAY, put as test_put_streams_header_then_1mib_chunks checks."""
+    put(stub, "py/array", ARRAY)
+
+
+@pytest.fixture
+def listed(stub):
+    """py/list/a, py/list/b and pyother/c, put as test_list_with_prefix checks."""
+    put(stub, "py/list/a", np.zeros(4, np.float32))
+    put(stub, "py/list/b", np.ones(2, np.float32))
+    put(stub, "pyother/c", np.ones(1, np.float32))
 
 
 def test_ping(stub):
@@ -160,10 +191,7 @@ def test_put_streams_header_then_1mib_chunks(stub):
     assert info.sealed
 
 
-def test_list_with_prefix(stub):
-    put(stub, "py/list/a", np.zeros(4, np.float32))
-    put(stub, "py/list/b", np.ones(2, np.float32))
-    put(stub, "pyother/c", np.ones(1, np.float32))
+def test_list_with_prefix(stub, array, listed):
     names = sorted(t.name for t in stub.List(pb.ListRequest(prefix="py/list/"),
                                             timeout=RPC_TIMEOUT).tensors)
     assert names == ["py/list/a", "py/list/b"]
@@ -173,7 +201,7 @@ def test_list_with_prefix(stub):
     assert "pyother/c" in by_py and "py/list/a" in by_py  # a partial segment is a prefix too
 
 
-def test_stat_fields(stub):
+def test_stat_fields(stub, array):
     info = stub.Stat(pb.StatRequest(name="py/array"), timeout=RPC_TIMEOUT)
     assert info.name == "py/array"
     assert (info.dtype.code, info.dtype.bits, info.dtype.lanes) == (2, 32, 1)
@@ -188,7 +216,7 @@ def test_stat_fields(stub):
     assert info.created_unix_ms > 1_600_000_000_000
 
 
-def test_read_streams_the_same_bytes(stub):
+def test_read_streams_the_same_bytes(stub, array):
     info, data = read(stub, "py/array")
     assert info.name == "py/array"
     assert list(info.shape) == [768, 1024]
@@ -196,7 +224,7 @@ def test_read_streams_the_same_bytes(stub):
     assert info.nbytes == len(data)
 
 
-def test_get_with_session_then_map_the_segment_from_python(daemon, stub):
+def test_get_with_session_then_map_the_segment_from_python(daemon, stub, array):
     session = Session(stub)
     local = LocalChannel(daemon, session.id)
     try:
@@ -249,7 +277,7 @@ def test_get_with_session_then_map_the_segment_from_python(daemon, stub):
         session.close()
 
 
-def test_the_readmes_raw_grpc_client_runs_as_written(daemon, stub):
+def test_the_readmes_raw_grpc_client_runs_as_written(daemon, stub, array):
     with open(README) as f:
         readme = f.read()
     with open(os.path.join(os.path.dirname(__file__), "raw_grpc_example.py")) as f:
@@ -348,7 +376,7 @@ def test_python_producer_writes_through_a_writable_mapping(daemon, stub):
         session.close()
 
 
-def test_error_codes(stub):
+def test_error_codes(stub, array):
     code, details = rpc_code(stub.Stat, pb.StatRequest(name="py/missing"))
     assert code == grpc.StatusCode.NOT_FOUND, details
     with pytest.raises(grpc.RpcError) as error:
@@ -380,7 +408,7 @@ def test_error_codes(stub):
     assert stub.Ping(pb.Empty(), timeout=RPC_TIMEOUT) == pb.Empty()
 
 
-def test_replace_publishes_a_new_version(stub):
+def test_replace_publishes_a_new_version(stub, listed):
     before = stub.Stat(pb.StatRequest(name="py/list/a"), timeout=RPC_TIMEOUT)
     new = np.full(3, 9.5, np.float32)
     info = put(stub, "py/list/a", new, replace=True)
@@ -389,7 +417,7 @@ def test_replace_publishes_a_new_version(stub):
     assert data == new.tobytes()
 
 
-def test_session_end_releases_its_leases(stub):
+def test_session_end_releases_its_leases(stub, listed):
     stats = stub.Stats(pb.StatsRequest(), timeout=RPC_TIMEOUT)
     session = Session(stub, "pytest-leaver")
     for _ in range(3):
@@ -467,7 +495,7 @@ def test_a_session_opened_on_the_local_channel_waits_and_ends_with_it(daemon, st
         time.sleep(0.01)
 
 
-def test_malformed_local_requests_are_refused_naming_the_problem(daemon, stub):
+def test_malformed_local_requests_are_refused_naming_the_problem(daemon, stub, array):
     sock = raw_local(daemon)
     invalid = grpc.StatusCode.INVALID_ARGUMENT.value[0]
     reply, fds = exchange(sock, b"\xff\xff\xff garbage")
@@ -597,17 +625,21 @@ def test_watch_refuses_a_bad_prefix_and_reports_a_gap_as_one_lost_event(daemon, 
     wait_watchers(stub, 0)
 
 
-def test_sigterm_exits_zero_and_leaves_nothing(daemon, stub):
-    before = shm_files()
+def test_sigterm_exits_zero_and_leaves_nothing(daemon, stub, array):
     session = Session(stub, "pytest-last")
     local = LocalChannel(daemon, session.id)
     grant = stub.Get(pb.GetRequest(session_id=session.id, name="py/array"), timeout=RPC_TIMEOUT)
     _, fd = local.fetch(grant.lease_id)
     local.close()
     session.close()
+    # What the daemon maps or holds open of shared memory: memfds only, nothing named in
+    # /dev/shm. (This daemon's own, not a listing of /dev/shm, which others write to.)
+    used = segments_of(daemon.pid)
+    assert grant.region.segment in used["memfd"] and used["named"] == set(), used
     status = daemon.stop(signal.SIGTERM)
     assert status == 0, f"tensorbrokerd exited with {status}"
-    assert shm_files() == before, "nothing of the daemon is ever named in /dev/shm"
+    left = {s for s in used["memfd"] if os.path.exists("/dev/shm/" + s)}
+    assert left == set(), "nothing of the daemon is ever named in /dev/shm"
     assert not os.path.exists(daemon.socket)
     assert not os.path.exists(daemon.socket + ".fd")
     # A descriptor outlives the daemon: its pages are the client's until it closes it.

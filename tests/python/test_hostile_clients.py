@@ -57,14 +57,26 @@ def package_env():
 MIB = 1 << 20
 GRPC_DEFAULT_RECEIVE_LIMIT = 4 * MIB
 HANG_GUARD = 120  # seconds; only against hangs, never a measurement
-@pytest.fixture(scope="module")
-def daemon():
+def serving():
     d = RawDaemon(prefix="tbhostile.")
     try:
         yield d
         assert d.stop(timeout=HANG_GUARD) == 0, "tensorbrokerd did not exit cleanly"
     finally:
         d.cleanup()
+
+
+@pytest.fixture
+def daemon():
+    """A daemon of this test alone: its figures (clients, pending, leases, used bytes, its
+    descriptors and threads) are this test's, whatever an earlier one left, failed or not."""
+    yield from serving()
+
+
+@pytest.fixture(scope="module")
+def names_daemon():
+    """The daemon many_names fills once for the tests that list them (they change nothing)."""
+    yield from serving()
 
 
 class Session:
@@ -419,8 +431,10 @@ print(json.dumps({"count": len(names), "unique": len(set(names)), "sorted": name
 
 
 @pytest.fixture(scope="module")
-def many_names(daemon):
-    """20,000 published names, many/00000 .. many/19999, put by a few package processes."""
+def many_names(names_daemon):
+    """20,000 published names, many/00000 .. many/19999, put by a few package processes on
+    names_daemon."""
+    daemon = names_daemon
     env = package_env()
     share = NAMES // PRODUCERS
     producers = [subprocess.Popen([sys.executable, "-c", PUT_MANY, daemon.socket, str(p * share),
@@ -433,7 +447,8 @@ def many_names(daemon):
     return [f"many/{i:05d}" for i in range(NAMES)]
 
 
-def test_raw_list_answers_pages_under_4_mib(daemon, many_names):
+def test_raw_list_answers_pages_under_4_mib(names_daemon, many_names):
+    daemon = names_daemon
     # A connection of its own (a local subchannel pool: gRPC would otherwise reuse the module
     # channel's): that one has been idle while the producers put 20,000 names, longer than the
     # daemon's handshake timeout, and the daemon closes idle connections; a call that races that
@@ -464,7 +479,8 @@ def list_pages(stub, many_names):
     assert pages in (NAMES // 1000, NAMES // 1000 + 1)  # a last, empty page is allowed
 
 
-def test_cli_ls_prints_every_name(daemon, many_names):
+def test_cli_ls_prints_every_name(names_daemon, many_names):
+    daemon = names_daemon
     done = cli(daemon, "ls", "many/")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -483,7 +499,8 @@ def test_cli_ls_prints_every_name(daemon, many_names):
     assert sum(line.startswith("many/") for line in everything.stdout.splitlines()) == NAMES
 
 
-def test_package_list_returns_every_name(daemon, many_names):
+def test_package_list_returns_every_name(names_daemon, many_names):
+    daemon = names_daemon
     got = json.loads(package(daemon, COUNT_LIST, "many/"))
     assert got == {"count": NAMES, "unique": NAMES, "sorted": True, "first": [many_names[0]],
                    "last": [many_names[-1]]}
