@@ -9,6 +9,9 @@
 // or resize a read-only descriptor, attach the victim's session, take over the daemon, and
 // stray outside its own writable file. Usage:
 //   tensorbroker_attack_peer --socket S --victim NAME --victim-session ID --daemon-pid PID
+//                            [--segment-prefix P]
+// --segment-prefix: the names of the victim daemon's segments start with P (default "tb-"):
+// the files in /dev/shm it counts (the victim's, not what other processes put there).
 #include <fcntl.h>
 #include <grp.h>
 #include <sys/mman.h>
@@ -86,7 +89,7 @@ int LocalCode(const std::string& socket_path, tensorbroker::v1::LocalRequest req
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string socket_path, victim, victim_session;
+  std::string socket_path, victim, victim_session, segment_prefix = "tb-";
   long daemon_pid = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
@@ -94,6 +97,7 @@ int main(int argc, char** argv) {
     if (flag == "--victim") victim = argv[i + 1];
     if (flag == "--victim-session") victim_session = argv[i + 1];
     if (flag == "--daemon-pid") daemon_pid = std::atol(argv[i + 1]);
+    if (flag == "--segment-prefix") segment_prefix = argv[i + 1];
   }
   if (socket_path.empty() || victim.empty() || victim_session.empty() || daemon_pid == 0) {
     Die("usage: --socket S --victim NAME --victim-session ID --daemon-pid PID");
@@ -109,7 +113,7 @@ int main(int argc, char** argv) {
   // 1. By name: nothing in /dev/shm; the daemon's own descriptors are not ours to open.
   int named = 0;
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
-    named += entry.path().filename().string().rfind("tb-", 0) == 0;
+    named += entry.path().filename().string().rfind(segment_prefix, 0) == 0;
   }
   Say(absl::StrCat("named ", named));
   int opened = 0, first_errno = 0;

@@ -90,8 +90,16 @@ TEST_F(AttackTest, AnotherUidCannotReachRootsTensorsOrSession) {
 
   std::string transcript;
   int status = -1;
+  // The daemon's segments' prefix (a hash of its socket's path): the attacker counts the files
+  // of this daemon in /dev/shm, not whatever other processes put there.
+  std::string prefix;
+  for (const std::string& segment : SegmentFilesUsedBy(daemon_->pid())) {
+    if (prefix.empty()) prefix = DaemonPrefixOf(segment);
+  }
+  ASSERT_FALSE(prefix.empty()) << "no segment of the daemon seen in /proc";
   auto said = RunAttack({"--socket", socket(), "--victim", "victim/a", "--victim-session",
-                         session.id(), "--daemon-pid", std::to_string(daemon_->pid())},
+                         session.id(), "--daemon-pid", std::to_string(daemon_->pid()),
+                         "--segment-prefix", prefix},
                         &transcript, &status);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
       << DescribeWaitStatus(status) << "\n" << transcript;

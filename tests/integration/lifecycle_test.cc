@@ -3,7 +3,9 @@
 // (whose mapping stays readable); after SIGKILL a new daemon starts on the same socket and
 // clients map only the new instance's segments; a second daemon on a socket already served
 // exits non-zero while the first keeps serving.
-// These compare /dev/shm before and after, so CMake runs them RUN_SERIAL.
+// /dev/shm is looked at for the names of the daemon under test only (its segments' prefix,
+// a hash of its private socket's path): whatever else the machine puts there meanwhile does
+// not matter, so these run beside other tests.
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -23,15 +25,18 @@
 namespace tensorbroker::testing {
 namespace {
 
-std::set<std::string> Minus(const std::set<std::string>& a, const std::set<std::string>& b) {
-  std::set<std::string> out;
-  for (const std::string& x : a) {
-    if (b.count(x) == 0) out.insert(x);
-  }
-  return out;
-}
-
 std::string Join(const std::set<std::string>& s) { return "{" + absl::StrJoin(s, ", ") + "}"; }
+
+// The prefix of the segments of the daemon that uses `segments` (SegmentFilesUsedBy): every
+// file in /dev/shm it might name starts with it. Fails the test unless they all share one.
+std::string PrefixOfDaemon(const std::set<std::string>& segments) {
+  std::set<std::string> prefixes;
+  for (const std::string& s : segments) {
+    if (std::string p = DaemonPrefixOf(s); !p.empty()) prefixes.insert(p);
+  }
+  EXPECT_EQ(prefixes.size(), 1u) << "segments " << Join(segments);
+  return prefixes.empty() ? std::string(kSegmentPrefix) : *prefixes.begin();
+}
 
 // The segment a mapping of this process shows ("/memfd:tb-..." -> "tb-..."), or "".
 std::string SegmentOf(const Mapping& m) {
@@ -61,7 +66,6 @@ void Populate(Client& c, const std::string& tag, TensorPtr* held) {
 }
 
 TEST(LifecycleTest, SigtermExitsZeroAndRemovesItsSegmentsAndSocket) {
-  const std::set<std::string> before = ListSegmentFiles();
   ASSERT_OK_AND_ASSIGN(DaemonProcess daemon, DaemonProcess::Start({"--log-level", "warning"}));
   const std::string socket = daemon.socket_path();
   ConnectOptions options;
@@ -77,7 +81,8 @@ TEST(LifecycleTest, SigtermExitsZeroAndRemovesItsSegmentsAndSocket) {
 
   const std::set<std::string> used = SegmentFilesUsedBy(daemon.pid());
   EXPECT_GE(used.size(), 3u) << "a pooled, a dedicated and a mutable segment: " << Join(used);
-  EXPECT_EQ(Minus(ListSegmentFiles(), before), std::set<std::string>{})
+  const std::string prefix = PrefixOfDaemon(used);
+  EXPECT_EQ(ListSegmentFiles(prefix), std::set<std::string>{})
       << "the daemon named a file in /dev/shm";
   for (const std::string& s : SegmentFilesUsedBy(::getpid())) {
     EXPECT_EQ(used.count(s), 1u) << "this client maps " << s << ", which the daemon does not own";
@@ -88,7 +93,7 @@ TEST(LifecycleTest, SigtermExitsZeroAndRemovesItsSegmentsAndSocket) {
   ASSERT_OK_AND_ASSIGN(int status, daemon.Stop(SIGTERM));
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
       << "tensorbrokerd " << DescribeWaitStatus(status);
-  EXPECT_EQ(Minus(ListSegmentFiles(), before), std::set<std::string>{});
+  EXPECT_EQ(ListSegmentFiles(prefix), std::set<std::string>{});
   EXPECT_FALSE(std::filesystem::exists(socket)) << "socket " << socket << " left behind";
   EXPECT_FALSE(std::filesystem::exists(socket + ".fd")) << "local channel socket left behind";
 
@@ -100,7 +105,6 @@ TEST(LifecycleTest, SigtermExitsZeroAndRemovesItsSegmentsAndSocket) {
 }
 
 TEST(LifecycleTest, SigtermWithNoClientsExitsZero) {
-  const std::set<std::string> before = ListSegmentFiles();
   ASSERT_OK_AND_ASSIGN(DaemonProcess daemon, DaemonProcess::Start({"--log-level", "warning"}));
   const std::string socket = daemon.socket_path();
   {
@@ -109,19 +113,20 @@ TEST(LifecycleTest, SigtermWithNoClientsExitsZero) {
     std::vector<int64_t> shape = {10};
     ASSERT_OK(client->Put("quiet/a", HostTensor(v.data(), shape, dtypes::kFloat32)));
   }
+  const std::string prefix = PrefixOfDaemon(SegmentFilesUsedBy(daemon.pid()));
   ASSERT_OK_AND_ASSIGN(int status, daemon.Stop(SIGTERM));
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << DescribeWaitStatus(status);
-  EXPECT_EQ(Minus(ListSegmentFiles(), before), std::set<std::string>{});
+  EXPECT_EQ(ListSegmentFiles(prefix), std::set<std::string>{});
   EXPECT_FALSE(std::filesystem::exists(socket));
 }
 
 TEST(LifecycleTest, RestartAfterSigkillOnTheSameSocketCleansUpBothInstances) {
-  const std::set<std::string> before = ListSegmentFiles();
   TempDir dir("tblife");
   ASSERT_FALSE(dir.path().empty());
   const std::string socket = dir.path() + "/broker.sock";
 
   std::set<std::string> first_segments;
+  std::string prefix;  // both instances': the prefix comes from the socket's path
   {
     ASSERT_OK_AND_ASSIGN(DaemonProcess first,
                          DaemonProcess::StartOn(socket, {"--log-level", "warning"}));
@@ -131,12 +136,13 @@ TEST(LifecycleTest, RestartAfterSigkillOnTheSameSocketCleansUpBothInstances) {
       Populate(*client, "first", &held);
       first_segments = SegmentFilesUsedBy(first.pid());
       ASSERT_FALSE(first_segments.empty());
+      prefix = PrefixOfDaemon(first_segments);
       ASSERT_OK_AND_ASSIGN(int status, first.Stop(SIGKILL));
       EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
           << DescribeWaitStatus(status);
       // A killed daemon leaves nothing to clean: its segments had no names, and the pages a
       // client maps stay readable.
-      EXPECT_EQ(Minus(ListSegmentFiles(), before), std::set<std::string>{});
+      EXPECT_EQ(ListSegmentFiles(prefix), std::set<std::string>{});
       EXPECT_EQ(FloatsOf(held->dl_tensor), std::vector<float>(100, 1.0f));
     }
   }
@@ -163,10 +169,11 @@ TEST(LifecycleTest, RestartAfterSigkillOnTheSameSocketCleansUpBothInstances) {
     EXPECT_EQ(SegmentFilesUsedBy(second.pid()).count(SegmentOf(m)), 1u)
         << "Get points into " << m.path << ", not a segment of the running daemon";
     EXPECT_EQ(first_segments.count(SegmentOf(m)), 0u) << "a stale mapping of the killed instance";
+    EXPECT_EQ(PrefixOfDaemon(SegmentFilesUsedBy(second.pid())), prefix);
   }
   ASSERT_OK_AND_ASSIGN(int status, second.Stop(SIGTERM));
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << DescribeWaitStatus(status);
-  EXPECT_EQ(Minus(ListSegmentFiles(), before), std::set<std::string>{})
+  EXPECT_EQ(ListSegmentFiles(prefix), std::set<std::string>{})
       << "files of the two instances in /dev/shm";
   EXPECT_FALSE(std::filesystem::exists(socket));
   EXPECT_FALSE(std::filesystem::exists(socket + ".fd"));

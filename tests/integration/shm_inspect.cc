@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -70,14 +71,28 @@ absl::StatusOr<Mapping> FindMapping(uintptr_t address, pid_t pid) {
                                              address));
 }
 
-std::set<std::string> ListSegmentFiles() {
+std::set<std::string> ListSegmentFiles(const std::string& prefix) {
   std::set<std::string> out;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
     const std::string name = entry.path().filename().string();
-    if (absl::StartsWith(name, kSegmentPrefix)) out.insert(name);
+    if (absl::StartsWith(name, prefix)) out.insert(name);
   }
   return out;
+}
+
+std::string DaemonPrefixOf(const std::string& segment) {
+  constexpr size_t kHashDigits = 8;
+  const size_t start = sizeof(kSegmentPrefix) - 1;
+  const size_t dash = start + kHashDigits;
+  if (!absl::StartsWith(segment, kSegmentPrefix) || segment.size() <= dash ||
+      segment[dash] != '-') {
+    return "";
+  }
+  for (size_t i = start; i < dash; ++i) {
+    if (!absl::ascii_isxdigit(static_cast<unsigned char>(segment[i]))) return "";
+  }
+  return segment.substr(0, dash + 1);
 }
 
 std::set<std::string> SegmentFilesUsedBy(pid_t pid) {

@@ -43,8 +43,14 @@ inline uint64_t FileOffsetOf(const Mapping& m, uintptr_t address) {
   return address - m.start + m.offset;
 }
 
-// Names (without "/dev/shm/") of the files in /dev/shm that start with kSegmentPrefix.
-std::set<std::string> ListSegmentFiles();
+// Names (without "/dev/shm/") of the files in /dev/shm that start with `prefix`. A test looks
+// for its own daemon's prefix (DaemonPrefixOf), not for kSegmentPrefix: other processes on the
+// machine may make files in /dev/shm whatever a test does.
+std::set<std::string> ListSegmentFiles(const std::string& prefix = kSegmentPrefix);
+// The part of a segment's name that belongs to one daemon: "tb-<8 hex digits>-", a hash of its
+// socket's path (every segment of a daemon on that socket starts with it); "" when `segment` is
+// not such a name (e.g. "tb-record", the daemon's record memfds).
+std::string DaemonPrefixOf(const std::string& segment);
 // Names of the segments (memfds, or /dev/shm files) that process `pid` maps or holds open
 // (from /proc/<pid>/maps and /proc/<pid>/fd). Empty when the process is gone.
 std::set<std::string> SegmentFilesUsedBy(pid_t pid);
