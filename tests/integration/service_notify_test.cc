@@ -84,9 +84,12 @@ absl::StatusOr<DaemonProcess> StartUnderFakeSystemd(const FakeServiceManager& ma
 TEST(ServiceNotifyTest, ReadyOnlyWhenServingWatchdogAtTheAskedRateStoppingOnSigterm) {
   FakeServiceManager manager;
   ASSERT_TRUE(manager.bound());
-  constexpr auto kWatchdog = std::chrono::seconds(1);  // pings due at least every second
-  ASSERT_OK_AND_ASSIGN(DaemonProcess daemon, StartUnderFakeSystemd(manager, "1000000"));
-  std::vector<Message> messages = manager.Collect(std::chrono::milliseconds(3500));
+  // Pings due at least every 4 s: the daemon pings every 2 s, each after a health check that
+  // must answer within those 2 s. (A shorter timeout would leave a loaded machine's scheduling
+  // less slack than the check needs: with 1 s, a check slower than 500 ms missed a ping.)
+  constexpr auto kWatchdog = std::chrono::seconds(4);
+  ASSERT_OK_AND_ASSIGN(DaemonProcess daemon, StartUnderFakeSystemd(manager, "4000000"));
+  std::vector<Message> messages = manager.Collect(std::chrono::milliseconds(7000));
   ASSERT_FALSE(messages.empty());
   // The first message is READY=1 (with a STATUS= line); by then the socket serves, since
   // DaemonProcess::Start returned only after a Ping succeeded and READY was already queued.
@@ -102,8 +105,8 @@ TEST(ServiceNotifyTest, ReadyOnlyWhenServingWatchdogAtTheAskedRateStoppingOnSigt
   }
   EXPECT_EQ(ready, 1u);
   EXPECT_TRUE(status_with_counts);
-  // Every half timeout after a health check: over 3.5 s, at least 3 pings, never a gap as long
-  // as the timeout itself (systemd would kill the service then).
+  // Every half timeout after a health check: over 7 s, at least 3 pings (4 when nothing is
+  // late), never a gap as long as the timeout itself (systemd would kill the service then).
   ASSERT_GE(pings.size(), 3u);
   for (size_t i = 1; i < pings.size(); ++i) {
     EXPECT_LT(pings[i] - pings[i - 1], kWatchdog) << "gap before ping " << i;
@@ -114,7 +117,8 @@ TEST(ServiceNotifyTest, ReadyOnlyWhenServingWatchdogAtTheAskedRateStoppingOnSigt
   float values[3] = {1, 2, 3};
   std::vector<int64_t> shape = {3};
   ASSERT_OK((*client)->Put("notify/x", HostTensor(values, shape, dtypes::kFloat32)));
-  std::vector<Message> later = manager.Collect(std::chrono::milliseconds(1500));
+  // With the next ping's status (at most 2 s on, 3 s of slack).
+  std::vector<Message> later = manager.Collect(std::chrono::milliseconds(5000));
   bool counts_one = false;
   for (const Message& m : later) counts_one |= absl::StartsWith(m.text, "STATUS=serving 1 tensor(s)");
   EXPECT_TRUE(counts_one);

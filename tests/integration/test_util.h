@@ -110,9 +110,14 @@ inline std::vector<int64_t> StridesOf(const DLTensor& t) {
   return std::vector<int64_t>(t.strides, t.strides + t.ndim);
 }
 
+// How long a test waits for something it expects to happen: only against a hang, never a
+// measurement (a loaded machine may take its time; a bound the product states is passed as
+// `limit` by the test that checks it).
+inline constexpr std::chrono::seconds kHangGuard{60};
+
 // Polls `pred` every `step` until it holds or `limit` passed; returns whether it held.
 template <typename Pred>
-bool PollUntil(Pred pred, std::chrono::milliseconds limit = std::chrono::seconds(1),
+bool PollUntil(Pred pred, std::chrono::milliseconds limit = kHangGuard,
                std::chrono::milliseconds step = std::chrono::milliseconds(10)) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (true) {

@@ -19,6 +19,7 @@ import pytest
 
 import tensorbroker
 from conftest import Daemon, wait_for
+from daemon_wait import DEADLINE
 
 
 def test_not_found_is_a_key_error(client):
@@ -160,7 +161,8 @@ def test_a_daemon_that_cannot_start_fails_at_once_with_its_error():
     started = time.monotonic()
     with pytest.raises(AssertionError) as failure:
         Daemon("--capacity", "nonsense")
-    assert time.monotonic() - started < 5  # at once, not at the 30 s deadline
+    # At once, not at the deadline: before half of it (the daemon exits within milliseconds).
+    assert time.monotonic() - started < DEADLINE / 2
     message = str(failure.value)
     assert message.startswith("tensorbrokerd exited (exit status 2) before it was serving on "), \
         message
