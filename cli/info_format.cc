@@ -62,6 +62,7 @@ void WriteTensorInfoJson(const TensorInfo& info, JsonWriter& json) {
   json.Key("kept_versions").BeginArray();
   for (uint64_t version : info.kept_versions) json.UInt(version);
   json.EndArray();
+  json.Key("ephemeral").Bool(info.ephemeral);
   json.EndObject();
 }
 
@@ -166,6 +167,7 @@ std::string TensorInfoText(const TensorInfo& info) {
       {"readers", absl::StrJoin(info.readers, ",")},
       {"keep", absl::StrCat(info.keep)},
       {"kept", absl::StrJoin(info.kept_versions, " ")},
+      {"ephemeral", info.ephemeral ? "true" : "false"},
   });
 }
 

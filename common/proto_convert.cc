@@ -59,6 +59,7 @@ TensorInfo FromProto(const v1::TensorInfo& info) {
   out.owner_uid = info.owner_uid();
   out.readers.assign(info.readers().begin(), info.readers().end());
   out.keep = info.keep() == 0 ? 1 : info.keep();  // 0: from a daemon before keep
+  out.ephemeral = info.ephemeral();
   out.kept_versions.assign(info.kept_versions().begin(), info.kept_versions().end());
   return out;
 }
@@ -78,6 +79,7 @@ void ToProto(const TensorInfo& info, v1::TensorInfo* out) {
   out->set_owner_uid(info.owner_uid);
   for (const std::string& reader : info.readers) out->add_readers(reader);
   out->set_keep(info.keep);
+  out->set_ephemeral(info.ephemeral);
   out->mutable_kept_versions()->Assign(info.kept_versions.begin(), info.kept_versions.end());
 }
 

@@ -38,6 +38,9 @@ inline constexpr size_t kMaxReadChunkBytes = 1 << 20;
 // List pages: the default and the most tensors per answer.
 inline constexpr size_t kDefaultListPage = 500;
 inline constexpr size_t kMaxListPage = 1000;
+// Most calls in flight on one gRPC connection (HTTP/2 MAX_CONCURRENT_STREAMS); more wait in the
+// client until one ends.
+inline constexpr size_t kMaxCallsPerGrpcConnection = 256;
 
 // What every call handler needs: the parts of the daemon it calls into. All must outlive the
 // service's calls.

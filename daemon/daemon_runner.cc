@@ -459,6 +459,10 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
       GRPC_ARG_MAX_CONNECTION_IDLE_MS,
       static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(options.handshake_timeout),
                                          INT32_MAX)));
+  // Calls in flight on one connection: what a client that stops reading can make the daemon
+  // hold is this many replies (a Read stream's is one chunk), and per uid the store's bounds.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             static_cast<int>(kMaxCallsPerGrpcConnection));
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(MetricsInterceptorFactory(&metrics));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));

@@ -229,6 +229,7 @@ void LocalChannelServer::Loop() {
       std::lock_guard<std::mutex> lock(mu_);
       if (!handoffs_.empty()) timeout_ms = 0;  // handed over on this thread, without a wake
     }
+    if (ledger_.has_refunds() && !stalled_.empty()) timeout_ms = 0;  // ResumeStalled's rounds
     const int ready = ::epoll_wait(epoll_.get(), events, 64, timeout_ms);
     if (ready < 0 && errno != EINTR) {
       Log(LogLevel::kError, "local channel: epoll_wait: ", std::strerror(errno));
@@ -246,6 +247,7 @@ void LocalChannelServer::Loop() {
     TakeHandoffs();
     ExpireWaits();
     ExpireHandshakes();
+    ResumeStalled();
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) break;
   }
@@ -271,7 +273,7 @@ void LocalChannelServer::TakeHandoffs(std::optional<uint64_t> except) {
       case Handoff::Kind::kConnection: {
         auto connection = std::make_unique<LocalConnection>(
             handoff.connection_id, std::move(handoff.socket), handoff.peer, policy_, store_, this,
-            metrics_);
+            metrics_, &ledger_);
         epoll_event event{};
         event.events = EPOLLIN;
         event.data.u64 = handoff.connection_id;
@@ -280,6 +282,7 @@ void LocalChannelServer::TakeHandoffs(std::optional<uint64_t> except) {
           --open_connections_;
           break;
         }
+        connection->epoll_events = EPOLLIN;
         connections_.emplace(handoff.connection_id, std::move(connection));
         handshakes_.emplace(absl::Now() + settings_.handshake_timeout, handoff.connection_id);
         break;
@@ -364,10 +367,14 @@ void LocalChannelServer::ExpireHandshakes() {
 void LocalChannelServer::Serve(LocalConnection* connection, uint32_t events) {
   const uint64_t id = connection->id();
   if ((events & EPOLLOUT) != 0) {
-    // Room again: its watches may send what they held back.
+    // Room again (or the client read): its watches may send what they held back.
     if (!connection->Flush() || !connection->PumpWatches()) return Drop(id);
   }
-  if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) {
+  if (connection->wants_to_write()) {
+    // Back-pressure: no request is read while replies wait. A client that hung up (or broke
+    // the socket) will take none of them.
+    if ((events & (EPOLLHUP | EPOLLERR)) != 0) return Drop(id);
+  } else if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) {
     // One request per wake-up: epoll is level-triggered, so more come with the next wait (no
     // busy client starves the others, and no read is spent to learn the socket is empty).
     if (!connection->ReadRequest()) return Drop(id);
@@ -376,18 +383,55 @@ void LocalChannelServer::Serve(LocalConnection* connection, uint32_t events) {
 }
 
 void LocalChannelServer::WatchWrites(LocalConnection* connection) {
-  if (connection->watching_writes == connection->wants_to_write()) return;
-  connection->watching_writes = connection->wants_to_write();
+  if (connection->stalled()) {
+    stalled_.insert(connection->id());
+  } else {
+    stalled_.erase(connection->id());
+  }
+  const uint32_t wanted = !connection->wants_to_write() ? uint32_t{EPOLLIN}
+                          : connection->stalled()        ? uint32_t{EPOLLOUT | EPOLLET}
+                                                         : uint32_t{EPOLLOUT};
+  if (connection->epoll_events == wanted) return;
+  connection->epoll_events = wanted;
   epoll_event event{};
-  event.events = EPOLLIN | (connection->wants_to_write() ? uint32_t{EPOLLOUT} : 0u);
+  event.events = wanted;
   event.data.u64 = connection->id();
   (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, connection->fd(), &event);
+}
+
+void LocalChannelServer::ReclaimDescriptors(uid_t uid) {
+  for (auto& [id, connection] : connections_) {
+    if (connection->peer().uid == uid) connection->ReclaimReceived();
+  }
+}
+
+void LocalChannelServer::ResumeStalled() {
+  for (int round = 0; round < 4; ++round) {
+    const std::set<uid_t> refunded = ledger_.TakeRefunded();
+    if (refunded.empty() || stalled_.empty()) return;
+    const std::vector<uint64_t> stalled(stalled_.begin(), stalled_.end());
+    for (uint64_t id : stalled) {
+      auto it = connections_.find(id);
+      if (it == connections_.end()) {
+        stalled_.erase(id);
+        continue;
+      }
+      LocalConnection* connection = it->second.get();
+      if (refunded.count(connection->peer().uid) == 0) continue;
+      if (!connection->Flush() || !connection->PumpWatches()) {
+        Drop(id);
+        continue;
+      }
+      WatchWrites(connection);
+    }
+  }
 }
 
 void LocalChannelServer::Drop(uint64_t connection_id) {
   auto it = connections_.find(connection_id);
   if (it == connections_.end()) return;
   (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second->fd(), nullptr);
+  stalled_.erase(connection_id);
   connections_.erase(it);  // closes the session it opened, cancels its waits
   sinks_.erase(connection_id);
   --open_connections_;

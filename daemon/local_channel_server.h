@@ -9,6 +9,9 @@
 // removed) arrive the same way. What the loop thread hands itself (a Seal answering waits on
 // the loop) needs no eventfd wake; and a Seal's answers to other connections' waits and
 // watches go out before the Seal's own reply (AnswerOthersFirst), so consumers wake first.
+// Back-pressure: a connection whose replies are queued is not read until they are sent, and one
+// whose next reply waits for its client to receive earlier descriptors (descriptor_ledger.h)
+// is watched edge-triggered for the client's reads.
 // Stop() (or the destructor) stops accepting, closes every connection (ending the sessions
 // they opened) and joins both threads; call it before the store goes.
 #ifndef TENSORBROKER_DAEMON_LOCAL_CHANNEL_SERVER_H_
@@ -21,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +34,7 @@
 #include "common/unique_fd.h"
 #include "daemon/accept_thread.h"
 #include "daemon/connection_limits.h"
+#include "daemon/descriptor_ledger.h"
 #include "daemon/listen_fds.h"
 #include "daemon/local_connection.h"
 #include "daemon/tensor_store.h"
@@ -77,6 +82,7 @@ class LocalChannelServer final : public LocalConnectionHost {
   void AnswerOthersFirst(uint64_t id) override;
   absl::StatusOr<std::vector<NamedFd>> PrepareHandover(const PeerCredentials& peer) override;
   void HandoverSent(const absl::Status& sent) override;
+  void ReclaimDescriptors(uid_t uid) override;
 
  private:
   // Something another thread handed to the loop.
@@ -111,7 +117,12 @@ class LocalChannelServer final : public LocalConnectionHost {
   void ExpireHandshakes();
   void Serve(LocalConnection* connection, uint32_t events);
   void Drop(uint64_t connection_id);
+  // Sets the connection's epoll interest: its requests (nothing queued), room to write
+  // (replies queued), or edge-triggered room (stalled on descriptors: each read by the client
+  // wakes it once).
   void WatchWrites(LocalConnection* connection);
+  // Lets the stalled connections of uids whose descriptors were refunded send again.
+  void ResumeStalled();
   int NextTimeoutMs() const;
 
   TensorStore* const store_;
@@ -138,6 +149,8 @@ class LocalChannelServer final : public LocalConnectionHost {
   std::map<uint64_t, std::unique_ptr<SessionSink>> sinks_;  // of sessions opened here, by connection
   std::multimap<absl::Time, std::pair<uint64_t, uint64_t>> deadlines_;  // -> connection, waiter
   std::multimap<absl::Time, uint64_t> handshakes_;  // deadline -> connection without a session
+  DescriptorLedger ledger_;
+  std::set<uint64_t> stalled_;  // connections whose next reply waits on the ledger
 };
 
 }  // namespace tensorbroker::daemon

@@ -1,5 +1,7 @@
 #include "daemon/local_connection.h"
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,7 +78,8 @@ std::string OutcomeOf(v1::LocalRequest::CallCase call, const v1::LocalReply& rep
 
 LocalConnection::LocalConnection(uint64_t id, UniqueFd socket, PeerCredentials peer,
                                  const AccessPolicy* policy, TensorStore* store,
-                                 LocalConnectionHost* host, CallMetrics* metrics)
+                                 LocalConnectionHost* host, CallMetrics* metrics,
+                                 DescriptorLedger* ledger)
     : id_(id),
       socket_(std::move(socket)),
       peer_(peer),
@@ -84,9 +87,12 @@ LocalConnection::LocalConnection(uint64_t id, UniqueFd socket, PeerCredentials p
       principal_(policy->PrincipalOf(peer_)),
       store_(store),
       host_(host),
-      metrics_(metrics) {}
+      metrics_(metrics),
+      ledger_(ledger) {}
 
 LocalConnection::~LocalConnection() {
+  // What the client did not receive goes with its socket once it closes its end too.
+  ledger_->Refund(peer_.uid, in_flight_);
   for (const auto& [request_id, watcher_id] : watches_) store_->Unwatch(watcher_id);
   for (const auto& [waiter_id, wait] : waits_) {
     store_->CancelWait(waiter_id);
@@ -122,10 +128,10 @@ bool LocalConnection::HandleRequest(const std::string& bytes) {
   const absl::Time start = absl::Now();
   v1::LocalRequest request;
   v1::LocalReply reply;
-  std::vector<UniqueFd> fds;
+  std::vector<PendingDescriptor> descriptors;
   if (!request.ParseFromString(bytes)) {
     SetStatus(absl::InvalidArgumentError("request: not a tensorbroker.v1.LocalRequest"), &reply);
-    return Send(reply, {});
+    return Send(std::move(reply));
   }
   // Batched releases first, in order: a Get after them must see them done.
   for (uint64_t lease_id : request.release_lease_ids()) {
@@ -151,7 +157,7 @@ bool LocalConnection::HandleRequest(const std::string& bytes) {
     // Releases only: no reply wanted (request_id 0), or a barrier: the reply says they are done.
     reply.mutable_empty();
   } else {
-    Dispatch(request, &reply, &fds);
+    Dispatch(request, &reply, &descriptors);
     // A wait answers later, a watch as its events come.
     if (reply.code() == 0 && reply.result_case() == v1::LocalReply::RESULT_NOT_SET &&
         request.call_case() == v1::LocalRequest::kGet) {
@@ -162,7 +168,7 @@ bool LocalConnection::HandleRequest(const std::string& bytes) {
       reply.set_request_id(request.request_id());
       reply.mutable_empty();
       Account(request.call_case(), SubjectOf(request), reply, start);
-      return Send(reply, {}) && PumpWatches();
+      return Send(std::move(reply)) && PumpWatches();
     }
   }
   reply.set_request_id(request.request_id());
@@ -170,7 +176,7 @@ bool LocalConnection::HandleRequest(const std::string& bytes) {
     Account(request.call_case(), SubjectOf(request), reply, start);
   }
   if (request.request_id() == 0) return true;
-  return Send(reply, std::move(fds));
+  return Send(std::move(reply), std::move(descriptors));
 }
 
 std::string LocalConnection::Client() const {
@@ -192,7 +198,7 @@ void LocalConnection::Account(v1::LocalRequest::CallCase call, const std::string
 }
 
 void LocalConnection::Dispatch(const v1::LocalRequest& request, v1::LocalReply* reply,
-                               std::vector<UniqueFd>* fds) {
+                               std::vector<PendingDescriptor>* descriptors) {
   absl::Status status;
   switch (request.call_case()) {
     case v1::LocalRequest::kOpen:
@@ -202,10 +208,10 @@ void LocalConnection::Dispatch(const v1::LocalRequest& request, v1::LocalReply* 
       status = Attach(request.attach(), reply);
       break;
     case v1::LocalRequest::kGet:
-      status = Get(request.request_id(), request.get(), reply, fds);
+      status = Get(request.request_id(), request.get(), reply, descriptors);
       break;
     case v1::LocalRequest::kCreate:
-      status = Grant(Create(request.create()), reply, fds);
+      status = Grant(Create(request.create()), reply, descriptors);
       break;
     case v1::LocalRequest::kSeal:
       status = Seal(request.seal(), reply);
@@ -216,11 +222,12 @@ void LocalConnection::Dispatch(const v1::LocalRequest& request, v1::LocalReply* 
     case v1::LocalRequest::kRetain:
       status = NeedSession();
       if (status.ok()) {
-        status = Grant(store_->Retain(session_id_, request.retain().lease_id()), reply, fds);
+        status = Grant(store_->Retain(session_id_, request.retain().lease_id()), reply,
+                       descriptors);
       }
       break;
     case v1::LocalRequest::kFetchSegment:
-      status = FetchSegment(request.fetch_segment(), reply, fds);
+      status = FetchSegment(request.fetch_segment(), reply, descriptors);
       break;
     case v1::LocalRequest::kWatch:
       status = Watch(request.request_id(), request.watch());
@@ -263,9 +270,15 @@ absl::Status LocalConnection::Attach(const v1::LocalRequest::Attach& attach,
 }
 
 absl::Status LocalConnection::Get(uint64_t request_id, const v1::GetRequest& get,
-                                  v1::LocalReply* reply, std::vector<UniqueFd>* fds) {
+                                  v1::LocalReply* reply,
+                                  std::vector<PendingDescriptor>* descriptors) {
   if (absl::Status s = NeedSession(); !s.ok()) return s;
   if (absl::Status s = ValidateName(get.name()); !s.ok()) return s;
+  if (get.wait_ms() != 0 && waits_.size() >= kMaxWaitsPerConnection) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "get.wait_ms: this connection has ", kMaxWaitsPerConnection,
+        " Gets waiting already (the most one connection may have)"));
+  }
   const absl::Time deadline = get.wait_ms() == 0
                                   ? absl::InfinitePast()
                                   : absl::Now() + absl::Milliseconds(get.wait_ms());
@@ -276,7 +289,7 @@ absl::Status LocalConnection::Get(uint64_t request_id, const v1::GetRequest& get
     waits_.emplace(waiter_id, Wait{request_id, absl::Now(), deadline, get.name(), wanted});
     return absl::OkStatus();  // answered by FinishWait; the reply stays empty
   }
-  return Grant(*std::move(now), reply, fds);
+  return Grant(*std::move(now), reply, descriptors);
 }
 
 absl::StatusOr<TensorGrant> LocalConnection::Create(const v1::CreateRequest& create) {
@@ -309,41 +322,36 @@ absl::Status LocalConnection::Abort(const v1::AbortRequest& abort, v1::LocalRepl
 }
 
 absl::Status LocalConnection::FetchSegment(const v1::LocalRequest::FetchSegment& fetch,
-                                           v1::LocalReply* reply, std::vector<UniqueFd>* fds) {
+                                           v1::LocalReply* reply,
+                                           std::vector<PendingDescriptor>* descriptors) {
   if (absl::Status s = NeedSession(); !s.ok()) return s;
-  auto descriptor = store_->DescriptorFor(session_id_, fetch.lease_id());
-  if (!descriptor.ok()) return descriptor.status();
-  AttachDescriptor(*std::move(descriptor), reply, fds);
+  auto segment = store_->DescribeSegment(session_id_, fetch.lease_id());
+  if (!segment.ok()) return segment.status();
+  AttachDescriptor({fetch.lease_id(), segment->segment, segment->writable}, descriptors);
   reply->mutable_empty();
   return absl::OkStatus();
 }
 
 absl::Status LocalConnection::Grant(absl::StatusOr<TensorGrant> grant, v1::LocalReply* reply,
-                                    std::vector<UniqueFd>* fds) {
+                                    std::vector<PendingDescriptor>* descriptors) {
   if (!grant.ok()) return grant.status();
-  ReplyGrant(*grant, reply, fds);
+  ReplyGrant(*grant, reply, descriptors);
   return absl::OkStatus();
 }
 
 void LocalConnection::ReplyGrant(const TensorGrant& grant, v1::LocalReply* reply,
-                                 std::vector<UniqueFd>* fds) {
+                                 std::vector<PendingDescriptor>* descriptors) {
   ToProto(grant, reply->mutable_grant());
   if (grant.block.read_only_fd < 0) return;  // device memory: the IPC handle is in the region
   const std::set<std::string>& sent = grant.writable ? sent_read_write_ : sent_read_only_;
   if (sent.count(grant.block.segment) > 0) return;
-  auto descriptor = store_->DescriptorFor(session_id_, grant.lease_id);
-  // Only fails if the session closed meanwhile (on gRPC); the client's FetchSegment will say so.
-  if (descriptor.ok()) AttachDescriptor(*std::move(descriptor), reply, fds);
+  AttachDescriptor({grant.lease_id, grant.block.segment, grant.writable}, descriptors);
 }
 
-void LocalConnection::AttachDescriptor(SegmentDescriptor descriptor, v1::LocalReply* reply,
-                                       std::vector<UniqueFd>* fds) {
+void LocalConnection::AttachDescriptor(PendingDescriptor descriptor,
+                                       std::vector<PendingDescriptor>* descriptors) {
   (descriptor.writable ? sent_read_write_ : sent_read_only_).insert(descriptor.segment);
-  v1::SegmentDescriptor* out = reply->add_descriptors();
-  out->set_segment(descriptor.segment);
-  out->set_size(descriptor.size);
-  out->set_writable(descriptor.writable);
-  fds->push_back(std::move(descriptor.fd));
+  descriptors->push_back(std::move(descriptor));
 }
 
 bool LocalConnection::FinishWait(uint64_t waiter_id, absl::StatusOr<TensorGrant> result) {
@@ -354,14 +362,14 @@ bool LocalConnection::FinishWait(uint64_t waiter_id, absl::StatusOr<TensorGrant>
   host_->WaitEnded(id_, waiter_id, wait.deadline);
   v1::LocalReply reply;
   reply.set_request_id(wait.request_id);
-  std::vector<UniqueFd> fds;
+  std::vector<PendingDescriptor> descriptors;
   if (result.ok()) {
-    ReplyGrant(*result, &reply, &fds);
+    ReplyGrant(*result, &reply, &descriptors);
   } else {
     SetStatus(result.status(), &reply);
   }
   Account(v1::LocalRequest::kGet, NameField(wait.name), reply, wait.start);
-  return Send(reply, std::move(fds));
+  return Send(std::move(reply), std::move(descriptors));
 }
 
 absl::Status LocalConnection::Watch(uint64_t request_id, const v1::WatchRequest& watch) {
@@ -372,7 +380,9 @@ absl::Status LocalConnection::Watch(uint64_t request_id, const v1::WatchRequest&
   }
   std::optional<uint64_t> after;
   if (watch.has_after_version()) after = watch.after_version();
-  watches_[request_id] = store_->Watch(principal_, watch.prefix(), after, host_->WatchWaker(id_));
+  auto watcher = store_->Watch(principal_, watch.prefix(), after, host_->WatchWaker(id_));
+  if (!watcher.ok()) return watcher.status();
+  watches_[request_id] = *watcher;
   return absl::OkStatus();
 }
 
@@ -392,7 +402,7 @@ bool LocalConnection::PumpWatches() {
         v1::LocalReply reply;
         reply.set_request_id(request_id);
         ToProto(event, reply.mutable_watch_event());
-        if (!Send(reply, {})) return false;
+        if (!Send(std::move(reply))) return false;
       }
     }
   }
@@ -407,7 +417,7 @@ bool LocalConnection::EndWatch(uint64_t request_id, const absl::Status& status) 
   v1::LocalReply reply;
   reply.set_request_id(request_id);
   SetStatus(status, &reply);
-  return Send(reply, {});
+  return Send(std::move(reply));
 }
 
 bool LocalConnection::CancelWait(const v1::LocalRequest& request) {
@@ -430,13 +440,13 @@ bool LocalConnection::CancelWait(const v1::LocalRequest& request) {
   v1::LocalReply reply;
   reply.set_request_id(request.request_id());
   reply.mutable_empty();
-  return Send(reply, {});
+  return Send(std::move(reply));
 }
 
 bool LocalConnection::Refuse(const absl::Status& status) {
   v1::LocalReply reply;
   SetStatus(absl::Status(status.code(), absl::StrCat("request: ", status.message())), &reply);
-  return Send(reply, {});
+  return Send(std::move(reply));
 }
 
 bool LocalConnection::SegmentRemoved(const std::string& segment) {
@@ -444,7 +454,7 @@ bool LocalConnection::SegmentRemoved(const std::string& segment) {
   if (!owns_session_ || !had) return true;
   v1::LocalReply event;
   event.mutable_segment_removed()->set_segment(segment);
-  return Send(event, {});
+  return Send(std::move(event));
 }
 
 bool LocalConnection::TakeOver(uint64_t request_id) {
@@ -455,46 +465,93 @@ bool LocalConnection::TakeOver(uint64_t request_id) {
     SetStatus(absl::PermissionDeniedError(absl::StrCat(
                   "takeover: only root or this daemon's own user (uid ", ::geteuid(), ") may")),
               &refusal);
-    return Send(refusal, {});
+    return Send(std::move(refusal));
   }
   if (has_session() || !outgoing_.empty()) {
     SetStatus(absl::FailedPreconditionError("takeover: ask on a connection of its own"), &refusal);
-    return Send(refusal, {});
+    return Send(std::move(refusal));
   }
   Log(LogLevel::kNotice, "takeover requested by ", Client(), ": handing over and exiting");
   auto handed = host_->PrepareHandover(peer_);
   if (!handed.ok()) {
     host_->HandoverSent(handed.status());
     SetStatus(handed.status(), &refusal);
-    return Send(refusal, {});
+    return Send(std::move(refusal));
   }
   const absl::Status sent = SendHandover(socket_.get(), request_id, *handed, absl::Seconds(30));
   host_->HandoverSent(sent);
   return sent.ok();
 }
 
-bool LocalConnection::Send(const v1::LocalReply& reply, std::vector<UniqueFd> fds) {
+bool LocalConnection::Send(v1::LocalReply reply, std::vector<PendingDescriptor> descriptors) {
   if (outgoing_.size() >= kMaxQueuedReplies) {
     Log(LogLevel::kWarning, "local client pid=", peer_.pid, " uid=", peer_.uid, " left ",
         kMaxQueuedReplies, " replies unread; disconnecting it");
     return false;
   }
-  outgoing_.push_back(Outgoing{reply.SerializeAsString(), std::move(fds)});
+  outgoing_.push_back(Outgoing{std::move(reply), std::move(descriptors)});
   return Flush();
 }
 
 bool LocalConnection::Flush() {
   while (!outgoing_.empty()) {
-    Outgoing& next = outgoing_.front();
-    std::vector<int> raw;
-    raw.reserve(next.fds.size());
-    for (const UniqueFd& fd : next.fds) raw.push_back(fd.get());
-    absl::Status sent = SendMessage(socket_.get(), next.bytes, raw);
+    const Outgoing& next = outgoing_.front();
+    stalled_ = !MaySendDescriptors(next.descriptors.size());
+    if (stalled_) return true;  // an EPOLLOUT edge (the client read) resumes
+    size_t descriptors_sent = 0;
+    absl::Status sent = SendNow(next, &descriptors_sent);
     if (absl::IsUnavailable(sent)) return true;  // the socket is full: EPOLLOUT resumes
     if (!sent.ok()) return false;                // the client is gone
-    outgoing_.pop_front();                       // our copies of the descriptors close
+    in_flight_ += descriptors_sent;
+    ledger_->Charge(peer_.uid, descriptors_sent);
+    outgoing_.pop_front();
   }
   return true;
+}
+
+absl::Status LocalConnection::SendNow(const Outgoing& next, size_t* descriptors_sent) {
+  if (next.descriptors.empty()) {
+    return SendMessage(socket_.get(), next.reply.SerializeAsString());
+  }
+  v1::LocalReply reply = next.reply;
+  std::vector<UniqueFd> fds;  // closed (ours) once sent: the client's copies are its own
+  std::vector<int> raw;
+  for (const PendingDescriptor& wanted : next.descriptors) {
+    auto descriptor = store_->DescriptorFor(session_id_, wanted.lease_id);
+    if (!descriptor.ok()) {
+      // The lease or the session went meanwhile: the grant goes without it (the client's
+      // FetchSegment says why), and a later grant on the segment sends it again.
+      (wanted.writable ? sent_read_write_ : sent_read_only_).erase(wanted.segment);
+      continue;
+    }
+    v1::SegmentDescriptor* out = reply.add_descriptors();
+    out->set_segment(descriptor->segment);
+    out->set_size(descriptor->size);
+    out->set_writable(descriptor->writable);
+    raw.push_back(descriptor->fd.get());
+    fds.push_back(std::move(descriptor->fd));
+  }
+  absl::Status sent = SendMessage(socket_.get(), reply.SerializeAsString(), raw);
+  if (sent.ok()) *descriptors_sent = fds.size();
+  return sent;
+}
+
+bool LocalConnection::MaySendDescriptors(size_t count) {
+  if (count == 0) return true;
+  ReclaimReceived();
+  if (ledger_->MaySend(peer_.uid, in_flight_, count)) return true;
+  // Over the uid's bound only because its other connections have not counted what their
+  // clients received: have them count, then look again.
+  if (ledger_->UidAtBound(peer_.uid, count)) host_->ReclaimDescriptors(peer_.uid);
+  return ledger_->MaySend(peer_.uid, in_flight_, count);
+}
+
+void LocalConnection::ReclaimReceived() {
+  if (in_flight_ == 0) return;
+  int unread = 0;  // bytes of this socket's messages the client has not received yet
+  if (::ioctl(socket_.get(), SIOCOUTQ, &unread) != 0 || unread != 0) return;
+  ledger_->Refund(peer_.uid, in_flight_);
+  in_flight_ = 0;
 }
 
 }  // namespace tensorbroker::daemon

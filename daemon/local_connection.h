@@ -2,6 +2,12 @@
 // kernel credentials, the session it opened or attached, which segment descriptors it has been
 // sent, its waiting Gets, and the replies not yet taken by its socket.
 //
+// Bounded per client: while replies are queued the server reads no more of its requests
+// (back-pressure); a queued reply holds no descriptor (the segment's descriptor is duplicated
+// only as the reply goes out); and the descriptors sent but not yet received by the client are
+// bounded per connection and per uid (descriptor_ledger.h): past that, replies wait for the
+// client to read.
+//
 // Threading: owned and driven by the LocalChannelServer's event loop thread only; nothing here
 // is touched from another thread. The store calls back into the server (waits, events), never
 // into a connection.
@@ -22,6 +28,7 @@
 #include "common/unique_fd.h"
 #include "daemon/access_policy.h"
 #include "daemon/call_metrics.h"
+#include "daemon/descriptor_ledger.h"
 #include "daemon/listen_fds.h"
 #include "daemon/peer_registry.h"
 #include "daemon/tensor_store.h"
@@ -29,8 +36,11 @@
 
 namespace tensorbroker::daemon {
 
-// Most replies a connection may leave unread before it is dropped.
+// Most replies a connection may leave queued before it is dropped (a safety net: with
+// back-pressure only its waits' answers, its watches' window and segment events can queue).
 inline constexpr size_t kMaxQueuedReplies = 4096;
+// Most Gets one connection may have waiting at once (the store bounds each uid's too).
+inline constexpr size_t kMaxWaitsPerConnection = 1024;
 // Largest request datagram.
 inline constexpr size_t kMaxLocalRequestBytes = 64 << 10;
 // Most replies a connection's watches queue beyond what its socket holds: a watcher that does
@@ -63,15 +73,19 @@ class LocalConnectionHost {
   // the successor needs; then HandoverSent once it went out (or failed to).
   virtual absl::StatusOr<std::vector<NamedFd>> PrepareHandover(const PeerCredentials& peer) = 0;
   virtual void HandoverSent(const absl::Status& sent) = 0;
+  // The connections of `uid` refund the descriptors their clients have received
+  // (LocalConnection::ReclaimReceived): one of them is at the uid's bound.
+  virtual void ReclaimDescriptors(uid_t uid) = 0;
 };
 
 class LocalConnection {
  public:
   // `metrics` (may be null) counts every call as the gRPC service's interceptor does.
   // `policy` makes the connection's principal from `peer` and admits what it creates.
+  // `ledger` (the server's, outliving the connection) counts its descriptors in flight.
   LocalConnection(uint64_t id, UniqueFd socket, PeerCredentials peer,
                   const AccessPolicy* policy, TensorStore* store,
-                  LocalConnectionHost* host, CallMetrics* metrics);
+                  LocalConnectionHost* host, CallMetrics* metrics, DescriptorLedger* ledger);
   // Cancels waits and closes a session this connection opened.
   ~LocalConnection();
   LocalConnection(const LocalConnection&) = delete;
@@ -108,16 +122,35 @@ class LocalConnection {
   // be dropped.
   bool PumpWatches();
 
-  // Sends queued replies; false when the connection must be dropped.
+  // Sends queued replies until the socket is full or the next one's descriptors must wait
+  // (stalled()); false when the connection must be dropped.
   bool Flush();
+  // Replies are queued: the server reads no request of this connection until they are sent.
   bool wants_to_write() const { return !outgoing_.empty(); }
-  bool watching_writes = false;  // the server's epoll interest in EPOLLOUT
+  // The next reply waits for the client to receive the descriptors sent before it.
+  bool stalled() const { return stalled_; }
+  // Refunds the descriptors in flight when the client has received everything (its socket's
+  // send queue is empty).
+  void ReclaimReceived();
+  size_t descriptors_in_flight() const { return in_flight_; }
+  uint32_t epoll_events = 0;  // the server's epoll interest, as last set
 
  private:
-  struct Outgoing {
-    std::string bytes;
-    std::vector<UniqueFd> fds;
+  // A segment descriptor a reply carries: duplicated only when the reply is sent.
+  struct PendingDescriptor {
+    uint64_t lease_id = 0;
+    std::string segment;
+    bool writable = false;
   };
+  struct Outgoing {
+    v1::LocalReply reply;
+    std::vector<PendingDescriptor> descriptors;
+  };
+  // Whether a reply with `count` descriptors may go now (descriptor_ledger.h).
+  bool MaySendDescriptors(size_t count);
+  // Sends `next` (its descriptors duplicated now, closed once sent); UNAVAILABLE: the socket is
+  // full, try again later.
+  absl::Status SendNow(const Outgoing& next, size_t* descriptors_sent);
 
   // Answers a datagram that could not be read as a request (request_id 0).
   bool Refuse(const absl::Status& status);
@@ -129,30 +162,32 @@ class LocalConnection {
   // Ends the watch of `request_id` with a last reply of `status`.
   bool EndWatch(uint64_t request_id, const absl::Status& status);
   void Dispatch(const v1::LocalRequest& request, v1::LocalReply* reply,
-                std::vector<UniqueFd>* fds);
+                std::vector<PendingDescriptor>* descriptors);
   absl::Status NeedSession() const;
   // One handler per call; a non-OK status becomes the reply's code and message.
   absl::Status Open(const v1::LocalRequest::Open& open, v1::LocalReply* reply);
   absl::Status Attach(const v1::LocalRequest::Attach& attach, v1::LocalReply* reply);
   // OK with an empty reply when the Get waits (FinishWait answers it).
   absl::Status Get(uint64_t request_id, const v1::GetRequest& get, v1::LocalReply* reply,
-                   std::vector<UniqueFd>* fds);
+                   std::vector<PendingDescriptor>* descriptors);
   absl::StatusOr<TensorGrant> Create(const v1::CreateRequest& create);
   absl::Status Seal(const v1::SealRequest& seal, v1::LocalReply* reply);
   absl::Status Abort(const v1::AbortRequest& abort, v1::LocalReply* reply);
   absl::Status FetchSegment(const v1::LocalRequest::FetchSegment& fetch, v1::LocalReply* reply,
-                            std::vector<UniqueFd>* fds);
+                            std::vector<PendingDescriptor>* descriptors);
   // Hands everything over to the caller, a new daemon of this one's uid or root (its replies
   // sent here, blocking); false when the connection must be dropped.
   bool TakeOver(uint64_t request_id);
   // A grant into the reply (see ReplyGrant), or its error.
   absl::Status Grant(absl::StatusOr<TensorGrant> grant, v1::LocalReply* reply,
-                     std::vector<UniqueFd>* fds);
+                     std::vector<PendingDescriptor>* descriptors);
   // Puts the grant in `reply`, with its segment's descriptor if not sent before.
-  void ReplyGrant(const TensorGrant& grant, v1::LocalReply* reply, std::vector<UniqueFd>* fds);
-  void AttachDescriptor(SegmentDescriptor descriptor, v1::LocalReply* reply,
-                        std::vector<UniqueFd>* fds);
-  bool Send(const v1::LocalReply& reply, std::vector<UniqueFd> fds);
+  void ReplyGrant(const TensorGrant& grant, v1::LocalReply* reply,
+                  std::vector<PendingDescriptor>* descriptors);
+  // Marks the segment of `descriptor` sent, and `descriptors` to carry it.
+  void AttachDescriptor(PendingDescriptor descriptor,
+                        std::vector<PendingDescriptor>* descriptors);
+  bool Send(v1::LocalReply reply, std::vector<PendingDescriptor> descriptors = {});
   // Counts and logs one finished call.
   void Account(v1::LocalRequest::CallCase call, const std::string& subject,
                const v1::LocalReply& reply, absl::Time start);
@@ -166,6 +201,7 @@ class LocalConnection {
   TensorStore* const store_;
   LocalConnectionHost* const host_;
   CallMetrics* const metrics_;
+  DescriptorLedger* const ledger_;
   std::string session_id_;
   bool owns_session_ = false;
   std::set<std::string> sent_read_only_;   // segments whose read-only descriptor was sent
@@ -173,6 +209,8 @@ class LocalConnection {
   std::map<uint64_t, Wait> waits_;         // by waiter id
   std::map<uint64_t, uint64_t> watches_;   // request id -> the store's watcher id
   std::deque<Outgoing> outgoing_;
+  size_t in_flight_ = 0;  // descriptors sent that the client may not have received
+  bool stalled_ = false;
 };
 
 }  // namespace tensorbroker::daemon

@@ -11,6 +11,7 @@
 #include "common/byte_size.h"
 #include "common/errno_status.h"
 #include "common/proto_convert.h"
+#include "common/stream_seats.h"
 #include "common/tensor_layout.h"
 #include "daemon/log.h"
 
@@ -264,6 +265,26 @@ absl::Status TensorStore::CheckQuotaLocked(const TensorSpec& spec) const {
 }
 
 absl::Status TensorStore::CheckNameLocked(const Principal& caller, TensorSpec* spec) const {
+  const std::optional<std::string> ring = RingOfSeat(spec->name);
+  if (ring.has_value()) {
+    auto published = published_.find(*ring);
+    // The same answer whether the ring exists or not, to one who may not read it.
+    if (published == published_.end() ||
+        !MayReadLocked(caller, *objects_.at(published->second.current()))) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "name '", spec->name, "' is a reader seat of the stream '", *ring,
+          "': only a process that may read '", *ring, "' may take one"));
+    }
+  }
+  if (absl::Status s = CheckNameFreeLocked(caller, spec); !s.ok()) return s;
+  if (ring.has_value() && !spec->ephemeral) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ephemeral: a reader seat ('", spec->name, "') must be ephemeral (gone with its reader)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TensorStore::CheckNameFreeLocked(const Principal& caller, TensorSpec* spec) const {
   if (pending_.count(spec->name) > 0) {
     return absl::AlreadyExistsError(absl::StrCat(
         "name '", spec->name, "' is being created by another request and is not sealed yet"));
@@ -363,6 +384,10 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::FindPendingLocked(
         "name '", name, "' was aborted: not sealed within the daemon's pending timeout (",
         absl::FormatDuration(options_.pending_timeout), ")"));
   }
+  auto none = [&] {
+    return absl::NotFoundError(
+        absl::StrCat("name '", name, "' has no unsealed tensor (Create it first)"));
+  };
   auto it = pending_.find(name);
   if (it == pending_.end()) {
     auto published = published_.find(name);
@@ -371,11 +396,12 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::FindPendingLocked(
       return absl::FailedPreconditionError(
           absl::StrCat("name '", name, "' is already sealed"));
     }
-    return absl::NotFoundError(
-        absl::StrCat("name '", name, "' has no unsealed tensor (Create it first)"));
+    return none();
   }
   TensorObject* object = objects_.at(it->second).get();
   if (object->owner_session != session_id) {
+    // Another user's pending tensor does not exist for this one (as through Stat and Get).
+    if (object->spec.owner_uid != session.principal.uid) return none();
     return absl::PermissionDeniedError(
         absl::StrCat("name '", name, "' is being created by another session"));
   }
@@ -473,18 +499,54 @@ void TensorStore::EmitLocked(WatchEvent::Kind kind, const TensorObject& object,
   watch_hub_.Append(std::move(entry), &deferred_);
 }
 
-uint64_t TensorStore::Watch(const Principal& caller, std::string prefix,
-                            std::optional<uint64_t> after_version, std::function<void()> wake) {
+namespace {
+
+// Counts one more for `uid` when it has fewer than `most`; RESOURCE_EXHAUSTED naming `what`.
+absl::Status CountIn(std::map<uint32_t, size_t>* counts, uint32_t uid, size_t most,
+                     const char* what) {
+  size_t& count = (*counts)[uid];
+  if (count >= most) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, ": uid ", uid, " has ", most, " already (the most one user may have)"));
+  }
+  ++count;
+  return absl::OkStatus();
+}
+
+void CountOff(std::map<uint32_t, size_t>* counts, uint32_t uid) {
+  auto it = counts->find(uid);
+  if (it == counts->end()) return;
+  if (--it->second == 0) counts->erase(it);
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> TensorStore::Watch(const Principal& caller, std::string prefix,
+                                            std::optional<uint64_t> after_version,
+                                            std::function<void()> wake) {
   Locked lock(this);
-  return watch_hub_.Add(caller, std::move(prefix), after_version, next_version_ - 1,
-                        std::move(wake));
+  if (absl::Status s = CountIn(&watchers_per_uid_, caller.uid, kMaxWatchesPerUid, "watches");
+      !s.ok()) {
+    return s;
+  }
+  const uint64_t id = watch_hub_.Add(caller, std::move(prefix), after_version,
+                                     next_version_ - 1, std::move(wake));
+  watchers_[id] = caller.uid;
+  return id;
 }
 
 absl::StatusOr<std::vector<WatchEvent>> TensorStore::TakeEvents(uint64_t watcher_id, size_t max) {
   return watch_hub_.Take(watcher_id, max);
 }
 
-void TensorStore::Unwatch(uint64_t watcher_id) { watch_hub_.Remove(watcher_id); }
+void TensorStore::Unwatch(uint64_t watcher_id) {
+  watch_hub_.Remove(watcher_id);
+  Locked lock(this);
+  auto it = watchers_.find(watcher_id);
+  if (it == watchers_.end()) return;
+  CountOff(&watchers_per_uid_, it->second);
+  watchers_.erase(it);
+}
 
 void TensorStore::UnpublishLocked(PublishedName* entry, uint64_t version) {
   auto it = entry->versions.find(version);
@@ -554,12 +616,21 @@ absl::StatusOr<ReadTicket> TensorStore::BeginRead(const Principal& caller,
   if (absl::Status s = CheckServing(); !s.ok()) return s;
   TensorObject* object = VisibleLocked(caller, name);
   if (object == nullptr) return NotPublished(name);
+  if (absl::Status s = CountIn(&reads_per_uid_, caller.uid, kMaxReadsPerUid, "reads in progress");
+      !s.ok()) {
+    return s;
+  }
   TensorGrant grant = GrantLocked(kInternalSession, object, /*writable=*/false);
+  reads_[grant.lease_id] = caller.uid;
   return ReadTicket{std::move(grant.info), object->block.data, grant.lease_id};
 }
 
 void TensorStore::EndRead(uint64_t lease_id) {
   Locked lock(this);
+  if (auto read = reads_.find(lease_id); read != reads_.end()) {
+    CountOff(&reads_per_uid_, read->second);
+    reads_.erase(read);
+  }
   auto object_id = leases_.Remove(kInternalSession, lease_id);
   if (object_id.ok()) ReleaseLeaseOnLocked(*object_id);
 }
@@ -615,14 +686,29 @@ std::optional<absl::StatusOr<TensorGrant>> TensorStore::GetOrWait(
   Locked lock(this);
   if (auto now = TryGetLocked(session_id, name, wanted); now.has_value()) return now;
   if (absl::Now() >= deadline) return absl::StatusOr<TensorGrant>(NothingNewer(name, wanted));
+  const uint32_t uid = sessions_.at(session_id).principal.uid;  // TryGetLocked checked it
+  if (absl::Status s = CountIn(&waiters_per_uid_, uid, kMaxWaitingGetsPerUid, "waiting Gets");
+      !s.ok()) {
+    return absl::StatusOr<TensorGrant>(s);
+  }
   *waiter_id = next_waiter_id_++;
-  waiters_.emplace(*waiter_id, Waiter{session_id, name, wanted.after_version, std::move(on_ready)});
+  waiters_.emplace(*waiter_id,
+                   Waiter{uid, session_id, name, wanted.after_version, std::move(on_ready)});
   return std::nullopt;
 }
 
 bool TensorStore::CancelWait(uint64_t waiter_id) {
   Locked lock(this);
-  return waiters_.erase(waiter_id) > 0;
+  auto it = waiters_.find(waiter_id);
+  if (it == waiters_.end()) return false;
+  EraseWaiterLocked(it);
+  return true;
+}
+
+std::map<uint64_t, TensorStore::Waiter>::iterator TensorStore::EraseWaiterLocked(
+    std::map<uint64_t, Waiter>::iterator it) {
+  CountOff(&waiters_per_uid_, it->second.uid);
+  return waiters_.erase(it);
 }
 
 void TensorStore::AnswerWaitersLocked(
@@ -635,7 +721,7 @@ void TensorStore::AnswerWaitersLocked(
     }
     deferred_.push_back([on_ready = std::move(it->second.on_ready),
                          result = *std::move(result)]() mutable { on_ready(std::move(result)); });
-    it = waiters_.erase(it);
+    it = EraseWaiterLocked(it);
   }
 }
 
@@ -676,9 +762,27 @@ absl::Status TensorStore::Release(const std::string& session_id, uint64_t lease_
   return absl::OkStatus();
 }
 
+absl::StatusOr<SegmentDescriptor> TensorStore::DescribeSegment(const std::string& session_id,
+                                                               uint64_t lease_id) {
+  Locked lock(this);
+  return SegmentOfLocked(session_id, lease_id);
+}
+
 absl::StatusOr<SegmentDescriptor> TensorStore::DescriptorFor(const std::string& session_id,
                                                              uint64_t lease_id) {
   Locked lock(this);
+  auto descriptor = SegmentOfLocked(session_id, lease_id);
+  if (!descriptor.ok()) return descriptor.status();
+  const Block& block = objects_.at(*leases_.ObjectOf(session_id, lease_id))->block;
+  // Duplicated under the lock: the segment (and its descriptors) may go as soon as it drops.
+  descriptor->fd.reset(::fcntl(descriptor->writable ? block.read_write_fd : block.read_only_fd,
+                               F_DUPFD_CLOEXEC, 0));
+  if (!descriptor->fd.valid()) return ErrnoStatus(errno, "duplicating a segment's descriptor");
+  return descriptor;
+}
+
+absl::StatusOr<SegmentDescriptor> TensorStore::SegmentOfLocked(const std::string& session_id,
+                                                               uint64_t lease_id) {
   if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
   auto object_id = leases_.ObjectOf(session_id, lease_id);
   if (!object_id.ok()) return object_id.status();
@@ -692,11 +796,6 @@ absl::StatusOr<SegmentDescriptor> TensorStore::DescriptorFor(const std::string& 
   descriptor.size = object.block.segment_size;
   descriptor.writable =
       object.spec.is_mutable || (object.pending && object.owner_session == session_id);
-  // Duplicated under the lock: the segment (and its descriptors) may go as soon as it drops.
-  descriptor.fd.reset(::fcntl(descriptor.writable ? object.block.read_write_fd
-                                                  : object.block.read_only_fd,
-                              F_DUPFD_CLOEXEC, 0));
-  if (!descriptor.fd.valid()) return ErrnoStatus(errno, "duplicating a segment's descriptor");
   return descriptor;
 }
 
@@ -999,6 +1098,7 @@ TensorInfo TensorStore::ViewLocked(const TensorObject& object) const {
   view.owner_uid = named ? name->second.owner_uid : object.spec.owner_uid;
   view.keep = named ? name->second.keep : object.spec.keep;
   view.readers = object.spec.readers.Entries();
+  view.ephemeral = object.spec.ephemeral;
   return view;
 }
 

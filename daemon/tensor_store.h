@@ -69,6 +69,13 @@ struct TensorSpec {
 // The most versions one name may keep (TensorSpec::keep).
 inline constexpr uint32_t kMaxKeep = 1024;
 
+// What one uid may have the daemon hold for it at once, whatever its number of connections
+// (RESOURCE_EXHAUSTED past them): waiting Gets, Watch streams, and Read streams (each holds one
+// chunk of at most 1 MiB while its client is slow to read).
+inline constexpr size_t kMaxWaitingGetsPerUid = 16384;
+inline constexpr size_t kMaxWatchesPerUid = 1024;
+inline constexpr size_t kMaxReadsPerUid = 64;
+
 // Which version of a name a Get asks for.
 struct VersionWanted {
   uint64_t version = 0;                   // nonzero: exactly this kept version (never waits)
@@ -196,6 +203,7 @@ class TensorStore {
   absl::StatusOr<TensorInfo> CommitPut(const PutTicket& ticket);
   void CancelPut(const PutTicket& ticket);
 
+  // RESOURCE_EXHAUSTED when `caller`'s uid has kMaxReadsPerUid reads in progress.
   absl::StatusOr<ReadTicket> BeginRead(const Principal& caller, const std::string& name);
   void EndRead(uint64_t lease_id);
 
@@ -208,7 +216,8 @@ class TensorStore {
   // and `deadline` is in the future, returns nullopt, sets `*waiter_id` and later calls
   // `on_ready` exactly once (published, session closed, or shutting down) unless
   // CancelWait(*waiter_id) returned true first. The caller times the wait out with CancelWait.
-  // INVALID_ARGUMENT for a version with an after_version, or oldest without after_version.
+  // INVALID_ARGUMENT for a version with an after_version, or oldest without after_version;
+  // RESOURCE_EXHAUSTED when the session's uid has kMaxWaitingGetsPerUid waiting already.
   std::optional<absl::StatusOr<TensorGrant>> GetOrWait(const std::string& session_id,
                                                         const std::string& name,
                                                         const VersionWanted& wanted,
@@ -223,6 +232,10 @@ class TensorStore {
   // read-only. FAILED_PRECONDITION for a CUDA tensor.
   absl::StatusOr<SegmentDescriptor> DescriptorFor(const std::string& session_id,
                                                   uint64_t lease_id);
+  // The same without the descriptor (fd left invalid): what DescriptorFor would hand over, to
+  // check a request before its reply duplicates the descriptor.
+  absl::StatusOr<SegmentDescriptor> DescribeSegment(const std::string& session_id,
+                                                    uint64_t lease_id);
   // A second lease of `session_id` on the object its lease `lease_id` keeps alive; writable
   // like the first (pending for its creator, or mutable).
   absl::StatusOr<TensorGrant> Retain(const std::string& session_id, uint64_t lease_id);
@@ -241,9 +254,11 @@ class TensorStore {
   // Watch streams (watch_hub.h): every publication, replacement, deletion and expiry of a
   // version `caller` may read under `prefix`, in sequence order, from after `after_version`
   // (unset: from now on). `wake` runs (on whichever thread appended, without the store's lock)
-  // once the parked watcher has events again; it may run after Unwatch. Returns its id.
-  uint64_t Watch(const Principal& caller, std::string prefix,
-                 std::optional<uint64_t> after_version, std::function<void()> wake);
+  // once the parked watcher has events again; it may run after Unwatch. Returns its id;
+  // RESOURCE_EXHAUSTED when `caller`'s uid has kMaxWatchesPerUid watches already.
+  absl::StatusOr<uint64_t> Watch(const Principal& caller, std::string prefix,
+                                 std::optional<uint64_t> after_version,
+                                 std::function<void()> wake);
   // Up to `max` events for watcher `watcher_id` (WatchHub::Take): parks it when none is left.
   // UNAVAILABLE once shutting down. Never waits.
   absl::StatusOr<std::vector<WatchEvent>> TakeEvents(uint64_t watcher_id, size_t max);
@@ -308,6 +323,7 @@ class TensorStore {
     std::map<std::string, uint64_t> ephemeral;  // name -> object id, sealed ephemeral in it
   };
   struct Waiter {
+    uint32_t uid = 0;  // the session's
     std::string session_id;
     std::string name;
     std::optional<uint64_t> after_version;
@@ -345,10 +361,14 @@ class TensorStore {
   void EmitLocked(WatchEvent::Kind kind, const TensorObject& object, uint64_t sequence,
                   uint64_t previous_version = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckQuotaLocked(const TensorSpec& spec) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Whether `caller` may publish `spec->name` now (not pending; replace allowed for the name's
-  // owner or an administrator); adds the name's owner to the readers of an administrator's
-  // version.
+  // Whether `caller` may publish `spec->name` now: CheckNameFreeLocked, and under a stream
+  // ring's seat prefix (common/stream_seats.h) only a caller that may read the ring
+  // (PERMISSION_DENIED, checked first) and only an ephemeral tensor (INVALID_ARGUMENT).
   absl::Status CheckNameLocked(const Principal& caller, TensorSpec* spec) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Not pending; replace allowed for the name's owner or an administrator; adds the name's
+  // owner to the readers of an administrator's version.
+  absl::Status CheckNameFreeLocked(const Principal& caller, TensorSpec* spec) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::StatusOr<TensorObject*> ReserveLocked(const std::string& owner, const Principal& caller,
                                               const TensorSpec& spec)
@@ -376,6 +396,12 @@ class TensorStore {
       const std::function<std::optional<absl::StatusOr<TensorGrant>>(const Waiter&)>& answer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseLeaseOnLocked(uint64_t object_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets a waiter (and counts it off its uid's).
+  std::map<uint64_t, Waiter>::iterator EraseWaiterLocked(std::map<uint64_t, Waiter>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<SegmentDescriptor> SegmentOfLocked(const std::string& session_id,
+                                                    uint64_t lease_id)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Frees the object's memory if nothing refers to it any more.
   void MaybeFreeLocked(TensorObject* object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The pool serving `device`; nullptr when none does.
@@ -405,6 +431,11 @@ class TensorStore {
   LeaseTable leases_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);  // GetOrWait, by waiter id
   uint64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<uint32_t, size_t> waiters_per_uid_ ABSL_GUARDED_BY(mu_);  // no zero entries
+  std::map<uint64_t, uint32_t> reads_ ABSL_GUARDED_BY(mu_);  // Read's lease -> caller's uid
+  std::map<uint32_t, size_t> reads_per_uid_ ABSL_GUARDED_BY(mu_);    // no zero entries
+  std::map<uint64_t, uint32_t> watchers_ ABSL_GUARDED_BY(mu_);  // watcher id -> caller's uid
+  std::map<uint32_t, size_t> watchers_per_uid_ ABSL_GUARDED_BY(mu_);  // no zero entries
   uint64_t next_object_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_version_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;

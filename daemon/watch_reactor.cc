@@ -24,10 +24,15 @@ WatchReactor::WatchReactor(TensorStore* store, const absl::StatusOr<Principal>& 
   std::optional<uint64_t> after;
   if (request.has_after_version()) after = request.after_version();
   // The wake holds the link, never the reactor: it may come after OnDone.
-  watcher_id_ = store_->Watch(*caller, prefix_, after, [link = link_] {
+  auto watcher = store_->Watch(*caller, prefix_, after, [link = link_] {
     std::lock_guard<std::mutex> lock(link->mu);
     if (link->reactor != nullptr) link->reactor->PumpLocked();
   });
+  if (!watcher.ok()) {
+    FinishLocked(watcher.status());
+    return;
+  }
+  watcher_id_ = *watcher;
   // Registered: the initial metadata tells the client so (every event from now on reaches it).
   StartSendInitialMetadata();
   PumpLocked();

@@ -28,8 +28,6 @@ absl::Status CheckRange(const char* field, uint64_t value, uint64_t low, uint64_
 
 }  // namespace
 
-std::string SeatPrefix(const std::string& name) { return name + "/.readers/"; }
-
 absl::Status MakeGeometry(const std::vector<int64_t>& shape, DLDataType dtype, uint32_t slots,
                           uint32_t max_readers, uint32_t frames_per_reader, RingGeometry* out) {
   if (absl::Status s = CheckRange("slots", slots, 2, kMaxSlots); !s.ok()) return s;

@@ -9,7 +9,9 @@
 //   then `slots` slots of `slot_bytes` each from kDataOffset, one frame each.
 //
 // A reader's seat is a small mutable broker tensor it creates (ephemeral: it goes with the
-// reader's session) under SeatPrefix(name); only the reader writes it, and the writer reads it:
+// reader's session) under SeatPrefix(name) (common/stream_seats.h: a name drawn at random; the
+// daemon lets only processes that may read the ring create there, and only ephemeral tensors);
+// only the reader writes it, and the writer reads it:
 //     magic (u64), admission (u64: the ring's, proving the reader could read the ring),
 //     claims[kMaxFramesPerReader] (u64 sequences the reader holds; 0: none),
 //     closed (u32: the reader let go of everything and will claim nothing more).
@@ -34,6 +36,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/stream_seats.h"
 
 namespace tensorbroker::client_internal {
 
@@ -98,8 +101,6 @@ inline uint64_t PackHead(uint64_t sequence, uint32_t slot) { return sequence << 
 inline uint64_t HeadSequence(uint64_t head) { return head >> 16; }
 inline uint32_t HeadSlot(uint64_t head) { return static_cast<uint32_t>(head & 0xffff); }
 
-// The names a stream uses: its ring is `name`; its readers' seats are under SeatPrefix(name).
-std::string SeatPrefix(const std::string& name);
 
 // Checks the geometry a writer asks for and fills in `out` (slot_bytes, frame_nbytes, shape).
 // INVALID_ARGUMENT naming the option that is out of range.

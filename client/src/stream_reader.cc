@@ -5,6 +5,7 @@
 // object while frames are alive. Threading: Next runs on one thread at a time; a frame's
 // deleter (any thread) clears its own claim word and nothing else.
 #include <dlpack/dlpack.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,8 +77,12 @@ class StreamReader::Impl {
         if (!frame.ok()) return frame.status();
         if (frame->has_value()) return frame;
         // The slot moved on, so a newer head is out: read it again. A head that stays the
-        // same (only a broken or hostile writer leaves one) is waited out like no news.
+        // same (only a broken or hostile writer leaves one) is waited out like no news; and
+        // a writer that moves the head on every store holds no reader past its deadline.
         missed_head = head;
+        if (!forever && std::chrono::steady_clock::now() >= deadline) {
+          return std::optional<StreamFrame>();
+        }
         continue;
       }
       if (closed) {
@@ -119,17 +124,23 @@ class StreamReader::Impl {
   };
 
   // Creates this reader's seat: mutable (only this reader and the writer's uid hold it, and
-  // its segment is never reused), ephemeral (gone with this process's session).
+  // its segment is never reused), ephemeral (gone with this process's session), under a name
+  // drawn at random (another is drawn if it is taken).
   absl::Status TakeSeat(const std::string& name, uint32_t writer_uid) {
-    static std::atomic<uint64_t> next_seat{1};
     ring_name_ = name;
-    seat_name_ = absl::StrCat(SeatPrefix(name), getuid(), ".", getpid(), ".", next_seat++);
     CreateOptions create;
     create.is_mutable = true;
     create.ephemeral = true;
     create.readers = {absl::StrCat("uid:", writer_uid)};
-    auto seat = client_.Create(seat_name_, {static_cast<int64_t>(kSeatBytes)}, dtypes::kUInt8,
-                               create);
+    absl::StatusOr<DLManagedTensorVersioned*> seat = absl::UnknownError("no seat drawn");
+    for (int draw = 0; draw < kSeatDraws; ++draw) {
+      auto drawn = RandomSeatName(name);
+      if (!drawn.ok()) return drawn.status();
+      seat_name_ = *std::move(drawn);
+      seat = client_.Create(seat_name_, {static_cast<int64_t>(kSeatBytes)}, dtypes::kUInt8,
+                            create);
+      if (!absl::IsAlreadyExists(seat.status())) break;
+    }
     if (!seat.ok()) return seat.status();
     seat_.reset(*seat);
     seat_page_ = reinterpret_cast<SeatPage*>(static_cast<uint8_t*>(seat_->dl_tensor.data) +
@@ -229,6 +240,18 @@ class StreamReader::Impl {
     d.shape = shape_.data();
     d.strides = strides_.data();
     return out;
+  }
+
+  // Names drawn for a seat before giving up (each taken one is another's 128 random bits).
+  static constexpr int kSeatDraws = 4;
+
+  static absl::StatusOr<std::string> RandomSeatName(const std::string& ring) {
+    uint64_t bits[2];
+    if (::getrandom(bits, sizeof(bits), 0) != static_cast<ssize_t>(sizeof(bits))) {
+      return absl::InternalError("stream reader: no random bits for a seat name (getrandom)");
+    }
+    return absl::StrCat(SeatPrefix(ring), absl::Hex(bits[0], absl::kZeroPad16),
+                        absl::Hex(bits[1], absl::kZeroPad16));
   }
 
   Client& client_;

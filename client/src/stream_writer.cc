@@ -273,6 +273,10 @@ class StreamWriter::Impl {
     auto seat = client_.Get(name, get);
     if (!seat.ok()) return;  // gone again already
     TensorPtr tensor(*seat);
+    // Only an ephemeral tensor is a seat: it goes with its reader's process, so whatever it
+    // claims is forgotten then (the daemon creates no other kind under the seat prefix).
+    auto info = client_.Describe(*tensor);
+    if (!info.ok() || !info->ephemeral) return;
     const DLTensor& t = tensor->dl_tensor;
     const bool is_seat = t.device.device_type == kDLCPU && t.ndim == 1 &&
                          t.shape[0] == static_cast<int64_t>(kSeatBytes) &&

@@ -99,6 +99,7 @@ py::dict InfoDict(const TensorInfo& info) {
   d["readers"] = py::cast(info.readers);
   d["keep"] = info.keep;
   d["kept_versions"] = py::cast(info.kept_versions);
+  d["ephemeral"] = info.ephemeral;
   return d;
 }
 

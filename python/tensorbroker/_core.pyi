@@ -20,6 +20,7 @@ class TensorStat(TypedDict):
     readers: list[str]  # ["*"] or "uid:N" / "gid:N" entries
     keep: int  # how many versions of the name stay readable by number
     kept_versions: list[int]  # stat() only: those readable now, ascending (the last is current)
+    ephemeral: bool  # gone with the session that created it (a stream reader's seat, say)
 
 class PoolStats(TypedDict):
     device: str  # "cpu" or "cuda:N"

@@ -87,6 +87,7 @@ class Host final : public LocalConnectionHost, public SessionEventSink {
     return absl::UnimplementedError("takeover: not offered here");
   }
   void HandoverSent(const absl::Status&) override {}
+  void ReclaimDescriptors(uid_t) override {}  // one connection: it reclaims its own
   void OnSegmentRemoved(const std::string& segment) override { removed_.push_back(segment); }
 
   // Hands what the store queued to `connection`; false when it must be dropped.
@@ -199,6 +200,7 @@ void Run(const uint8_t* data, size_t size) {
   TensorStore store(std::make_unique<CpuSegmentPool>(pool), options);
   Host host(&store);
   CallMetrics metrics;
+  DescriptorLedger ledger;
 
   int pair[2];
   FUZZ_CHECK(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair) == 0,
@@ -213,7 +215,7 @@ void Run(const uint8_t* data, size_t size) {
     peer->groups.clear();
   }
   auto connection = std::make_unique<LocalConnection>(1, std::move(daemon_end), *peer, &Policy(),
-                                                      &store, &host, &metrics);
+                                                      &store, &host, &metrics, &ledger);
   static const int attached_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
 
   std::map<uint64_t, int> expected;  // replies owed, by request_id
@@ -237,6 +239,10 @@ void Run(const uint8_t* data, size_t size) {
     FUZZ_CHECK(sent.ok(), "client send: %s", std::string(sent.message()).c_str());
     dropped = !connection->ReadRequest() || !host.Deliver(connection.get());
     DrainReplies(client.get(), &expected);
+    // The client read everything: what waited for room (or for descriptors to be received)
+    // goes now, as on the server's EPOLLOUT.
+    if (!dropped) dropped = !connection->Flush() || !connection->PumpWatches();
+    DrainReplies(client.get(), &expected);
   }
   if (!dropped) {
     // Every wait runs out, as the server's ExpireWaits does at its deadline.
@@ -250,6 +256,8 @@ void Run(const uint8_t* data, size_t size) {
       }
     }
     if (!dropped) dropped = !host.Deliver(connection.get());
+    DrainReplies(client.get(), &expected);
+    if (!dropped) dropped = !connection->Flush() || !connection->PumpWatches();
     DrainReplies(client.get(), &expected);
   }
   if (!dropped) {

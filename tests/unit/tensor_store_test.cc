@@ -627,3 +627,98 @@ TEST_F(TenancyTest, LogicalSizeMayNotExceedTheCapacityWhateverTheStrides) {
 
 }  // namespace
 }  // namespace tensorbroker::daemon
+
+namespace tensorbroker::daemon {
+namespace {
+
+// What one uid may make the daemon hold (issue 30): waiting Gets, watches and Read streams are
+// bounded per uid, across its sessions; other uids are not held back; one ended frees a place.
+TEST_F(TensorStoreTest, EachUidHasAtMostSoManyWaitingGets) {
+  const std::string alice = store_->OpenSession(kAlice, 2, "alice", nullptr);
+  const std::string alice_too = store_->OpenSession(kAlice, 3, "alice too", nullptr);
+  const absl::Time later = absl::Now() + absl::Hours(1);
+  std::vector<uint64_t> waiters;
+  for (size_t i = 0; i < kMaxWaitingGetsPerUid; ++i) {
+    uint64_t waiter = 0;
+    auto now = store_->GetOrWait(i % 2 == 0 ? alice : alice_too, absl::StrCat("never/", i), {},
+                                 later, &waiter, [](absl::StatusOr<TensorGrant>) {});
+    ASSERT_FALSE(now.has_value()) << i;
+    waiters.push_back(waiter);
+  }
+  uint64_t waiter = 0;
+  auto refused = store_->GetOrWait(alice, "never/more", {}, later, &waiter,
+                                   [](absl::StatusOr<TensorGrant>) {});
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->status(),
+            absl::ResourceExhaustedError(absl::StrCat(
+                "waiting Gets: uid 1000 has ", kMaxWaitingGetsPerUid,
+                " already (the most one user may have)")));
+  // Root is not held back by Alice; and Alice waits again once one of hers ended.
+  EXPECT_FALSE(store_->GetOrWait(session_, "never/root", {}, later, &waiter,
+                                 [](absl::StatusOr<TensorGrant>) {})
+                   .has_value());
+  EXPECT_TRUE(store_->CancelWait(waiter));
+  EXPECT_TRUE(store_->CancelWait(waiters.front()));
+  EXPECT_FALSE(store_->GetOrWait(alice, "never/more", {}, later, &waiter,
+                                 [](absl::StatusOr<TensorGrant>) {})
+                   .has_value());
+  EXPECT_EQ(store_->Stats(kRoot).waiting_gets, kMaxWaitingGetsPerUid);
+  // A session that closes answers its waits: their places free.
+  store_->CloseSession(alice);
+  store_->CloseSession(alice_too);
+  EXPECT_EQ(store_->Stats(kRoot).waiting_gets, 0u);
+  EXPECT_FALSE(store_->GetOrWait(store_->OpenSession(kAlice, 4, "again", nullptr), "never/x", {},
+                                 later, &waiter, [](absl::StatusOr<TensorGrant>) {})
+                   .has_value());
+}
+
+TEST_F(TensorStoreTest, EachUidHasAtMostSoManyWatches) {
+  std::vector<uint64_t> watchers;
+  for (size_t i = 0; i < kMaxWatchesPerUid; ++i) {
+    auto watcher = store_->Watch(kAlice, "w/", std::nullopt, [] {});
+    ASSERT_TRUE(watcher.ok()) << i << ": " << watcher.status();
+    watchers.push_back(*watcher);
+  }
+  EXPECT_EQ(store_->Watch(kAlice, "w/", std::nullopt, [] {}).status(),
+            absl::ResourceExhaustedError(absl::StrCat(
+                "watches: uid 1000 has ", kMaxWatchesPerUid,
+                " already (the most one user may have)")));
+  auto roots = store_->Watch(kRoot, "w/", std::nullopt, [] {});
+  ASSERT_TRUE(roots.ok());
+  store_->Unwatch(watchers.back());
+  store_->Unwatch(watchers.back());  // twice: counted off once
+  auto again = store_->Watch(kAlice, "w/", std::nullopt, [] {});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(store_->Watch(kAlice, "w/", std::nullopt, [] {}).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  for (uint64_t watcher : watchers) store_->Unwatch(watcher);
+  store_->Unwatch(*again);
+  store_->Unwatch(*roots);
+}
+
+TEST_F(TensorStoreTest, EachUidHasAtMostSoManyReadsInProgress) {
+  Publish("r", 1.0f);
+  std::vector<uint64_t> reads;
+  for (size_t i = 0; i < kMaxReadsPerUid; ++i) {
+    auto read = store_->BeginRead(kAlice, "r");
+    ASSERT_TRUE(read.ok()) << i << ": " << read.status();
+    reads.push_back(read->lease_id);
+  }
+  EXPECT_EQ(store_->BeginRead(kAlice, "r").status(),
+            absl::ResourceExhaustedError(absl::StrCat(
+                "reads in progress: uid 1000 has ", kMaxReadsPerUid,
+                " already (the most one user may have)")));
+  auto roots = store_->BeginRead(kRoot, "r");
+  ASSERT_TRUE(roots.ok());
+  store_->EndRead(reads.back());
+  reads.pop_back();
+  auto again = store_->BeginRead(kAlice, "r");
+  ASSERT_TRUE(again.ok()) << again.status();
+  reads.push_back(again->lease_id);
+  for (uint64_t lease : reads) store_->EndRead(lease);
+  store_->EndRead(roots->lease_id);
+  EXPECT_EQ(store_->Stat(kRoot, "r")->leases, 1u);  // the creator's lease alone
+}
+
+}  // namespace
+}  // namespace tensorbroker::daemon

@@ -54,6 +54,8 @@ struct TensorInfo {
   // for a pending tensor.
   uint32_t keep = 1;
   std::vector<uint64_t> kept_versions;
+  // Deleted when the session that created it ends (CreateOptions::ephemeral).
+  bool ephemeral = false;
 };
 
 // One change under a watched prefix (Client::Watch). Sequences are the daemon's version

@@ -1,8 +1,10 @@
 """Stream rings from Python (Client.stream_writer / Client.stream_reader) against a real daemon:
 a reader in another process follows frames through torch without a torn one; loans are
 writable and frames read-only, for NumPy and torch; iteration ends when the writer closes, and
-frames outlive the reader and its client; errors name what is wrong; and another uid, a reader
-itself, can neither write the ring nor touch another reader's seat."""
+frames outlive the reader and its client; errors name what is wrong; another uid, a reader
+itself, can neither write the ring nor touch another reader's seat; one that may not read the
+ring can take no seat; a reader scribbling over its own seat, or a writer over its ring, harms
+no other process; and nothing of an attacker outlives it."""
 
 import json
 import os
@@ -212,23 +214,29 @@ def test_another_uid_reads_but_cannot_write_the_ring_or_touch_a_seat(daemon, cli
     victim.close()
 
 
-# Runs as uid 65534, which may not read the ring: it forges a seat under the ring's seat prefix
-# (magic right, admission token guessed) to take the stream's only reader place.
+# Runs as uid 65534, which may not read the ring: it tries to take seats under the ring's seat
+# prefix (magic right, admission token guessed) to take the stream's only reader place, by
+# Create and by Put. The daemon keeps that prefix for processes that may read the ring.
 SQUATTER = AS_UID_65534 + r"""
 import struct
 socket, name = sys.argv[1:3]
 client = tensorbroker.connect(socket)
 report = {"get_ring": outcome(lambda: client.get(name, timeout=0) and None)}
-seat = client.create(name + "/.readers/forged", 256, "uint8", mutable=True, readers="uid:0")
-np.asarray(seat)[:16] = np.frombuffer(struct.pack("<QQ", 0x3230544145534254, 12345), np.uint8)
-seat.seal()
-report["forged"] = True
+
+def forge(seat_name):
+    seat = client.create(seat_name, 256, "uint8", mutable=True, readers="uid:0")
+    np.asarray(seat)[:16] = np.frombuffer(struct.pack("<QQ", 0x3230544145534254, 12345), np.uint8)
+    seat.seal()
+
+report["create"] = [outcome(lambda: forge(name + "/.readers/" + str(n))) for n in range(50)]
+report["put"] = outcome(lambda: client.put(name + "/.readers/p", np.zeros(256, np.uint8)) and None)
+report["nested"] = outcome(lambda: forge(name + "/.readers/x/.readers/y"))
 print(json.dumps(report), flush=True)
 """
 
 
 @ROOT_ONLY
-def test_a_process_that_may_not_read_the_ring_cannot_take_a_seat(daemon, client):
+def test_a_process_that_may_not_read_the_ring_cannot_take_or_squat_a_seat(daemon, client):
     writer = client.stream_writer("ring/private", 8, "uint8", max_readers=1, readers="uid:0")
     os.chmod(daemon.dir, 0o755)
     try:
@@ -239,9 +247,14 @@ def test_a_process_that_may_not_read_the_ring_cannot_take_a_seat(daemon, client)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["get_ring"][0] == "NotFound", report
-    assert report["forged"] is True
-    # The writer took events in order: had the forged seat been accepted, this reader would
-    # find the only place taken and time out.
+    refusal = ("name 'ring/private/.readers/0' is a reader seat of the stream 'ring/private': "
+               "only a process that may read 'ring/private' may take one")
+    assert report["create"][0] == ["PermissionDenied", refusal], report
+    assert {r[0] for r in report["create"]} == {"PermissionDenied"}, report
+    assert report["put"][0] == "PermissionDenied", report
+    assert report["nested"][0] == "PermissionDenied", report
+    # Nothing was published under the prefix, and the one reader place is free.
+    assert client.list("ring/private/.readers/") == []
     other = tensorbroker.connect(daemon.socket)
     reader = other.stream_reader("ring/private", timeout=10)
     assert writer.readers == 1
@@ -250,3 +263,194 @@ def test_a_process_that_may_not_read_the_ring_cannot_take_a_seat(daemon, client)
     reader.close()
     writer.close()
     other.close()
+
+
+# Runs as uid 65534, a reader the writer admits (the ring is readable by anyone): it tries to
+# forge lasting seats with the ring's admission token, then joins as a reader and scribbles over
+# its own seat (random words, and claims of the newest frames) while the victim reads.
+SCRIBBLER = AS_UID_65534 + r"""
+import random, struct, time
+socket, name = sys.argv[1:3]
+client = tensorbroker.connect(socket)
+ring = client.get(name, timeout=30)
+admission = struct.unpack_from("<Q", bytes(np.asarray(ring)[:128]), 112)[0]
+
+def forge(seat_name):
+    seat = client.create(seat_name, 256, "uint8", mutable=True, readers="uid:0")
+    np.asarray(seat)[:16] = np.frombuffer(struct.pack("<QQ", 0x3230544145534254, admission),
+                                          np.uint8)
+    seat.seal()
+
+report = {"forge": outcome(lambda: forge(name + "/.readers/forged")),
+          "put": outcome(lambda: client.put(name + "/.readers/p", np.zeros(256, np.uint8)))}
+reader = client.stream_reader(name, timeout=30)
+[mine] = [t["name"] for t in client.list(name + "/.readers/")]
+seat = client.get(mine, timeout=5)
+seat_address = np.asarray(seat).ctypes.data
+ring_address = np.asarray(ring).ctypes.data
+print("scribbling", flush=True)
+rng = random.Random(30)
+end = time.monotonic() + 3
+while time.monotonic() < end:
+    if rng.random() < 0.5:
+        ctypes.memmove(seat_address, bytes(rng.getrandbits(8) for _ in range(256)), 256)
+    else:
+        head = ctypes.c_uint64.from_address(ring_address + 128).value >> 16
+        claims = struct.pack("<16Q", *[max(head - k, 0) for k in range(16)])
+        ctypes.memmove(seat_address + 16, claims, len(claims))
+    time.sleep(0.001)
+print(json.dumps(report), flush=True)
+"""
+
+
+@ROOT_ONLY
+def test_a_reader_scribbling_over_its_seat_harms_no_one_and_leaves_nothing(daemon, client):
+    writer = client.stream_writer("ring/scribbled", WORDS, "int64", readers="*", slots=8)
+    victim_client = tensorbroker.connect(daemon.socket)
+    victim = victim_client.stream_reader("ring/scribbled")
+    [victim_seat] = [t["name"] for t in client.list("ring/scribbled/.readers/")]
+    publish(writer, 1)
+    os.chmod(daemon.dir, 0o755)
+    try:
+        attacker = subprocess.Popen([sys.executable, "-c", SCRIBBLER, daemon.socket,
+                                     "ring/scribbled"], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+        try:
+            assert attacker.stdout.readline() == "scribbling\n", attacker.stderr.read()
+            # The writer goes on, and every frame the victim gets is whole.
+            seen = 0
+            for seq in range(2, 302):
+                publish(writer, seq)
+                frame = victim.next(timeout=5)
+                assert frame is not None
+                assert frame.version == seq
+                assert np.asarray(frame).tolist() == [seq] * WORDS
+                frame.release()
+                seen += 1
+            report = json.loads(attacker.stdout.readline())
+            assert attacker.wait(timeout=HANG_GUARD) == 0, attacker.stderr.read()
+        finally:
+            attacker.kill()
+            attacker.wait()
+    finally:
+        os.chmod(daemon.dir, 0o700)
+    assert seen == 300
+    # A lasting seat is refused even with the right token: seats are ephemeral.
+    assert report["forge"][0] == "InvalidArgument", report
+    assert "must be ephemeral" in report["forge"][1], report
+    assert report["put"][0] == "InvalidArgument", report
+    # Nothing of the attacker outlives it: its seat went with its process.
+    wait_for(lambda: writer.readers == 1, "the attacker's seat to go with its process")
+    assert [t["name"] for t in client.list("ring/scribbled/.readers/")] == [victim_seat]
+    publish(writer, 302)
+    assert np.asarray(victim.next(timeout=5)).tolist() == [302] * WORDS
+    victim.close()
+    writer.close()
+    victim_client.close()
+
+
+# Runs as uid 65534, the writer of a ring root reads, played by hand (as a hostile writer would:
+# its own library's writer would trip over the garbage first): a well-formed ring of 4 slots,
+# root's seat accepted and frame 1 published; then, once told "go" on stdin, it scribbles
+# random words over the control block (head, gen, state, accepted, slot_seq), waking readers;
+# mostly keeping root's seat counted, and often with a plausible head (a slot in range holding
+# the head's sequence), so that the reader claims and reads frames of garbage too.
+HOSTILE_WRITER = AS_UID_65534 + r"""
+import random, struct, time
+socket, name = sys.argv[1:3]
+client = tensorbroker.connect(socket)
+libc = ctypes.CDLL(None, use_errno=True)
+SLOTS, SLOT = 4, 4096
+ring = client.create(name, 4096 + SLOTS * SLOT, "uint8", mutable=True, readers="*")
+base = np.asarray(ring).ctypes.data
+geometry = struct.pack("<QIIIIQQBBHI8qQ", 0x32304E4952425454, SLOTS, 1, 1, 1, SLOT, 8, 1, 8, 1,
+                       0, 8, 0, 0, 0, 0, 0, 0, 0, 7)
+ctypes.memmove(base, geometry, len(geometry))
+ring.seal()
+gen = ctypes.c_uint32.from_address(base + 136)
+
+def wake():
+    gen.value += 1
+    libc.syscall(202, ctypes.c_void_p(base + 136), 1, 0x7FFFFFFF, None, None, 0)  # FUTEX_WAKE
+
+print("ready", flush=True)
+seats = []
+while not seats:
+    seats = client.list(name + "/.readers/")
+    time.sleep(0.01)
+ctypes.c_uint64.from_address(base + 192).value = seats[0]["version"]  # accepted[0]
+ctypes.memset(base + 4096, 1, 8)                                     # frame 1 in slot 0
+ctypes.c_uint64.from_address(base + 768).value = 1                   # slot_seq[0]
+ctypes.c_uint64.from_address(base + 128).value = 1 << 16             # head: frame 1, slot 0
+wake()
+sys.stdin.readline()
+rng = random.Random(31)
+end = time.monotonic() + 3
+while time.monotonic() < end:
+    ctypes.memmove(base + 128, bytes(rng.getrandbits(8) for _ in range(4096 - 128)), 4096 - 128)
+    if rng.random() < 0.7:  # keep root's seat counted, so its reader goes on to the head
+        ctypes.c_uint64.from_address(base + 192).value = seats[0]["version"]
+        if rng.random() < 0.5:  # a head whose slot is in range, of a sequence never seen
+            slot = rng.randrange(SLOTS)
+            seq = rng.randrange(2, 1 << 40)
+            ctypes.c_uint64.from_address(base + 768 + 8 * slot).value = seq
+            ctypes.c_uint64.from_address(base + 128).value = seq << 16 | slot
+            ctypes.c_uint32.from_address(base + 140).value = 0  # open
+    wake()
+    time.sleep(0.002)
+print("done", flush=True)
+"""
+
+
+@ROOT_ONLY
+def test_a_writer_scribbling_over_its_ring_cannot_crash_or_hang_a_reader(daemon, client):
+    os.chmod(daemon.dir, 0o755)
+    try:
+        attacker = subprocess.Popen([sys.executable, "-c", HOSTILE_WRITER, daemon.socket,
+                                     "ring/hostile"], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert attacker.stdout.readline() == "ready\n", attacker.stderr.read()
+            reader = client.stream_reader("ring/hostile", timeout=10)
+            first = reader.next(timeout=5)
+            assert np.asarray(first).tolist() == [1] * 8
+            first.release()
+            outcomes = {}
+            stop = threading.Event()
+
+            def read():
+                while not stop.is_set():
+                    try:
+                        frame = reader.next(timeout=0.05)
+                        kind = "none" if frame is None else "frame"
+                        if frame is not None:
+                            assert np.asarray(frame).shape == (8,)
+                            frame.release()
+                    except tensorbroker.Error as e:
+                        kind = type(e).__name__
+                        assert "ring/hostile" in str(e), str(e)
+                    outcomes[kind] = outcomes.get(kind, 0) + 1
+
+            thread = threading.Thread(target=read)
+            thread.start()
+            attacker.stdin.write("go\n")
+            attacker.stdin.flush()
+            assert attacker.stdout.readline() == "done\n", attacker.stderr.read()
+            stop.set()
+            thread.join(HANG_GUARD)
+            assert not thread.is_alive(), "a hostile ring hung its reader"
+        finally:
+            attacker.kill()
+            attacker.wait()
+    finally:
+        os.chmod(daemon.dir, 0o700)
+    print("hostile writer: what next() returned:", outcomes)
+    # Every next() returned: a frame, nothing, or an error naming the stream (Error: ABORTED,
+    # the writer no longer counts this reader).
+    assert sum(outcomes.values()) > 0, outcomes
+    assert set(outcomes) <= {"frame", "none", "FailedPrecondition", "Error", "StreamEnded",
+                             "ResourceExhausted"}, outcomes
+    reader.close()
+    # The daemon serves on.
+    client.put("ring/after", np.arange(4, dtype=np.int64))
+    assert np.asarray(client.get("ring/after")).tolist() == [0, 1, 2, 3]
