@@ -84,7 +84,8 @@ class HarnessedDaemonTest : public ::testing::Test {
   // (pid_ is -1).
   std::string Log() const {
     if (log_ == nullptr) return "";
-    if (pid_ <= 0) (void)log_->WaitForEnd(absl::Seconds(5));
+    // A hang guard, as in DaemonProcess: the end comes when the reader has read the last of it.
+    if (pid_ <= 0) (void)log_->WaitForEnd(absl::Seconds(60));
     return log_->Text();
   }
 

@@ -239,8 +239,7 @@ TEST(ChaosSoakTest, ClientsKilledAtRandomLeaveNoLeasePendingTensorOrByteBehind) 
   EXPECT_EQ(stats.used_bytes, 0u);
   EXPECT_EQ(stats.tensors, 0u);
   // Descriptors exactly as before (closing a dead client's connection may take a moment).
-  PollUntil([&] { return FootprintOf(daemon.pid()).fds == baseline.fds; },
-            std::chrono::seconds(10));
+  PollUntil([&] { return FootprintOf(daemon.pid()).fds == baseline.fds; }, kHangGuard);
   const ProcessFootprint after = FootprintOf(daemon.pid());
   EXPECT_EQ(after.fds, baseline.fds);
   EXPECT_LE(after.threads, baseline.threads + kThreadSlack);

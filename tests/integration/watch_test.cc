@@ -125,7 +125,7 @@ TEST_F(WatchTest, AWatcherSeesEveryEventUnderItsPrefixInOrder) {
             absl::StatusCode::kCancelled);
   closer.join();
   watcher.reset();
-  EXPECT_TRUE(PollUntil([&] { return Watchers() == 0; }, std::chrono::seconds(5)));
+  EXPECT_TRUE(PollUntil([&] { return Watchers() == 0; }, kHangGuard));
   EXPECT_EQ(client().Watch("bad prefix").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -221,10 +221,10 @@ TEST_F(WatchTest, AWatcherKilledMidStreamLeavesNothingBehind) {
   EXPECT_TRUE(PollUntil([&] {
     auto stats = client().Stats();
     return stats.ok() && stats->watchers == 0 && stats->clients == baseline.clients;
-  }, std::chrono::seconds(5)));
+  }, kHangGuard));
   // No more than before (gRPC's own threads may have ended meanwhile, with their descriptors).
   EXPECT_TRUE(PollUntil([&] { return FootprintOf(daemon_->pid()).fds <= before.fds; },
-                        std::chrono::seconds(5)))
+                        kHangGuard))
       << "daemon fds " << FootprintOf(daemon_->pid()).fds << ", were " << before.fds;
   // The daemon still serves.
   EXPECT_GT(Publish("k/x", 2).version, first.version);
