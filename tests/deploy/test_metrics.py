@@ -342,8 +342,9 @@ def resources(pid):
     return len(os.listdir(f"/proc/{pid}/fd")), len(os.listdir(f"/proc/{pid}/task"))
 
 
-def settled_resources(pid, wait=10):
-    """resources(pid) once two readings 0.2 s apart agree (threads start lazily)."""
+def settled_resources(pid, wait=HANG_GUARD):
+    """resources(pid) once two readings 0.2 s apart agree (threads start lazily); `wait` is a
+    hang guard, not a measurement."""
     deadline = time.monotonic() + wait
     last = resources(pid)
     while time.monotonic() < deadline:
@@ -355,10 +356,11 @@ def settled_resources(pid, wait=10):
     return last
 
 
-def back_to(pid, baseline, wait=10):
-    """resources(pid), polled for up to `wait` seconds until they are back to `baseline`: the
-    same threads, and no descriptor more. Fewer is no leak: a baseline can hold descriptors of an
-    earlier test's clients that the daemon had not closed yet (three, once, under TSan)."""
+def back_to(pid, baseline, wait=HANG_GUARD):
+    """resources(pid), polled for up to `wait` seconds (a hang guard) until they are back to
+    `baseline`: the same threads, and no descriptor more. Fewer is no leak: a baseline can hold
+    descriptors of an earlier test's clients that the daemon had not closed yet (three, once,
+    under TSan)."""
     deadline = time.monotonic() + wait
     while not within(now := resources(pid), baseline) and time.monotonic() < deadline:
         time.sleep(0.1)
