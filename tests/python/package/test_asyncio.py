@@ -281,7 +281,11 @@ def test_waits_left_running_do_not_hold_up_interpreter_exit(daemon, client):
         client = tensorbroker.connect(sys.argv[1])
         loop = asyncio.new_event_loop()
         loop.create_task(client.get_async("aio/exit/never"))
-        loop.run_until_complete(asyncio.sleep(0.3))
+
+        async def until_waiting():  # the loop runs, the wait reaches the daemon
+            while client.stats()["waiting_gets"] != 1:
+                await asyncio.sleep(0.01)
+        loop.run_until_complete(asyncio.wait_for(until_waiting(), 120))
         print("waiting", client.stats()["waiting_gets"], flush=True)
     """)
     assert done.returncode == 0, done.stderr

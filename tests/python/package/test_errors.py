@@ -218,7 +218,8 @@ def test_put_of_something_that_is_no_tensor_is_a_type_error(client):
 
 def test_gil_is_released_while_get_waits(client):
     # The waiter blocks in get() for a name only the main thread will publish: were the GIL
-    # held during the wait, the main thread could not run put() and the waiter would time out.
+    # held during the wait, the main thread could not see it waiting, run Python or put(), and
+    # the waiter would time out.
     result = {}
 
     def waiter():
@@ -227,21 +228,23 @@ def test_gil_is_released_while_get_waits(client):
 
     thread = threading.Thread(target=waiter)
     thread.start()
+    wait_for(lambda: client.stats()["waiting_gets"] == 1, "the get to wait in the daemon")
     ticks = 0
-    deadline = time.monotonic() + 0.3
-    while time.monotonic() < deadline:  # pure-Python work, needs the GIL
+    for _ in range(100_000):  # pure-Python work, needs the GIL, while the get waits
         ticks += 1
+    assert thread.is_alive() and client.stats()["waiting_gets"] == 1  # still waiting
     client.put("gil/late", np.array([4, 2], np.int16))
     thread.join(timeout=60)
     assert result == {"value": [4, 2]}
-    assert ticks > 1000
+    assert ticks == 100_000
 
 
-def test_ctrl_c_interrupts_an_endless_get(peers):
+def test_ctrl_c_interrupts_an_endless_get(client, peers):
     p = peers(torch=False)
     p.send("wait_forever", name="never/published")
     assert p._read() == {"waiting": True}
-    time.sleep(0.3)  # let it block in get()
+    # Blocked in get() once the daemon has its wait (this test's daemon: no other waits).
+    wait_for(lambda: client.stats()["waiting_gets"] == 1, "the peer's get to wait")
     os.kill(p.proc.pid, signal.SIGINT)
     assert p._read() == {"interrupted": True}
 
