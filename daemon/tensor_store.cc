@@ -400,8 +400,12 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::FindPendingLocked(
   }
   TensorObject* object = objects_.at(it->second).get();
   if (object->owner_session != session_id) {
-    // Another user's pending tensor does not exist for this one (as through Stat and Get).
-    if (object->spec.owner_uid != session.principal.uid) return none();
+    // Another user's pending tensor that this one may not read does not exist for it, as
+    // through Stat and Get.
+    if (object->spec.owner_uid != session.principal.uid &&
+        !MayReadLocked(session.principal, *object)) {
+      return none();
+    }
     return absl::PermissionDeniedError(
         absl::StrCat("name '", name, "' is being created by another session"));
   }

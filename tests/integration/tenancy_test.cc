@@ -529,6 +529,28 @@ TEST_F(TenancyTest, ATensorDoesNotExistForThoseWhoMayNotReadIt) {
   EXPECT_REPLY(nobody.Call("read hidden/x"), grpc::StatusCode::NOT_FOUND, NotPublished("hidden/x"));
   EXPECT_REPLY(nobody.Call("delete hidden/x"), grpc::StatusCode::NOT_FOUND,
                NotPublished("hidden/x"));
+  // Root's pending tensor does not exist for it either, whatever the call.
+  CreateOptions roots_only;
+  roots_only.readers = {"uid:0"};
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * pending_raw,
+                       root().Create("hidden/pending", {16}, dtypes::kUInt8, roots_only));
+  TensorPtr pending(pending_raw);
+  const std::string no_pending = "name 'hidden/pending' has no unsealed tensor (Create it first)";
+  EXPECT_REPLY(nobody.Call("stat hidden/pending"), grpc::StatusCode::NOT_FOUND,
+               NotPublished("hidden/pending"));
+  EXPECT_REPLY(nobody.Call("seal hidden/pending"), grpc::StatusCode::NOT_FOUND, no_pending);
+  EXPECT_REPLY(nobody.Call("abort hidden/pending"), grpc::StatusCode::NOT_FOUND, no_pending);
+  EXPECT_REPLY(nobody.Call("seal never/created"), grpc::StatusCode::NOT_FOUND,
+               "name 'never/created' has no unsealed tensor (Create it first)");
+  ASSERT_OK(root().Abort("hidden/pending"));  // still root's own: untouched by those calls
+  pending.reset();
+  // One it may read is there for it, and not its own to seal.
+  ASSERT_OK_AND_ASSIGN(pending_raw, root().Create("open/pending", {16}, dtypes::kUInt8));
+  pending.reset(pending_raw);
+  EXPECT_REPLY(nobody.Call("seal open/pending"), grpc::StatusCode::PERMISSION_DENIED,
+               "name 'open/pending' is being created by another session");
+  ASSERT_OK(root().Abort("open/pending"));
+  pending.reset();
   EXPECT_EQ(nobody.Call("list - 0")["names"], "open/y");
   EXPECT_EQ(nobody.Call("list hidden/ 0")["names"], "");
   const Reply stats = nobody.Call("stats");

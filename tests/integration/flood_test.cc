@@ -1,0 +1,160 @@
+// A hostile local user that asks for descriptors and never reads them (issue 30): uid 65534,
+// in the socket's group, opens every connection --max-connections allows and floods each with
+// FetchSegment requests (tensorbroker_flood_peer). Before back-pressure, six such connections
+// held the daemon's 20,000 descriptors in unread replies and took it down.
+//
+// While it floods: root's client keeps publishing and reading back, `tensorbroker health`
+// answers SERVING, and the daemon's open descriptors stay within its baseline plus one per
+// connection (the sockets themselves) plus kSlack: a queued reply holds no descriptor, and the
+// daemon reads no request of a connection whose replies wait. When the attacker reads, every
+// reply it is owed comes (none dropped); when it exits, the daemon is back to its baseline
+// (root's tensors are the same names as when the baseline was taken).
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "tests/integration/test_util.h"
+#include "tests/integration/uid_process.h"
+
+namespace tensorbroker::testing {
+namespace {
+
+constexpr int kMaxConnections = 32;
+// Descriptors the daemon may open beyond one per connection while it serves (a segment for a
+// new tensor, a record, a gRPC connection of root's client, the CLI's health check).
+constexpr size_t kSlack = 24;
+
+size_t OpenDescriptors(pid_t pid) {
+  size_t count = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/fd"))) {
+    (void)entry;
+    ++count;
+  }
+  return count;
+}
+
+// The anonymous memory of process `pid` in KiB (its own heap: what a client could make grow).
+std::string RssAnonKib(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (absl::StartsWith(line, "RssAnon:")) {
+      return std::string(absl::StripAsciiWhitespace(line.substr(8)));
+    }
+  }
+  return "?";
+}
+
+// The peer's report lines as {first word: rest}.
+std::map<std::string, std::string> Lines(const std::string& text) {
+  std::map<std::string, std::string> said;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    const size_t space = line.find(' ');
+    said[std::string(line.substr(0, space))] =
+        space == absl::string_view::npos ? "" : std::string(line.substr(space + 1));
+  }
+  return said;
+}
+
+class FloodTest : public BrokerTest {
+ protected:
+  std::vector<std::string> ExtraArgs() const override {
+    return {"--log-level", "error", "--max-connections", std::to_string(kMaxConnections)};
+  }
+};
+
+TEST_F(FloodTest, AnotherUidFloodingDescriptorRequestsCannotTakeTheDaemonDown) {
+  if (::geteuid() != 0) GTEST_SKIP() << "switching to uid 65534 needs root";
+  const std::vector<float> bait = {1, 2, 3, 4};
+  ASSERT_OK(PutFloats(client(), "flood/bait", bait));  // readable by anyone
+  PutOptions replace;
+  replace.replace = true;
+  ASSERT_OK(PutFloats(client(), "flood/root", {0}, replace));  // root's own, replaced below
+  const std::string dir = std::filesystem::path(socket()).parent_path().string();
+  ASSERT_EQ(::chmod(dir.c_str(), 0755), 0);
+  const pid_t daemon_pid = daemon_->pid();
+  ASSERT_TRUE(PollUntil([&] { return OpenDescriptors(daemon_pid) > 0; }));
+  const size_t baseline = OpenDescriptors(daemon_pid);
+  const std::string anon_before = RssAnonKib(daemon_pid);
+
+  ASSERT_OK_AND_ASSIGN(
+      UidProcess attacker,
+      UidProcess::Start(65534, 0,
+                        {TENSORBROKER_FLOOD_PEER_PATH, "--socket", socket(), "--name",
+                         "flood/bait", "--connections", std::to_string(kMaxConnections + 8),
+                         "--requests", "20000"},
+                        {}));
+  ASSERT_TRUE(PollUntil([&] { return Lines(attacker.ErrSoFar()).count("flooding") > 0; },
+                        std::chrono::seconds(120)))
+      << attacker.ErrSoFar();
+  std::map<std::string, std::string> said = Lines(attacker.ErrSoFar());
+  ASSERT_EQ(said["uid"], "65534");
+  // Every place root's own client (one local-channel connection) left it, and no more.
+  EXPECT_EQ(said["connected"], std::to_string(kMaxConnections - 1));
+  EXPECT_EQ(said["refused"], "9");
+  size_t requests = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(said["requests"], &requests)) << said["requests"];
+  EXPECT_GT(requests, static_cast<size_t>(kMaxConnections));  // every socket was filled
+
+  // While the attacker holds everything unread, root is served and the daemon is healthy.
+  const size_t bound = baseline + kMaxConnections + kSlack;
+  size_t most = 0;
+  for (int round = 0; round < 20; ++round) {
+    most = std::max(most, OpenDescriptors(daemon_pid));
+    const std::vector<float> values = {static_cast<float>(round), 0.5f, -1.0f};
+    ASSERT_OK(PutFloats(client(), "flood/root", values, replace));
+    ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, client().Get("flood/root"));
+    TensorPtr got(raw);
+    EXPECT_EQ(FloatsOf(got->dl_tensor), values);
+    if (round % 5 == 0) {
+      ASSERT_OK_AND_ASSIGN(ProcessOutput health,
+                           RunAs(0, 0, {TENSORBROKER_CLI_PATH, "--socket", socket(), "health"},
+                                 {}));
+      EXPECT_EQ(health.out, "SERVING\n") << health.err;
+      EXPECT_TRUE(WIFEXITED(health.status) && WEXITSTATUS(health.status) == 0) << health.err;
+    }
+    most = std::max(most, OpenDescriptors(daemon_pid));
+  }
+  EXPECT_LE(most, bound) << "baseline " << baseline;
+  std::cout << "flood: baseline " << baseline << " descriptors, at most " << most
+            << " while " << said["connected"] << " connections flooded " << requests
+            << " requests (bound " << bound << ")\n";
+
+  // Every reply the attacker is owed comes once it reads: nothing dropped, one descriptor each.
+  ASSERT_OK_AND_ASSIGN(ProcessOutput finished, attacker.Finish(SIGUSR1));
+  said = Lines(finished.err);
+  ASSERT_TRUE(WIFEXITED(finished.status) && WEXITSTATUS(finished.status) == 0) << finished.err;
+  EXPECT_EQ(said["drained"], absl::StrCat("replies=", requests, " ok=", requests,
+                                          " fds=", requests, " dropped=0"));
+  ASSERT_EQ(said.count("done"), 1u) << finished.err;
+
+  // The victim's bytes are intact and the daemon is back to its baseline.
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, client().Get("flood/bait"));
+  TensorPtr bait_again(raw);
+  EXPECT_EQ(FloatsOf(bait_again->dl_tensor), bait);
+  EXPECT_TRUE(PollUntil([&] { return OpenDescriptors(daemon_pid) == baseline; },
+                        std::chrono::seconds(10)))
+      << OpenDescriptors(daemon_pid) << " open, baseline " << baseline;
+  EXPECT_OK(client().Ping());
+  // A figure, not a check (sanitizer builds keep freed memory in quarantine): queued replies
+  // used to hold the daemon's heap too.
+  std::cout << "flood: the daemon's anonymous memory " << anon_before << " before, "
+            << RssAnonKib(daemon_pid) << " after\n";
+}
+
+}  // namespace
+}  // namespace tensorbroker::testing
