@@ -2,7 +2,9 @@
 // connection may stay silent (no call on the gRPC socket, no session on the local channel)
 // before it is closed: --max-connections and --handshake-timeout. Connections of the daemon's
 // own uid (its health check and watchdog ping) have `kReservedConnections` more, so that no
-// flood by another user makes the daemon fail its own health check.
+// flood by another user makes the daemon fail its own health check; and another user's
+// connection is admitted only while the daemon has descriptors to spare
+// (descriptor_reserve.h).
 // Thread-safe: Admit may be called from any thread.
 #ifndef TENSORBROKER_DAEMON_CONNECTION_LIMITS_H_
 #define TENSORBROKER_DAEMON_CONNECTION_LIMITS_H_

@@ -31,6 +31,7 @@
 #include "daemon/access_policy.h"
 #include "daemon/adoption.h"
 #include "daemon/broker_service.h"
+#include "daemon/descriptor_reserve.h"
 #include "daemon/connection_limits.h"
 #include "daemon/deadline_timer.h"
 #include "daemon/fd_store.h"
@@ -345,6 +346,7 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   StoreOptions store_options;
   store_options.pending_timeout = options.pending_timeout;
   store_options.quota_for = [&policy](uint32_t uid) { return policy.QuotaFor(uid); };
+  store_options.may_make_tensor = [] { return CheckDescriptorsToSpare("name"); };
   store_options.journal = journal.get();
   store_options.watch_log = options.watch_log;
   // Versions keep increasing across restarts and takeovers without a counter kept anywhere:

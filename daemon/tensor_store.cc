@@ -335,6 +335,9 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(
         " (whatever the strides)"));
   }
   if (absl::Status s = CheckQuotaLocked(spec); !s.ok()) return s;
+  if (options_.may_make_tensor && !caller.admin) {
+    if (absl::Status s = options_.may_make_tensor(); !s.ok()) return s;
+  }
   std::vector<std::string> removed;
   auto block = pool->Allocate(spec.nbytes, BlockKindOf(spec), SharingKeyOf(spec), &removed);
   NotifySegmentsRemovedLocked(removed);

@@ -98,6 +98,9 @@ struct StoreOptions {
   absl::Duration pending_timeout = absl::Seconds(60);
   // Each uid's quota; null: no quotas.
   std::function<Quota(uint32_t uid)> quota_for;
+  // Whether a tensor of a caller who is no administrator may be made now: OK, or why not
+  // (descriptor_reserve.h: the daemon keeps descriptors for its own work). Null: always.
+  std::function<absl::Status()> may_make_tensor;
   // Told of each CPU tensor version published and unpublished (persistence_journal.h); may be
   // null. Must outlive the store.
   PersistenceJournal* journal = nullptr;

@@ -12,6 +12,10 @@
 //   "drained replies=<R> ok=<K> fds=<F> dropped=<D>"   D: connections closed before all came
 // then "done", and exits (closing every connection).
 //   tensorbroker_flood_peer --socket S --name NAME --connections C --requests R
+// With --tensors N instead, on one connection it creates and seals up to N mutable 16-byte
+// tensors (each a segment of its own: descriptors the daemon keeps) named flood/t/<i>, and
+// reports "created <K>" and, at the first refusal, "refused code=<CODE> <message>".
+//   tensorbroker_flood_peer --socket S --tensors N
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -97,6 +101,43 @@ size_t Flood(int fd, uint64_t lease, size_t most) {
   return sent;
 }
 
+// Creates and seals mutable tensors until `most` or the first refusal (reported).
+void MakeTensors(const std::string& socket_path, size_t most) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  (socket_path + ".fd").copy(address.sun_path, sizeof(address.sun_path) - 1);
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+    Die("connect");
+  }
+  v1::LocalRequest open;
+  open.mutable_open()->mutable_hello()->set_pid(::getpid());
+  if (!Call(fd.get(), open).has_value()) Die("no session");
+  size_t created = 0;
+  for (; created < most; ++created) {
+    const std::string name = absl::StrCat("flood/t/", created);
+    v1::LocalRequest create;
+    v1::CreateRequest* spec = create.mutable_create();
+    spec->set_name(name);
+    spec->mutable_dtype()->set_code(1);  // uint8
+    spec->mutable_dtype()->set_bits(8);
+    spec->mutable_dtype()->set_lanes(1);
+    spec->add_shape(16);
+    spec->set_mutable_(true);
+    auto made = Call(fd.get(), create);  // its descriptor closes at once
+    if (!made.has_value()) Die("no reply to a create");
+    if (made->code() != 0) {
+      Say(absl::StrCat("refused code=", made->code(), " ", made->message()));
+      break;
+    }
+    v1::LocalRequest seal;
+    seal.mutable_seal()->set_name(name);
+    auto sealed = Call(fd.get(), seal);
+    if (!sealed.has_value() || sealed->code() != 0) Die("seal " + name);
+  }
+  Say(absl::StrCat("created ", created));
+}
+
 struct Drained {
   size_t replies = 0, ok = 0, fds = 0, dropped = 0;
 };
@@ -123,19 +164,25 @@ void DrainOne(int fd, size_t owed, Drained* drained) {
 
 int main(int argc, char** argv) {
   std::string socket_path, name;
-  size_t connections = 0, requests = 0;
+  size_t connections = 0, requests = 0, tensors = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--socket") socket_path = argv[i + 1];
     if (flag == "--name") name = argv[i + 1];
     if (flag == "--connections") connections = std::strtoul(argv[i + 1], nullptr, 10);
     if (flag == "--requests") requests = std::strtoul(argv[i + 1], nullptr, 10);
+    if (flag == "--tensors") tensors = std::strtoul(argv[i + 1], nullptr, 10);
+  }
+  Say(absl::StrCat("uid ", ::getuid()));
+  if (!socket_path.empty() && tensors > 0) {
+    MakeTensors(socket_path, tensors);
+    Say("done");
+    return 0;
   }
   if (socket_path.empty() || name.empty() || connections == 0 || requests == 0) {
-    Die("usage: --socket S --name NAME --connections C --requests R");
+    Die("usage: --socket S --name NAME --connections C --requests R | --socket S --tensors N");
   }
   signal(SIGUSR1, [](int) { drain = 1; });
-  Say(absl::StrCat("uid ", ::getuid()));
   std::vector<UniqueFd> open;
   std::vector<size_t> owed;
   size_t refused = 0, sent = 0;

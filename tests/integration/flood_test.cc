@@ -9,12 +9,20 @@
 // daemon reads no request of a connection whose replies wait. When the attacker reads, every
 // reply it is owed comes (none dropped); when it exits, the daemon is back to its baseline
 // (root's tensors are the same names as when the baseline was taken).
+//
+// ShortOfDescriptorsTest: under a descriptor limit of 600, uid 65534 makes mutable tensors (a
+// segment each) until the daemon refuses, with the reserve (descriptor_reserve.h) still free:
+// the daemon's own uid connects, checks health and publishes; another uid's new connection is
+// closed while the daemon is short, and served again once the tensors are gone.
 #include <dirent.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -26,6 +34,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "daemon/descriptor_reserve.h"
 #include "tests/integration/test_util.h"
 #include "tests/integration/uid_process.h"
 
@@ -154,6 +163,71 @@ TEST_F(FloodTest, AnotherUidFloodingDescriptorRequestsCannotTakeTheDaemonDown) {
   // used to hold the daemon's heap too.
   std::cout << "flood: the daemon's anonymous memory " << anon_before << " before, "
             << RssAnonKib(daemon_pid) << " after\n";
+}
+
+// A daemon under a descriptor limit of kLimit (RLIMIT_NOFILE, lowered once it runs).
+class ShortOfDescriptorsTest : public BrokerTest {
+ protected:
+  static constexpr rlim_t kLimit = 600;
+  void SetUp() override {
+    BrokerTest::SetUp();
+    if (HasFatalFailure()) return;
+    const rlimit low{kLimit, kLimit};
+    ASSERT_EQ(::prlimit(daemon_->pid(), RLIMIT_NOFILE, &low, nullptr), 0) << std::strerror(errno);
+  }
+};
+
+TEST_F(ShortOfDescriptorsTest, AnotherUidsTensorsLeaveTheDaemonDescriptorsForItsOwnWork) {
+  if (::geteuid() != 0) GTEST_SKIP() << "switching to uid 65534 needs root";
+  const std::string dir = std::filesystem::path(socket()).parent_path().string();
+  ASSERT_EQ(::chmod(dir.c_str(), 0755), 0);
+  const pid_t daemon_pid = daemon_->pid();
+  // Mutable tensors, each a segment of its own, until the daemon refuses.
+  ASSERT_OK_AND_ASSIGN(ProcessOutput attack,
+                       RunAs(65534, 0,
+                             {TENSORBROKER_FLOOD_PEER_PATH, "--socket", socket(), "--tensors",
+                              std::to_string(kLimit)},
+                             {}));
+  std::map<std::string, std::string> said = Lines(attack.err);
+  ASSERT_TRUE(WIFEXITED(attack.status) && WEXITSTATUS(attack.status) == 0) << attack.err;
+  ASSERT_EQ(said["uid"], "65534");
+  EXPECT_EQ(said["refused"],
+            absl::StrCat("code=", static_cast<int>(absl::StatusCode::kResourceExhausted),
+                         " name: the daemon is out of descriptors to spare (it keeps the last ",
+                         daemon::kDescriptorReserve, " of its ", kLimit,
+                         " for its own work); try again when tensors or connections have gone"))
+      << attack.err;
+  size_t created = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(said["created"], &created)) << attack.err;
+  EXPECT_GT(created, 0u);
+  const size_t open = OpenDescriptors(daemon_pid);
+  EXPECT_LE(open + daemon::kDescriptorReserve, kLimit + 2) << open << " open";
+  std::cout << "short of descriptors: uid 65534 made " << created
+            << " tensors before the daemon refused; " << open << " of " << kLimit
+            << " descriptors open\n";
+
+  // The daemon's own uid is served in full: health, new connections, tensors.
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_OK_AND_ASSIGN(ProcessOutput health,
+                         RunAs(0, 0, {TENSORBROKER_CLI_PATH, "--socket", socket(), "health"}, {}));
+    EXPECT_EQ(health.out, "SERVING\n") << health.err;
+    std::unique_ptr<Client> other = NewClient();
+    ASSERT_NE(other, nullptr);
+    const std::vector<float> values = {1.5f, static_cast<float>(round)};
+    ASSERT_OK(PutFloats(*other, absl::StrCat("root/", round), values));
+    ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, other->Get(absl::StrCat("root/", round)));
+    TensorPtr got(raw);
+    EXPECT_EQ(FloatsOf(got->dl_tensor), values);
+  }
+  // Another uid's new connection is closed at once while the daemon is short.
+  ASSERT_OK_AND_ASSIGN(ProcessOutput again,
+                       RunAs(65534, 0, {TENSORBROKER_CLI_PATH, "--socket", socket(), "ls"}, {}));
+  EXPECT_FALSE(WIFEXITED(again.status) && WEXITSTATUS(again.status) == 0) << again.out;
+  // Its tensors gone, the other uid is served again.
+  for (size_t i = 0; i < created; ++i) ASSERT_OK(client().Delete(absl::StrCat("flood/t/", i)));
+  ASSERT_OK_AND_ASSIGN(ProcessOutput listed,
+                       RunAs(65534, 0, {TENSORBROKER_CLI_PATH, "--socket", socket(), "ls"}, {}));
+  EXPECT_TRUE(WIFEXITED(listed.status) && WEXITSTATUS(listed.status) == 0) << listed.err;
 }
 
 }  // namespace
