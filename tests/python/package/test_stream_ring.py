@@ -6,6 +6,7 @@ itself, can neither write the ring nor touch another reader's seat; one that may
 ring can take no seat; a reader scribbling over its own seat, or a writer over its ring, harms
 no other process; and nothing of an attacker outlives it."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -43,6 +44,17 @@ for frame in reader:
 print(json.dumps({"seen": seen, "skipped": skipped, "last": last, "torn": torn,
                   "unordered": unordered}), flush=True)
 """
+
+
+@contextlib.contextmanager
+def reachable_by_other_users(daemon):
+    """The daemon's socket directory searchable meanwhile: the socket itself is 0660, group 0,
+    so a child of uid 65534 in group 0 (AS_UID_65534) may connect."""
+    os.chmod(daemon.dir, 0o755)
+    try:
+        yield
+    finally:
+        os.chmod(daemon.dir, 0o700)
 
 
 def publish(writer, seq):
@@ -188,12 +200,9 @@ def test_another_uid_reads_but_cannot_write_the_ring_or_touch_a_seat(daemon, cli
     [seat] = [t["name"] for t in client.list("ring/shared/.readers/")]
     publish(writer, 1)
     held = reader.next(timeout=5)
-    os.chmod(daemon.dir, 0o755)  # the attacker must reach the socket
-    try:
+    with reachable_by_other_users(daemon):
         done = subprocess.run([sys.executable, "-c", ATTACKER, daemon.socket, "ring/shared",
                                seat], capture_output=True, text=True, timeout=HANG_GUARD)
-    finally:
-        os.chmod(daemon.dir, 0o700)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert (report["uid"], report["frame"]) == (65534, 1)
@@ -238,12 +247,9 @@ print(json.dumps(report), flush=True)
 @ROOT_ONLY
 def test_a_process_that_may_not_read_the_ring_cannot_take_or_squat_a_seat(daemon, client):
     writer = client.stream_writer("ring/private", 8, "uint8", max_readers=1, readers="uid:0")
-    os.chmod(daemon.dir, 0o755)
-    try:
+    with reachable_by_other_users(daemon):
         done = subprocess.run([sys.executable, "-c", SQUATTER, daemon.socket, "ring/private"],
                               capture_output=True, text=True, timeout=HANG_GUARD)
-    finally:
-        os.chmod(daemon.dir, 0o700)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["get_ring"][0] == "NotFound", report
@@ -310,8 +316,7 @@ def test_a_reader_scribbling_over_its_seat_harms_no_one_and_leaves_nothing(daemo
     victim = victim_client.stream_reader("ring/scribbled")
     [victim_seat] = [t["name"] for t in client.list("ring/scribbled/.readers/")]
     publish(writer, 1)
-    os.chmod(daemon.dir, 0o755)
-    try:
+    with reachable_by_other_users(daemon):
         attacker = subprocess.Popen([sys.executable, "-c", SCRIBBLER, daemon.socket,
                                      "ring/scribbled"], stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True)
@@ -332,8 +337,6 @@ def test_a_reader_scribbling_over_its_seat_harms_no_one_and_leaves_nothing(daemo
         finally:
             attacker.kill()
             attacker.wait()
-    finally:
-        os.chmod(daemon.dir, 0o700)
     assert seen == 300
     # A lasting seat is refused even with the right token: seats are ephemeral.
     assert report["forge"][0] == "InvalidArgument", report
@@ -404,8 +407,7 @@ print("done", flush=True)
 
 @ROOT_ONLY
 def test_a_writer_scribbling_over_its_ring_cannot_crash_or_hang_a_reader(daemon, client):
-    os.chmod(daemon.dir, 0o755)
-    try:
+    with reachable_by_other_users(daemon):
         attacker = subprocess.Popen([sys.executable, "-c", HOSTILE_WRITER, daemon.socket,
                                      "ring/hostile"], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -442,8 +444,6 @@ def test_a_writer_scribbling_over_its_ring_cannot_crash_or_hang_a_reader(daemon,
         finally:
             attacker.kill()
             attacker.wait()
-    finally:
-        os.chmod(daemon.dir, 0o700)
     print("hostile writer: what next() returned:", outcomes)
     # Every next() returned: a frame, nothing, or an error naming the stream (Error: ABORTED,
     # the writer no longer counts this reader).
