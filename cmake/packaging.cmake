@@ -25,7 +25,9 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS
     ${PROJECT_BINARY_DIR}/proto ${PROJECT_BINARY_DIR}/client)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)  # and an ldconfig trigger
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser")
+# procps: /bin/kill, the unit's ExecReload= (`systemctl reload tensorbrokerd`); minimal systems
+# (debootstrap --variant=minbase, slim container images) lack it.
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser, procps")
 if(TENSORBROKER_PYTHON_DEBIAN_DEPENDS)  # the extension is built for one Python minor version
   string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", ${TENSORBROKER_PYTHON_DEBIAN_DEPENDS}")
 endif()

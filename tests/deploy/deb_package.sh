@@ -66,7 +66,7 @@ deb=$(ls "$work"/out/tensorbroker_*_"$(dpkg --print-architecture)".deb)
 echo "built $(basename "$deb") in $(( $(date +%s) - build_started )) s"
 
 depends=$(dpkg-deb -f "$deb" Depends)
-for needed in adduser 'libgrpc++1.51' libprotobuf32 libsystemd0 python3-numpy 'python3 (>= 3.11)'; do
+for needed in adduser procps 'libgrpc++1.51' libprotobuf32 libsystemd0 python3-numpy 'python3 (>= 3.11)'; do
   case "$depends" in *"$needed"*) ;; *) fail "Depends lacks $needed: $depends" ;; esac
 done
 echo "Depends: $depends"
