@@ -7,8 +7,8 @@
 #              listening, the service not started
 #   activation the first connection starts the service (socket activation), Type=notify
 #              READY and STATUS, the sockets' owner and mode, the hardened unit's process
-#              (user tensorbroker, no capabilities, no_new_privs)
-#   publish    51 tensors (114 MiB of random bytes, assorted dtypes and shapes, one replaced)
+#              (user tensorbroker, no capabilities, no_new_privs, seccomp, /usr read-only)
+#   publish    51 tensors (110 MiB of random bytes, 11 dtypes, assorted shapes, one replaced)
 #              put with the CLI and read back byte for byte
 #   restart    `systemctl restart`: a new process adopts every tensor, same bytes and metadata
 #   crash      `kill -9` of the main process: Restart=on-failure brings it back, tensors intact
@@ -41,7 +41,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --deb) deb=$(realpath "$2"); shift 2 ;;
     --build-dir) build_dir="$2"; shift 2 ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "systemd_container.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
