@@ -258,7 +258,7 @@ TEST_F(RestartTest, AStreamRingGoesOnAcrossARestartAndEphemeralNamesAreNotAdopte
     ASSERT_OK(writer->Publish().status());
   };
   auto next_is = [&](int64_t value) {
-    ASSERT_OK_AND_ASSIGN(std::optional<StreamFrame> frame, reader->Next(std::chrono::seconds(5)));
+    ASSERT_OK_AND_ASSIGN(std::optional<StreamFrame> frame, reader->Next(kHangGuard));
     ASSERT_TRUE(frame.has_value());
     EXPECT_EQ(frame->sequence, static_cast<uint64_t>(value));
     const auto* words = static_cast<const int64_t*>(frame->tensor->dl_tensor.data);
@@ -269,7 +269,7 @@ TEST_F(RestartTest, AStreamRingGoesOnAcrossARestartAndEphemeralNamesAreNotAdopte
   ASSERT_OK_AND_ASSIGN(std::optional<StreamFrame> held, reader->Next(std::chrono::seconds(0)));
   EXPECT_FALSE(held.has_value());
   publish(2);
-  ASSERT_OK_AND_ASSIGN(held, reader->Next(std::chrono::seconds(5)));  // held across the restart
+  ASSERT_OK_AND_ASSIGN(held, reader->Next(kHangGuard));  // held across the restart
   ASSERT_TRUE(held.has_value());
 
   Stop(SIGTERM);
