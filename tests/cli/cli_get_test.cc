@@ -206,7 +206,7 @@ TEST_F(CliGetTest, MutableTensorCanBeRead) {
   EXPECT_EQ(header->descr, "|u1");
   EXPECT_EQ(file.substr(header->data_offset), "\x01\x02\x03\x04");
   CliResult stat = Cli({"stat", "mutable/t"});
-  EXPECT_THAT(stat.out, HasSubstr("mutable: true"));
+  EXPECT_THAT(stat.out, ::testing::ContainsRegex("\nmutable: +true\n"));
 }
 
 }  // namespace
