@@ -27,7 +27,9 @@
 //
 // Trust: readers cannot write the ring (read-only descriptor) nor another reader's seat (it is
 // readable by the writer's uid alone). Only a process that may read the ring can take a seat:
-// it copies the ring's random admission token into it, and the writer ignores seats without.
+// it copies the ring's random admission token into it, and the writer ignores seats without;
+// the daemon lets only such a process create under the ring's seat prefix, and only ephemeral
+// tensors, and seat names are random (a reader draws another when one is taken).
 // Every value a reader reads from the ring is checked before use. The writer can always
 // change its own frames, as the owner of any tensor can.
 //
