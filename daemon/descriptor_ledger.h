@@ -8,7 +8,8 @@
 // most `per_uid` over all its connections, except that a connection with none in flight may
 // always send one message (so no client is starved by its siblings: a uid's total is at most
 // per_uid plus one message's descriptors per connection). A connection learns that its client
-// received everything when its socket's send queue is empty (SIOCOUTQ), and refunds then.
+// received everything when its socket's send queue is empty (SIOCOUTQ; see ReclaimReceived
+// for the byte the kernel still counts when it wakes us), and refunds then.
 //
 // Threading: the local channel's event-loop thread only.
 #ifndef TENSORBROKER_DAEMON_DESCRIPTOR_LEDGER_H_

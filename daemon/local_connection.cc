@@ -19,6 +19,9 @@
 namespace tensorbroker::daemon {
 namespace {
 
+// SIOCOUTQ of a socket whose client received every message (ReclaimReceived).
+constexpr int kReceivedEverything = 1;
+
 void SetStatus(const absl::Status& status, v1::LocalReply* reply) {
   reply->set_code(static_cast<int32_t>(status.code()));
   reply->set_message(std::string(status.message()));
@@ -548,8 +551,13 @@ bool LocalConnection::MaySendDescriptors(size_t count) {
 
 void LocalConnection::ReclaimReceived() {
   if (in_flight_ == 0) return;
-  int unread = 0;  // bytes of this socket's messages the client has not received yet
-  if (::ioctl(socket_.get(), SIOCOUTQ, &unread) != 0 || unread != 0) return;
+  // The bytes the kernel still charges to this socket for messages the client has not
+  // received. 1 means none: the kernel wakes the writer for a received message (sock_wfree ->
+  // sk_write_space, our EPOLLOUT edge) while it still holds one byte of its charge, and takes
+  // that byte off just after; a message queued is charged its whole buffer (hundreds of bytes).
+  // Waiting for 0 there could miss the client's last read: no other edge would come.
+  int unread = 0;
+  if (::ioctl(socket_.get(), SIOCOUTQ, &unread) != 0 || unread > kReceivedEverything) return;
   ledger_->Refund(peer_.uid, in_flight_);
   in_flight_ = 0;
 }
