@@ -22,21 +22,21 @@
 namespace tensorbroker::bench {
 
 struct Options {
-  std::string socket;                 // empty: start our own daemon
+  std::string socket;  // empty: start our own daemon
   std::string daemon = TENSORBROKERD_PATH;
-  std::string capacity = "6G";        // passed to our own daemon
-  int iterations = 2000;              // small ops (Ping, Get/release)
-  int warmup = -1;                    // small ops; -1: iterations / 10
-  int large_iterations = 5;           // 1 GiB ops
+  std::string capacity = "6G";  // passed to our own daemon
+  int iterations = 2000;        // small ops (Ping, Get/release)
+  int warmup = -1;              // small ops; -1: iterations / 10
+  int large_iterations = 5;     // 1 GiB ops
   int large_warmup = 1;
   uint64_t size_small = 4 * kKiB;
   uint64_t size_large = kGiB;
-  uint64_t chunk = kMiB;              // gRPC Put data chunk
-  int pin_cpu = -1;                   // bench process
-  int pin_daemon_cpu = -2;            // -2: same as --pin-cpu; -1: not pinned
+  uint64_t chunk = kMiB;    // gRPC Put data chunk
+  int pin_cpu = -1;         // bench process
+  int pin_daemon_cpu = -2;  // -2: same as --pin-cpu; -1: not pinned
   bool json = false;
-  std::string child_read;             // hidden: consumer child mode
-  std::string child_cycles;           // hidden: cycling consumer child mode
+  std::string child_read;    // hidden: consumer child mode
+  std::string child_cycles;  // hidden: cycling consumer child mode
   // The Python figures: this interpreter runs python_bench.py with PYTHONPATH (empty: skipped).
   std::string python = "/usr/bin/python3";
   std::string python_bench = TENSORBROKER_PYTHON_BENCH;

@@ -30,7 +30,8 @@ struct ChildResult {
 absl::StatusOr<ChildResult> RunChild(const std::string& self, const std::string& socket,
                                      const std::string& name) {
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError(std::string("pipe: ") + strerror(errno));
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    return absl::InternalError(std::string("pipe: ") + strerror(errno));
   std::vector<std::string> argv = {self, "--child-read", name, "--socket", socket};
   std::vector<char*> args;
   for (std::string& a : argv) args.push_back(a.data());
@@ -112,9 +113,9 @@ std::string SelfPath(const char* argv0) {
   return ec ? std::string(argv0) : p.string();
 }
 
-absl::Status BenchFirstRead(const Options& opt, const std::string& self,
-                            const std::string& socket, const std::string& name,
-                            const unsigned char* src, uint64_t expected_sum, Report& rep) {
+absl::Status BenchFirstRead(const Options& opt, const std::string& self, const std::string& socket,
+                            const std::string& name, const unsigned char* src,
+                            uint64_t expected_sum, Report& rep) {
   const uint64_t n = opt.size_large;
   std::vector<int64_t> child_read, child_get, child_rel, warm_read, fresh_read;
   const int total = opt.large_warmup + opt.large_iterations;
@@ -122,8 +123,8 @@ absl::Status BenchFirstRead(const Options& opt, const std::string& self,
     auto r = RunChild(self, socket, name);
     if (!r.ok()) return r.status();
     if (r->sum != expected_sum) {
-      return absl::InternalError("consumer child summed " + std::to_string(r->sum) +
-                                 ", expected " + std::to_string(expected_sum));
+      return absl::InternalError("consumer child summed " + std::to_string(r->sum) + ", expected " +
+                                 std::to_string(expected_sum));
     }
     if (it >= opt.large_warmup) {
       child_read.push_back(r->read_ns);
@@ -142,7 +143,8 @@ absl::Status BenchFirstRead(const Options& opt, const std::string& self,
     // What malloc does for a block this large (glibc mmaps anything over 32 MiB), done
     // explicitly so that the pages are new whatever --size-large is.
     void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return absl::ResourceExhaustedError(std::string("mmap: ") + strerror(errno));
+    if (p == MAP_FAILED)
+      return absl::ResourceExhaustedError(std::string("mmap: ") + strerror(errno));
     const int64_t t0 = NowNs();
     const uint64_t sum = SumWords(p, n);
     const int64_t t1 = NowNs();
@@ -152,13 +154,11 @@ absl::Status BenchFirstRead(const Options& opt, const std::string& self,
   }
   const std::string sz = FormatSize(n);
   rep.Add("child_get_large", "fresh consumer process: Get " + sz, child_get);
-  rep.Add("child_first_read_large", "fresh consumer process: first full read " + sz,
-          child_read, n);
+  rep.Add("child_first_read_large", "fresh consumer process: first full read " + sz, child_read, n);
   rep.Add("child_release_large", "fresh consumer process: release " + sz, child_rel);
-  rep.Add("local_warm_read_large", "local buffer, already written: full read " + sz, warm_read,
-          n);
-  rep.Add("local_fresh_read_large", "fresh malloc'd buffer, first touch by reading: full read " + sz,
-          fresh_read, n);
+  rep.Add("local_warm_read_large", "local buffer, already written: full read " + sz, warm_read, n);
+  rep.Add("local_fresh_read_large",
+          "fresh malloc'd buffer, first touch by reading: full read " + sz, fresh_read, n);
   return absl::OkStatus();
 }
 

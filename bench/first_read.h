@@ -21,9 +21,9 @@ std::string SelfPath(const char* argv0);
 
 // Runs `self --child-read name --socket socket` opt.large_warmup + opt.large_iterations times
 // and checks each child's sum, then times full reads of `src` and of fresh anonymous mappings.
-absl::Status BenchFirstRead(const Options& opt, const std::string& self,
-                            const std::string& socket, const std::string& name,
-                            const unsigned char* src, uint64_t expected_sum, Report& rep);
+absl::Status BenchFirstRead(const Options& opt, const std::string& self, const std::string& socket,
+                            const std::string& name, const unsigned char* src,
+                            uint64_t expected_sum, Report& rep);
 
 }  // namespace tensorbroker::bench
 

@@ -87,8 +87,9 @@ Options Parse(int argc, char** argv) {
     } else if (arg == "--id") {
       opt.id = std::atoi(value().c_str());
     } else if (arg == "-h" || arg == "--help") {
-      std::printf("Usage: tensorbroker_load_bench [--clients 1,2,4,8,16] [--seconds 3] "
-                  "[--size 4K]\n");
+      std::printf(
+          "Usage: tensorbroker_load_bench [--clients 1,2,4,8,16] [--seconds 3] "
+          "[--size 4K]\n");
       std::exit(0);
     } else {
       Die("unknown argument " + arg);
@@ -172,10 +173,10 @@ Round RunRound(const Options& opt, const std::string& self, const std::string& w
   round.before = FootprintOf(daemon_pid);
   std::vector<Child> children;
   for (int i = 0; i < clients; ++i) {
-    auto child = Spawn({self, "--child", workload, "--socket", socket, "--id", std::to_string(i),
-                        "--seconds", std::to_string(opt.seconds), "--size",
-                        std::to_string(opt.size), "--samples",
-                        absl::StrCat(scratch, "/samples-", i)});
+    auto child =
+        Spawn({self, "--child", workload, "--socket", socket, "--id", std::to_string(i),
+               "--seconds", std::to_string(opt.seconds), "--size", std::to_string(opt.size),
+               "--samples", absl::StrCat(scratch, "/samples-", i)});
     if (!child.ok()) Die(child.status().ToString());
     children.push_back(*child);
   }
@@ -237,15 +238,16 @@ int RunParent(const Options& opt, const std::string& self) {
   if (auto put = (*client)->Put("load/get", HostBytes(bytes, shape)); !put.ok()) {
     Die(put.status().ToString());
   }
-  const std::string scratch = std::filesystem::temp_directory_path() /
-                              absl::StrCat("tensorbroker-load-", ::getpid());
+  const std::string scratch =
+      std::filesystem::temp_directory_path() / absl::StrCat("tensorbroker-load-", ::getpid());
   std::filesystem::create_directories(scratch);
 
-  std::printf("tensorbroker_load_bench: %u CPUs, %d s per round, %s tensors; each client is "
-              "a process of its own\n\n",
-              std::thread::hardware_concurrency(), opt.seconds, FormatSize(opt.size).c_str());
-  std::printf("%-12s %7s %10s %10s %14s %16s\n", "workload", "clients", "p50", "p99",
-              "cycles/s", "daemon CPU/cycle");
+  std::printf(
+      "tensorbroker_load_bench: %u CPUs, %d s per round, %s tensors; each client is "
+      "a process of its own\n\n",
+      std::thread::hardware_concurrency(), opt.seconds, FormatSize(opt.size).c_str());
+  std::printf("%-12s %7s %10s %10s %14s %16s\n", "workload", "clients", "p50", "p99", "cycles/s",
+              "daemon CPU/cycle");
   std::vector<std::string> footprints;
   for (const std::string workload : {"get", "put"}) {
     const std::string label = workload == "get" ? "get/release" : "put/delete";

@@ -76,15 +76,14 @@ absl::Status BenchPython(const Options& opt, const std::string& socket, Report& 
   }
   const int status = Reap(*child);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || rows == 0) {
-    return absl::InternalError(absl::StrCat(opt.python, " ", opt.python_bench, " failed (",
-                                            rows, " rows, status ", status, ")"));
+    return absl::InternalError(absl::StrCat(opt.python, " ", opt.python_bench, " failed (", rows,
+                                            " rows, status ", status, ")"));
   }
   return absl::OkStatus();
 }
 
-absl::Status BenchConsumers(const Options& opt, const std::string& self,
-                            const std::string& socket, const std::string& name, pid_t daemon_pid,
-                            Report& rep) {
+absl::Status BenchConsumers(const Options& opt, const std::string& self, const std::string& socket,
+                            const std::string& name, pid_t daemon_pid, Report& rep) {
   for (int k : {1, 2, 4}) {
     std::vector<Child> children;
     for (int i = 0; i < k; ++i) {

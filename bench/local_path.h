@@ -25,9 +25,8 @@ absl::Status BenchPython(const Options& opt, const std::string& socket, Report& 
 // For 1, 2 and 4 children (`self --child-cycles name`): rows "consumers_<k>_cycle" (wall time
 // per cycle, all children together) and figures cycles/s and daemon CPU per cycle (when
 // `daemon_pid` > 0: read from /proc/<pid>/stat).
-absl::Status BenchConsumers(const Options& opt, const std::string& self,
-                            const std::string& socket, const std::string& name, pid_t daemon_pid,
-                            Report& rep);
+absl::Status BenchConsumers(const Options& opt, const std::string& self, const std::string& socket,
+                            const std::string& name, pid_t daemon_pid, Report& rep);
 
 // The hidden --child-cycles mode: connect, say "ready", wait for a line on stdin, run
 // opt.iterations Get/release cycles of opt.child_cycles, print "done <ns>".

@@ -96,8 +96,8 @@ int Run(int argc, char** argv) {
       return 1;
     }
     socket = own.socket();
-    daemon_desc = opt.daemon + " --socket " + socket + " --capacity " + opt.capacity +
-                  " (pid " + std::to_string(own.pid()) + ", started by the bench)";
+    daemon_desc = opt.daemon + " --socket " + socket + " --capacity " + opt.capacity + " (pid " +
+                  std::to_string(own.pid()) + ", started by the bench)";
   } else {
     daemon_desc = "external, on " + socket;
   }
@@ -154,14 +154,13 @@ int Run(int argc, char** argv) {
     if (absl::Status s = BenchPing(client, opt, rep); !s.ok()) rep.Fail("Ping", s);
 
     rep.Section("2. Get / release of a sealed tensor");
-    if (absl::Status s = BenchGetRelease(client, opt, small_name, opt.size_small, small.get(),
-                                         "small", rep);
+    if (absl::Status s =
+            BenchGetRelease(client, opt, small_name, opt.size_small, small.get(), "small", rep);
         !s.ok()) {
       rep.Fail("Get/release " + FormatSize(opt.size_small), s);
     }
     bool large_published = false;
-    if (absl::Status s =
-            BenchGetRelease(client, opt, large_name, n, src.get(), "large", rep);
+    if (absl::Status s = BenchGetRelease(client, opt, large_name, n, src.get(), "large", rep);
         !s.ok()) {
       rep.Fail("Get/release " + FormatSize(n), s);
     } else {
@@ -185,8 +184,8 @@ int Run(int argc, char** argv) {
       grpc::ChannelArguments args;
       args.SetMaxReceiveMessageSize(-1);
       args.SetMaxSendMessageSize(-1);
-      auto channel = grpc::CreateCustomChannel("unix:" + socket,
-                                               grpc::InsecureChannelCredentials(), args);
+      auto channel =
+          grpc::CreateCustomChannel("unix:" + socket, grpc::InsecureChannelCredentials(), args);
       if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(5))) {
         rep.Fail("raw gRPC channel", absl::UnavailableError("cannot connect to " + socket));
       } else {
@@ -227,8 +226,8 @@ int Run(int argc, char** argv) {
                     st->used_bytes, st->reserved_bytes, st->tensors, st->leases, st->pending,
                     st->segments, st->clients);
       stats_after = buf;
-      if (opt.socket.empty() && (st->used_bytes != 0 || st->tensors != 0 || st->leases != 0 ||
-                                 st->pending != 0)) {
+      if (opt.socket.empty() &&
+          (st->used_bytes != 0 || st->tensors != 0 || st->leases != 0 || st->pending != 0)) {
         rep.failures.push_back("broker not empty after the run (leak?): " + stats_after);
       }
     } else {

@@ -157,8 +157,7 @@ absl::Status GrpcRead(v1::Broker::Stub& stub, const std::string& name, unsigned 
   }
   if (overflow || off != nbytes) {
     return absl::InternalError("gRPC Read returned " + std::string(overflow ? "more than " : "") +
-                               std::to_string(off) + " bytes, expected " +
-                               std::to_string(nbytes));
+                               std::to_string(off) + " bytes, expected " + std::to_string(nbytes));
   }
   return absl::OkStatus();
 }
@@ -223,8 +222,7 @@ absl::Status BenchMoveLarge(Client& client, v1::Broker::Stub& stub, const Option
   rep.Add("grpc_put_large", "(a)  gRPC Put " + sz + " (" + FormatSize(opt.chunk) + " chunks)",
           put_ns, n);
   rep.Add("grpc_read_large", "(a2) gRPC Read " + sz + " into a local buffer", read_ns, n);
-  rep.Add("zero_copy_large", "(b)  zero-copy " + sz + ": Create+fill+Seal+Get+release", zc_ns,
-          n);
+  rep.Add("zero_copy_large", "(b)  zero-copy " + sz + ": Create+fill+Seal+Get+release", zc_ns, n);
   rep.Add("zero_copy_large_create", "       Create", zc_create_ns);
   rep.Add("zero_copy_large_fill", "       fill (memcpy into shared pages)", zc_fill_ns, n);
   rep.Add("zero_copy_large_seal", "       Seal + producer release", zc_seal_ns);

@@ -27,8 +27,7 @@ absl::Status BenchPing(Client& client, const Options& opt, Report& rep);
 // 2. Publishes `src` as `name`, checks one Get, then times Get and the deleter separately.
 // Rows "<key>_get", "<key>_release", "<key>_get_release". Leaves `name` published.
 absl::Status BenchGetRelease(Client& client, const Options& opt, const std::string& name,
-                             uint64_t nbytes, const void* src, const std::string& key,
-                             Report& rep);
+                             uint64_t nbytes, const void* src, const std::string& key, Report& rep);
 
 // 3. opt.size_large bytes from `src`: gRPC Put, gRPC Read into `dst` (checked), and the
 // zero-copy Create + fill + Seal + Get + release, each tensor deleted after every iteration.

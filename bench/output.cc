@@ -58,15 +58,14 @@ std::vector<Ratio> ComputeRatios(const Report& rep, uint64_t size_small, uint64_
   };
   at_most("get_small_over_raw_rtt", "C++ Get(" + ssz + ") / C++ raw round trip", "small_get",
           "raw_unix_rtt", 1.5, "C++ Get <= 1.5x raw round trip");
-  at_most("py_cycle_over_py_rtt", "Python cycle / Python raw round trip", "py_cycle",
-          "py_raw_rtt", 2.0, "cycle <= 2x raw round trip");
-  at_most("py_extra_view_over_py_rtt", "Python extra view / Python raw round trip",
-          "py_extra_view", "py_raw_rtt", 0.25, "extra view <= 0.25x");
+  at_most("py_cycle_over_py_rtt", "Python cycle / Python raw round trip", "py_cycle", "py_raw_rtt",
+          2.0, "cycle <= 2x raw round trip");
+  at_most("py_extra_view_over_py_rtt", "Python extra view / Python raw round trip", "py_extra_view",
+          "py_raw_rtt", 0.25, "extra view <= 0.25x");
   at_most("py_release_over_py_rtt", "Python release() / Python raw round trip", "py_release",
           "py_raw_rtt", 0.25, "release() <= 0.25x");
-  ratios.push_back(Ratio{"py_cycle_over_shm_attach",
-                         "Python cycle / shared_memory attach by name", "",
-                         RatioOf(rep, "py_cycle", "py_shm_attach"), std::nullopt});
+  ratios.push_back(Ratio{"py_cycle_over_shm_attach", "Python cycle / shared_memory attach by name",
+                         "", RatioOf(rep, "py_cycle", "py_shm_attach"), std::nullopt});
   ratios.push_back(Ratio{"get_small_over_ping", "C++ Get(" + ssz + ") / gRPC Ping", "",
                          RatioOf(rep, "small_get", "ping"), std::nullopt});
   {
@@ -89,14 +88,12 @@ std::vector<Ratio> ComputeRatios(const Report& rep, uint64_t size_small, uint64_
                          RatioOf(rep, "grpc_read_large", "zero_copy_large"), std::nullopt});
   ratios.push_back(Ratio{"grpc_put_over_zero_copy_fill", "gRPC Put / zero-copy fill alone", "",
                          RatioOf(rep, "grpc_put_large", "zero_copy_large_fill"), std::nullopt});
-  ratios.push_back(Ratio{"child_first_read_over_local_warm_read",
-                         "consumer first read / local written buffer read", "",
-                         RatioOf(rep, "child_first_read_large", "local_warm_read_large"),
-                         std::nullopt});
-  ratios.push_back(Ratio{"child_first_read_over_local_fresh_read",
-                         "consumer first read / fresh malloc first read", "",
-                         RatioOf(rep, "child_first_read_large", "local_fresh_read_large"),
-                         std::nullopt});
+  ratios.push_back(Ratio{
+      "child_first_read_over_local_warm_read", "consumer first read / local written buffer read",
+      "", RatioOf(rep, "child_first_read_large", "local_warm_read_large"), std::nullopt});
+  ratios.push_back(Ratio{
+      "child_first_read_over_local_fresh_read", "consumer first read / fresh malloc first read", "",
+      RatioOf(rep, "child_first_read_large", "local_fresh_read_large"), std::nullopt});
   return ratios;
 }
 
@@ -135,8 +132,7 @@ void PrintRatios(const std::vector<Ratio>& ratios) {
       std::snprintf(val, sizeof val, "n/a");
     }
     const std::string verdict =
-        r.target.empty() ? "(informational)"
-                         : (!r.met ? "n/a" : (*r.met ? "met" : "not met"));
+        r.target.empty() ? "(informational)" : (!r.met ? "n/a" : (*r.met ? "met" : "not met"));
     std::printf("  %-48s %9s   %-9s %s\n", r.label.c_str(), val, verdict.c_str(),
                 r.target.empty() ? "" : ("target: " + r.target).c_str());
   }
@@ -175,8 +171,8 @@ std::string ToJson(const Options& opt, const std::string& pin_mode, const Report
   first = true;
   for (const Figure& f : rep.figures) {
     std::snprintf(buf, sizeof buf, "%.3f", f.value);
-    j += std::string(first ? "" : ",") + "\"" + f.key + "\":{\"value\":" + buf +
-         ",\"unit\":\"" + JsonEscape(f.unit) + "\"}";
+    j += std::string(first ? "" : ",") + "\"" + f.key + "\":{\"value\":" + buf + ",\"unit\":\"" +
+         JsonEscape(f.unit) + "\"}";
     first = false;
   }
   j += "},\"ratios\":{";

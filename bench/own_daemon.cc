@@ -30,8 +30,7 @@ OwnDaemon::~OwnDaemon() {
   }
 }
 
-absl::Status OwnDaemon::Start(const std::string& binary, const std::string& capacity,
-                              int pin_cpu) {
+absl::Status OwnDaemon::Start(const std::string& binary, const std::string& capacity, int pin_cpu) {
   std::string tmpl = (std::filesystem::temp_directory_path() / "tbbench.XXXXXX").string();
   if (mkdtemp(tmpl.data()) == nullptr) {
     return absl::InternalError(std::string("mkdtemp: ") + strerror(errno));

@@ -71,8 +71,8 @@ std::string FormatSize(uint64_t bytes) {
 
 void Report::Section(const std::string& title) { sections.push_back({title, {}}); }
 
-void Report::Add(const std::string& key, const std::string& label,
-                 const std::vector<int64_t>& ns, uint64_t bytes) {
+void Report::Add(const std::string& key, const std::string& label, const std::vector<int64_t>& ns,
+                 uint64_t bytes) {
   if (ns.empty()) return;
   sections.back().second.push_back(Row{key, label, Summarize(ns), bytes});
 }

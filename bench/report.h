@@ -32,8 +32,8 @@ std::string FormatNs(double ns);
 std::string FormatSize(uint64_t bytes);
 
 struct Row {
-  std::string key;     // JSON key
-  std::string label;   // table text
+  std::string key;    // JSON key
+  std::string label;  // table text
   Summary s;
   uint64_t bytes = 0;  // moved per iteration, for a rate column (0: none)
 };

@@ -73,8 +73,13 @@ std::vector<StartFigures> MeasureRestarts(int tensors, int rounds) {
   auto harness = tensorbroker::testing::ServiceManagerHarness::CreateInTemporaryDirectory();
   if (!harness.ok()) Die(harness.status().ToString());
   const std::string socket = (*harness)->directory() + "/broker.sock";
-  const std::vector<std::string> argv = {tensorbroker::testing::DaemonBinaryPath(), "--socket",
-                                         socket, "--capacity", "2G", "--log-level", "warning"};
+  const std::vector<std::string> argv = {tensorbroker::testing::DaemonBinaryPath(),
+                                         "--socket",
+                                         socket,
+                                         "--capacity",
+                                         "2G",
+                                         "--log-level",
+                                         "warning"};
   std::unique_ptr<tensorbroker::testing::DaemonLog> log;  // the running daemon's stderr
   // `populated`: the tensors are there to be adopted (not at the very first start).
   auto start = [&](bool populated) {
@@ -147,8 +152,8 @@ struct TakeoverFigures {
 };
 
 TakeoverFigures MeasureTakeovers(int tensors, int rounds) {
-  auto first = tensorbroker::testing::DaemonProcess::Start({"--capacity", "2G", "--log-level",
-                                                            "warning"});
+  auto first =
+      tensorbroker::testing::DaemonProcess::Start({"--capacity", "2G", "--log-level", "warning"});
   if (!first.ok()) Die(first.status().ToString());
   const std::string socket = first->socket_path();
   {
@@ -219,8 +224,10 @@ int main(int argc, char** argv) {
   }
   std::printf("tensorbroker restart and takeover figures (%u CPUs)\n\n",
               std::thread::hardware_concurrency());
-  std::printf("Restart under the descriptor store (median of %d): exec to READY=1, and to the "
-              "first Get answered\n", rounds);
+  std::printf(
+      "Restart under the descriptor store (median of %d): exec to READY=1, and to the "
+      "first Get answered\n",
+      rounds);
   for (int count : {0, tensors}) {
     std::vector<double> ready, served;
     for (const StartFigures& f : MeasureRestarts(count, rounds)) {
@@ -231,8 +238,10 @@ int main(int argc, char** argv) {
                 Median(ready), Median(served));
   }
   const TakeoverFigures takeover = MeasureTakeovers(tensors, rounds);
-  std::printf("\nTakeover (--takeover, %d tensors, %d takeovers): the slowest Get a cycling "
-              "consumer saw during each\n  ", tensors, rounds);
+  std::printf(
+      "\nTakeover (--takeover, %d tensors, %d takeovers): the slowest Get a cycling "
+      "consumer saw during each\n  ",
+      tensors, rounds);
   for (double gap : takeover.gap_ms) std::printf("%.1f ms  ", gap);
   std::printf("\n  median %.1f ms; %d Get/release cycles, %d failed\n", Median(takeover.gap_ms),
               takeover.cycles, takeover.failed);

@@ -1,8 +1,8 @@
 #include "cli/args.h"
 
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -95,7 +95,8 @@ Options:
            sealed, mutable, version, leases, created_unix_ms, owner_uid and readers
 )";
 
-constexpr absl::string_view kPutHelp = R"(Usage: tensorbroker [--socket PATH] put NAME FILE.npy [--replace] [--mutable] [--device DEV] [--readers LIST]
+constexpr absl::string_view kPutHelp =
+    R"(Usage: tensorbroker [--socket PATH] put NAME FILE.npy [--replace] [--mutable] [--device DEV] [--readers LIST]
 
 Publishes the array stored in FILE.npy (NumPy format; '-' reads standard input) as NAME. The
 data is copied into the broker once and stored in C order.
@@ -142,7 +143,8 @@ Unpublishes NAME at once. Processes that hold the tensor keep valid memory until
 release it; the memory is freed after that.
 )";
 
-constexpr absl::string_view kStatsHelp = R"(Usage: tensorbroker [--socket PATH] stats [--json|--prometheus]
+constexpr absl::string_view kStatsHelp =
+    R"(Usage: tensorbroker [--socket PATH] stats [--json|--prometheus]
 
 Shows the daemon's counters: capacity (--capacity of the daemon), used (bytes allocated to
 tensors, including pending and unlinked ones), reserved (bytes of shared-memory segments),
@@ -162,7 +164,8 @@ Options:
            tensorbroker_call_duration_seconds histogram per method
 )";
 
-constexpr absl::string_view kHealthHelp = R"(Usage: tensorbroker [--socket PATH] health [--timeout SECONDS]
+constexpr absl::string_view kHealthHelp =
+    R"(Usage: tensorbroker [--socket PATH] health [--timeout SECONDS]
 
 Asks the daemon's standard gRPC health service (grpc.health.v1.Health/Check, the whole server)
 whether it serves, and prints its answer: SERVING (exit status 0), or why not (exit status 1):
@@ -195,7 +198,8 @@ CommandSpec SpecOf(Command command) {
     case Command::kStat:
       return {1, 1, "stat NAME [--json]", true, false};
     case Command::kPut:
-      return {2, 2, "put NAME FILE.npy [--replace] [--mutable] [--device DEV] [--readers LIST]", false, true};
+      return {2, 2, "put NAME FILE.npy [--replace] [--mutable] [--device DEV] [--readers LIST]",
+              false, true};
     case Command::kGet:
       return {2, 2, "get NAME FILE.npy", false, false};
     case Command::kRm:
@@ -214,9 +218,7 @@ CommandSpec SpecOf(Command command) {
   return {0, 0, "", false, false};
 }
 
-absl::Status UsageError(absl::string_view message) {
-  return absl::InvalidArgumentError(message);
-}
+absl::Status UsageError(absl::string_view message) { return absl::InvalidArgumentError(message); }
 
 }  // namespace
 
@@ -296,8 +298,9 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& argv) {
       if (inv.command == Command::kNone) {
         inv.command = CommandFromName(arg);
         if (inv.command == Command::kNone) {
-          return UsageError(absl::StrCat("unknown command '", arg,
-                                         "' (commands: ls, stat, put, get, rm, stats, health, watch, help)"));
+          return UsageError(
+              absl::StrCat("unknown command '", arg,
+                           "' (commands: ls, stat, put, get, rm, stats, health, watch, help)"));
         }
       } else {
         inv.arguments.push_back(arg);
@@ -350,8 +353,8 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& argv) {
       }
       double seconds = 0;
       if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0) || seconds > 3600) {
-        return UsageError(absl::StrCat("--timeout '", value,
-                                       "' is not a number of seconds in (0, 3600]"));
+        return UsageError(
+            absl::StrCat("--timeout '", value, "' is not a number of seconds in (0, 3600]"));
       }
       inv.timeout_seconds = seconds;
       continue;
@@ -423,8 +426,8 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& argv) {
   const CommandSpec spec = SpecOf(inv.command);
   if (inv.arguments.size() < spec.min_args || inv.arguments.size() > spec.max_args) {
     return UsageError(absl::StrCat(
-        inv.arguments.size() < spec.min_args ? "missing argument" : "too many arguments",
-        " for '", CommandName(inv.command), "'; usage: tensorbroker ", spec.usage));
+        inv.arguments.size() < spec.min_args ? "missing argument" : "too many arguments", " for '",
+        CommandName(inv.command), "'; usage: tensorbroker ", spec.usage));
   }
   if (inv.command == Command::kHelp && !inv.arguments.empty() &&
       CommandFromName(inv.arguments[0]) == Command::kNone) {

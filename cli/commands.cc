@@ -18,11 +18,11 @@
 #include "cli/npy_format.h"
 #include "cli/posix_file.h"
 #include "cli/socket_wait.h"
-#include "common/prometheus_format.h"
 #include "common/cuda_runtime.h"
-#include "tensorbroker/dtype_names.h"
+#include "common/prometheus_format.h"
 #include "common/tensor_layout.h"
 #include "tensorbroker/client.h"
+#include "tensorbroker/dtype_names.h"
 
 namespace tensorbroker::cli {
 namespace {
@@ -66,8 +66,7 @@ class CommandRunner {
       case Command::kNone:
         break;
     }
-    out_ << HelpText(inv_.arguments.empty() ? Command::kNone
-                                            : CommandFromName(inv_.arguments[0]));
+    out_ << HelpText(inv_.arguments.empty() ? Command::kNone : CommandFromName(inv_.arguments[0]));
     return kExitOk;
   }
 
@@ -82,8 +81,8 @@ class CommandRunner {
       Fail(err_, what, there);
       return false;
     }
-    const absl::Duration left = std::max(kConnectTimeout - (absl::Now() - start),
-                                         absl::ZeroDuration());
+    const absl::Duration left =
+        std::max(kConnectTimeout - (absl::Now() - start), absl::ZeroDuration());
     absl::StatusOr<std::unique_ptr<Client>> client =
         Client::Connect(inv_.socket_path, absl::ToChronoMilliseconds(left));
     if (!client.ok()) {
@@ -186,9 +185,9 @@ class CommandRunner {
       dl.strides = nullptr;  // compact now
     } else if (dl.device.device_type != kDLCPU && dl.device.device_type != kDLCUDAHost) {
       return Fail(err_, what,
-                  absl::FailedPreconditionError(absl::StrCat(
-                      "the tensor is on ", DeviceName(dl.device),
-                      "; only CPU and CUDA tensors can be written")));
+                  absl::FailedPreconditionError(
+                      absl::StrCat("the tensor is on ", DeviceName(dl.device),
+                                   "; only CPU and CUDA tensors can be written")));
     }
     absl::StatusOr<npy::Descr> descr = npy::DescrForDType(dl.dtype);
     if (!descr.ok()) return Fail(err_, what, descr.status());
@@ -197,13 +196,12 @@ class CommandRunner {
            << ", which has no standard NumPy dtype; "
            << (path == "-" ? std::string("the output") : Quoted(path)) << " holds raw "
            << ItemSize(dl.dtype) << "-byte elements (descr " << Quoted(descr->text)
-           << "); view them with e.g. np.load(f).view(ml_dtypes." << DTypeName(dl.dtype)
-           << ")\n";
+           << "); view them with e.g. np.load(f).view(ml_dtypes." << DTypeName(dl.dtype) << ")\n";
     }
     absl::StatusOr<OutputFile> file = OutputFile::Create(path);
     if (!file.ok()) return Fail(err_, what, file.status());
-    absl::Status written = npy::WriteNpy(
-        dl, descr->text, [&](absl::string_view bytes) { return file->Write(bytes); });
+    absl::Status written =
+        npy::WriteNpy(dl, descr->text, [&](absl::string_view bytes) { return file->Write(bytes); });
     if (written.ok()) written = file->Commit();
     if (!written.ok()) return Fail(err_, what, written);
     return kExitOk;
@@ -223,13 +221,11 @@ class CommandRunner {
     const std::string socket = inv_.socket_path.empty() ? DefaultSocketPath() : inv_.socket_path;
     const std::string what = absl::StrCat("health of tensorbrokerd at ", socket);
     // A probe waits for nothing: a path that does not exist is said at once, by name.
-    if (absl::Status there =
-            AwaitSocketPath(socket, absl::ZeroDuration(), absl::ZeroDuration());
+    if (absl::Status there = AwaitSocketPath(socket, absl::ZeroDuration(), absl::ZeroDuration());
         !there.ok()) {
       return Fail(err_, what, there);
     }
-    absl::StatusOr<std::string> answer =
-        CheckHealth(socket, absl::Seconds(inv_.timeout_seconds));
+    absl::StatusOr<std::string> answer = CheckHealth(socket, absl::Seconds(inv_.timeout_seconds));
     if (!answer.ok()) return Fail(err_, what, answer.status());
     out_ << *answer << "\n";
     return *answer == "SERVING" ? kExitOk : kExitFailure;

@@ -15,8 +15,8 @@ absl::StatusOr<std::string> CheckHealth(const std::string& socket_path, absl::Du
       !server.ok() && !absl::IsUnavailable(server)) {
     return server;
   }
-  auto channel = grpc::CreateChannel(absl::StrCat("unix:", socket_path),
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel(absl::StrCat("unix:", socket_path), grpc::InsecureChannelCredentials());
   auto stub = grpc::health::v1::Health::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));

@@ -125,8 +125,8 @@ std::string WatchEventText(const WatchEvent& event) {
     return absl::StrCat(event.sequence, " lost ", event.lost_first, "..", event.lost_last);
   }
   return absl::StrCat(event.sequence, " ", WatchEventKindName(event.kind), " ", event.name, " v",
-                      event.version, " ", DTypeName(event.info.dtype),
-                      ShapeText(event.info.shape), " ", FormatByteSize(event.info.nbytes));
+                      event.version, " ", DTypeName(event.info.dtype), ShapeText(event.info.shape),
+                      " ", FormatByteSize(event.info.nbytes));
 }
 
 std::string WatchEventJson(const WatchEvent& event) {
@@ -214,25 +214,25 @@ std::string StatsText(const BrokerStats& stats) {
   // Device pools beyond the CPU one (whose figures are the lines above).
   for (size_t i = 1; i < stats.pools.size(); ++i) {
     const PoolUsage& pool = stats.pools[i];
-    lines.push_back({DeviceName(pool.device),
-                     absl::StrCat(FormatByteSize(pool.used_bytes), " used of ",
-                                  FormatByteSize(pool.capacity_bytes), ", ",
-                                  FormatByteSize(pool.reserved_bytes), " in ", pool.segments,
-                                  " slab(s)")});
+    lines.push_back(
+        {DeviceName(pool.device),
+         absl::StrCat(FormatByteSize(pool.used_bytes), " used of ",
+                      FormatByteSize(pool.capacity_bytes), ", ",
+                      FormatByteSize(pool.reserved_bytes), " in ", pool.segments, " slab(s)")});
   }
   // What each user holds: "user alice (uid 1000)": "3 MiB in 2 tensor(s); quota 1 GiB, 100".
   for (const UserUsage& user : stats.users) {
-    const std::string who = user.user.empty() ? absl::StrCat("user uid ", user.uid)
-                                              : absl::StrCat("user ", user.user, " (uid ",
-                                                             user.uid, ")");
+    const std::string who = user.user.empty()
+                                ? absl::StrCat("user uid ", user.uid)
+                                : absl::StrCat("user ", user.user, " (uid ", user.uid, ")");
     lines.push_back(
-        {who, absl::StrCat(FormatByteSize(user.bytes), " in ", user.tensors, " tensor(s); quota ",
-                           user.quota_bytes == 0 ? std::string("unlimited")
-                                                 : FormatByteSize(user.quota_bytes),
-                           ", ",
-                           user.quota_tensors == 0 ? std::string("unlimited")
-                                                   : absl::StrCat(user.quota_tensors),
-                           " tensor(s)")});
+        {who,
+         absl::StrCat(
+             FormatByteSize(user.bytes), " in ", user.tensors, " tensor(s); quota ",
+             user.quota_bytes == 0 ? std::string("unlimited") : FormatByteSize(user.quota_bytes),
+             ", ",
+             user.quota_tensors == 0 ? std::string("unlimited") : absl::StrCat(user.quota_tensors),
+             " tensor(s)")});
   }
   return KeyValueLines(lines);
 }

@@ -20,7 +20,6 @@
 
 namespace tensorbroker::cli {
 
-
 void WriteTensorInfoJson(const TensorInfo& info, JsonWriter& json);
 // One JSON object, no trailing newline.
 std::string TensorInfoJson(const TensorInfo& info);

@@ -18,9 +18,8 @@ absl::StatusOr<NpyArray> NpyArray::Load(const std::string& path) {
   if (!file.ok()) return file.status();
   absl::StatusOr<NpyHeader> header = ParseFile(file->bytes());
   if (!header.ok()) {
-    return absl::Status(header.status().code(),
-                        absl::StrCat(path == "-" ? "<stdin>" : path, ": ",
-                                     header.status().message()));
+    return absl::Status(header.status().code(), absl::StrCat(path == "-" ? "<stdin>" : path, ": ",
+                                                             header.status().message()));
   }
   NpyArray array;
   array.file_ = *std::move(file);
@@ -48,9 +47,9 @@ absl::Status WriteNpy(const DLTensor& tensor, absl::string_view descr, ByteSink 
   }
   const size_t ndim = static_cast<size_t>(tensor.ndim);
   std::vector<int64_t> shape(tensor.shape, tensor.shape + ndim);
-  std::vector<int64_t> strides =
-      tensor.strides != nullptr ? std::vector<int64_t>(tensor.strides, tensor.strides + ndim)
-                                : CompactStrides(shape);
+  std::vector<int64_t> strides = tensor.strides != nullptr
+                                     ? std::vector<int64_t>(tensor.strides, tensor.strides + ndim)
+                                     : CompactStrides(shape);
   absl::StatusOr<TensorLayout> layout = ComputeLayout(shape, tensor.dtype, strides);
   if (!layout.ok()) return layout.status();
 
@@ -62,8 +61,7 @@ absl::Status WriteNpy(const DLTensor& tensor, absl::string_view descr, ByteSink 
   // The innermost dimensions that are already C-contiguous are copied as one run.
   size_t outer = ndim;
   uint64_t run = 1;
-  while (outer > 0 && (shape[outer - 1] == 1 ||
-                       static_cast<uint64_t>(strides[outer - 1]) == run)) {
+  while (outer > 0 && (shape[outer - 1] == 1 || static_cast<uint64_t>(strides[outer - 1]) == run)) {
     run *= static_cast<uint64_t>(shape[outer - 1]);
     --outer;
   }

@@ -126,8 +126,8 @@ class HeaderDictParser {
   bool ConsumeWord(absl::string_view word) {
     if (text_.substr(pos_, word.size()) != word) return false;
     const size_t end = pos_ + word.size();
-    if (end < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[end])) ||
-                               text_[end] == '_')) {
+    if (end < text_.size() &&
+        (std::isalnum(static_cast<unsigned char>(text_[end])) || text_[end] == '_')) {
       return false;
     }
     pos_ = end;
@@ -135,9 +135,8 @@ class HeaderDictParser {
   }
 
   void SkipSpace() {
-    while (pos_ < text_.size() &&
-           (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' ||
-            text_[pos_] == '\r')) {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' ||
+                                   text_[pos_] == '\n' || text_[pos_] == '\r')) {
       ++pos_;
     }
   }
@@ -179,8 +178,8 @@ class HeaderDictParser {
       const int64_t digit = c - '0';
       if (value > (kMax - digit) / 10) {
         const bool cut = digits.size() > 48;
-        return Invalid(absl::StrCat("header field 'shape': shape[", index, "] = ",
-                                    digits.substr(0, 48), cut ? "..." : "",
+        return Invalid(absl::StrCat("header field 'shape': shape[", index,
+                                    "] = ", digits.substr(0, 48), cut ? "..." : "",
                                     " is too large for int64 (at most ", kMax, ")"));
       }
       value = value * 10 + digit;
@@ -405,8 +404,8 @@ std::string BuildHeader(absl::string_view descr, const std::vector<int64_t>& sha
   } else {
     shape_text = absl::StrCat("(", absl::StrJoin(shape, ", "), ")");
   }
-  std::string dict = absl::StrCat("{'descr': '", descr, "', 'fortran_order': False, 'shape': ",
-                                  shape_text, ", }");
+  std::string dict =
+      absl::StrCat("{'descr': '", descr, "', 'fortran_order': False, 'shape': ", shape_text, ", }");
   if (!shape.empty()) {
     const size_t digits = absl::StrCat(shape[0]).size();
     if (digits < kGrowthAxisMaxDigits) dict.append(kGrowthAxisMaxDigits - digits, ' ');

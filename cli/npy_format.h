@@ -1,6 +1,7 @@
-// The NumPy .npy file format (https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html)
-// as far as the broker's dtypes need it: parse a header (versions 1.0, 2.0 and 3.0) and build one
-// (1.0, or 2.0 when the header does not fit 1.0's 16-bit length).
+// The NumPy .npy file format
+// (https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html) as far as the broker's
+// dtypes need it: parse a header (versions 1.0, 2.0 and 3.0) and build one (1.0, or 2.0 when the
+// header does not fit 1.0's 16-bit length).
 //
 // Contract: every input is untrusted. Parsing never reads outside the bytes it is given and
 // answers INVALID_ARGUMENT with a message naming the offending field and value for anything
@@ -40,8 +41,8 @@ struct NpyHeader {
   DLDataType dtype{};          // what `descr` means
   bool fortran_order = false;  // data is in column-major order
   std::vector<int64_t> shape;
-  uint64_t data_offset = 0;    // bytes from the start of the file to the first data byte
-  uint64_t data_nbytes = 0;    // bytes of data the shape and dtype need
+  uint64_t data_offset = 0;  // bytes from the start of the file to the first data byte
+  uint64_t data_nbytes = 0;  // bytes of data the shape and dtype need
 };
 
 // Parses the header at the start of `bytes`, which must hold at least the whole header (the

@@ -35,8 +35,8 @@ bool LockHeld(const std::string& socket_path) {
 
 bool FlockHeldIn(absl::string_view proc_locks, dev_t device, ino_t inode) {
   // "1: FLOCK  ADVISORY  WRITE 4711 00:1a:12345 0 EOF"; a waiter's line has "->" after "1:".
-  const std::string file = absl::StrFormat("%02x:%02x:%u", major(device), minor(device),
-                                           static_cast<uint64_t>(inode));
+  const std::string file =
+      absl::StrFormat("%02x:%02x:%u", major(device), minor(device), static_cast<uint64_t>(inode));
   for (absl::string_view line : absl::StrSplit(proc_locks, '\n')) {
     std::vector<absl::string_view> fields =
         absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
@@ -55,9 +55,10 @@ absl::Status AwaitSocketPath(const std::string& socket_path, absl::Duration time
     if (waited >= timeout || (waited >= grace && !LockHeld(socket_path))) break;
     absl::SleepFor(std::min(kLookAgain, timeout - waited));
   }
-  return absl::UnavailableError(absl::StrCat(
-      socket_path, " does not exist: no tensorbrokerd serves there (is it running? see --socket "
-      "/ $TENSORBROKER_SOCKET)"));
+  return absl::UnavailableError(
+      absl::StrCat(socket_path,
+                   " does not exist: no tensorbrokerd serves there (is it running? see --socket "
+                   "/ $TENSORBROKER_SOCKET)"));
 }
 
 }  // namespace tensorbroker::cli

@@ -17,7 +17,8 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text, absl::string_view
   };
   absl::string_view s = absl::StripAsciiWhitespace(text);
   size_t digits = 0;
-  while (digits < s.size() && (std::isdigit(static_cast<unsigned char>(s[digits])) || s[digits] == '.')) {
+  while (digits < s.size() &&
+         (std::isdigit(static_cast<unsigned char>(s[digits])) || s[digits] == '.')) {
     ++digits;
   }
   if (digits == 0) return bad();

@@ -18,9 +18,9 @@ absl::StatusOr<std::vector<CudaDevice>> ProbeDevices() {
 #else
   int count = 0;
   if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "no usable GPU: cudaGetDeviceCount: ", cudaGetErrorName(e), " (", cudaGetErrorString(e),
-        ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("no usable GPU: cudaGetDeviceCount: ", cudaGetErrorName(e), " (",
+                     cudaGetErrorString(e), ")"));
   }
   if (count == 0) return absl::FailedPreconditionError("no usable GPU: no CUDA device found");
   std::vector<CudaDevice> devices;
@@ -64,17 +64,17 @@ absl::StatusOr<int> CudaOrdinalOf(const CudaUuid& uuid) {
   for (const CudaDevice& device : *devices) {
     if (device.uuid == uuid) return device.ordinal;
   }
-  return absl::NotFoundError(
-      absl::StrCat("CUDA device ", CudaUuidText(uuid), " is not visible in this process "
-                   "(check CUDA_VISIBLE_DEVICES)"));
+  return absl::NotFoundError(absl::StrCat("CUDA device ", CudaUuidText(uuid),
+                                          " is not visible in this process "
+                                          "(check CUDA_VISIBLE_DEVICES)"));
 }
 
 std::string CudaUuidText(const CudaUuid& uuid) {
   char text[64];
   std::snprintf(text, sizeof(text),
-                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-                uuid[0], uuid[1], uuid[2], uuid[3], uuid[4], uuid[5], uuid[6], uuid[7], uuid[8],
-                uuid[9], uuid[10], uuid[11], uuid[12], uuid[13], uuid[14], uuid[15]);
+                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", uuid[0],
+                uuid[1], uuid[2], uuid[3], uuid[4], uuid[5], uuid[6], uuid[7], uuid[8], uuid[9],
+                uuid[10], uuid[11], uuid[12], uuid[13], uuid[14], uuid[15]);
   return text;
 }
 

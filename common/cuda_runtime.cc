@@ -21,7 +21,9 @@ absl::Status CudaUsable() {
 #ifndef TENSORBROKER_HAVE_CUDA
 
 absl::Status CopyToCompactOnDevice(const DLTensor& src, void* dst, DLDevice dst_device) {
-  const auto host = [](DLDevice d) { return d.device_type == kDLCPU || d.device_type == kDLCUDAHost; };
+  const auto host = [](DLDevice d) {
+    return d.device_type == kDLCPU || d.device_type == kDLCUDAHost;
+  };
   if (host(src.device) && host(dst_device)) {
     CopyToCompact(src, static_cast<uint8_t*>(dst));
     return absl::OkStatus();
@@ -144,7 +146,8 @@ absl::Status CopyToCompactOnDevice(const DLTensor& src, void* dst, DLDevice dst_
     return absl::OkStatus();
   }
   if (absl::Status s = CudaUsable(); !s.ok()) return s;
-  const int ordinal = dst_device.device_type == kDLCUDA ? dst_device.device_id : src.device.device_id;
+  const int ordinal =
+      dst_device.device_type == kDLCUDA ? dst_device.device_id : src.device.device_id;
   ScopedDevice device(ordinal);
   if (absl::Status s = device.status(ordinal); !s.ok()) return s;
   const uint8_t* base = static_cast<const uint8_t*>(src.data) + src.byte_offset;
@@ -217,8 +220,8 @@ absl::StatusOr<uint8_t*> CudaOpenIpcHandle(const std::string& handle, int ordina
   if (absl::Status s = CudaUsable(); !s.ok()) return s;
   cudaIpcMemHandle_t ipc{};
   if (handle.size() != sizeof(ipc)) {
-    return absl::DataLossError(absl::StrCat("CUDA IPC handle has ", handle.size(),
-                                            " bytes, expected ", sizeof(ipc)));
+    return absl::DataLossError(
+        absl::StrCat("CUDA IPC handle has ", handle.size(), " bytes, expected ", sizeof(ipc)));
   }
   std::memcpy(&ipc, handle.data(), sizeof(ipc));
   ScopedDevice device(ordinal);
@@ -242,8 +245,7 @@ absl::Status CudaCloseIpcHandle(uint8_t* pointer, int ordinal) {
 
 absl::Status CudaHostRegister(void* data, uint64_t bytes, bool read_only) {
   if (absl::Status s = CudaUsable(); !s.ok()) return s;
-  const unsigned int flags =
-      cudaHostRegisterPortable | (read_only ? cudaHostRegisterReadOnly : 0u);
+  const unsigned int flags = cudaHostRegisterPortable | (read_only ? cudaHostRegisterReadOnly : 0u);
   cudaError_t e = cudaHostRegister(data, bytes, flags);
   if (e != cudaSuccess && read_only) {
     // Devices without cudaDevAttrHostRegisterReadOnlySupported refuse the flag; the driver may

@@ -53,8 +53,7 @@ std::string DTypeName(const DLDataType& dtype) {
   for (const NamedDType& named : kNamedDTypes) {
     if (SameDType(named.dtype, dtype)) return std::string(named.name);
   }
-  return absl::StrCat("dtype(code=", dtype.code, ",bits=", dtype.bits, ",lanes=", dtype.lanes,
-                      ")");
+  return absl::StrCat("dtype(code=", dtype.code, ",bits=", dtype.bits, ",lanes=", dtype.lanes, ")");
 }
 
 absl::StatusOr<DLDataType> ParseDTypeName(absl::string_view name) {
@@ -62,7 +61,8 @@ absl::StatusOr<DLDataType> ParseDTypeName(absl::string_view name) {
     if (named.name == name) return named.dtype;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("dtype '", name.substr(0, 64), "' is not a dtype the broker knows "
+      absl::StrCat("dtype '", name.substr(0, 64),
+                   "' is not a dtype the broker knows "
                    "(e.g. float32, int64, bool, bfloat16, complex64, float8_e4m3fn)"));
 }
 
@@ -88,8 +88,8 @@ absl::StatusOr<DLDevice> ParseDeviceName(absl::string_view name, absl::string_vi
       ordinal >= 0) {
     return DLDevice{kDLCUDA, ordinal};
   }
-  return absl::InvalidArgumentError(absl::StrCat(field, " '", name.substr(0, 64),
-                                                 "': expected 'cpu', 'cuda' or 'cuda:N'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, " '", name.substr(0, 64), "': expected 'cpu', 'cuda' or 'cuda:N'"));
 }
 
 }  // namespace tensorbroker

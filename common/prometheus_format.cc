@@ -56,8 +56,7 @@ std::string PrometheusText(const BrokerStats& stats) {
        &PoolUsage::used_bytes},
       {"tensorbroker_reserved_bytes", "Bytes of shared-memory segments or CUDA slabs held.",
        &PoolUsage::reserved_bytes},
-      {"tensorbroker_segments", "Shared-memory segments or CUDA slabs held.",
-       &PoolUsage::segments},
+      {"tensorbroker_segments", "Shared-memory segments or CUDA slabs held.", &PoolUsage::segments},
   };
   for (const PoolGauge& gauge : pool_gauges) {
     Header(&out, gauge.name, "gauge", gauge.help);
@@ -112,9 +111,8 @@ std::string PrometheusText(const BrokerStats& stats) {
   for (const MethodStats& method : stats.methods) {
     for (const auto& [code, count] : method.calls) {
       absl::StrAppend(&out, "tensorbroker_calls_total{method=\"", Escaped(method.method),
-                      "\",code=\"",
-                      absl::StatusCodeToString(static_cast<absl::StatusCode>(code)), "\"} ",
-                      count, "\n");
+                      "\",code=\"", absl::StatusCodeToString(static_cast<absl::StatusCode>(code)),
+                      "\"} ", count, "\n");
     }
   }
   Header(&out, "tensorbroker_call_duration_seconds", "histogram",

@@ -86,11 +86,21 @@ void ToProto(const TensorInfo& info, v1::TensorInfo* out) {
 WatchEvent FromProto(const v1::WatchEvent& event) {
   WatchEvent out;
   switch (event.kind()) {
-    case v1::WatchEvent::REPLACED: out.kind = WatchEvent::Kind::kReplaced; break;
-    case v1::WatchEvent::DELETED: out.kind = WatchEvent::Kind::kDeleted; break;
-    case v1::WatchEvent::EXPIRED: out.kind = WatchEvent::Kind::kExpired; break;
-    case v1::WatchEvent::LOST: out.kind = WatchEvent::Kind::kLost; break;
-    default: out.kind = WatchEvent::Kind::kPublished; break;
+    case v1::WatchEvent::REPLACED:
+      out.kind = WatchEvent::Kind::kReplaced;
+      break;
+    case v1::WatchEvent::DELETED:
+      out.kind = WatchEvent::Kind::kDeleted;
+      break;
+    case v1::WatchEvent::EXPIRED:
+      out.kind = WatchEvent::Kind::kExpired;
+      break;
+    case v1::WatchEvent::LOST:
+      out.kind = WatchEvent::Kind::kLost;
+      break;
+    default:
+      out.kind = WatchEvent::Kind::kPublished;
+      break;
   }
   out.sequence = event.sequence();
   out.name = event.name();
@@ -104,11 +114,21 @@ WatchEvent FromProto(const v1::WatchEvent& event) {
 
 void ToProto(const WatchEvent& event, v1::WatchEvent* out) {
   switch (event.kind) {
-    case WatchEvent::Kind::kPublished: out->set_kind(v1::WatchEvent::PUBLISHED); break;
-    case WatchEvent::Kind::kReplaced: out->set_kind(v1::WatchEvent::REPLACED); break;
-    case WatchEvent::Kind::kDeleted: out->set_kind(v1::WatchEvent::DELETED); break;
-    case WatchEvent::Kind::kExpired: out->set_kind(v1::WatchEvent::EXPIRED); break;
-    case WatchEvent::Kind::kLost: out->set_kind(v1::WatchEvent::LOST); break;
+    case WatchEvent::Kind::kPublished:
+      out->set_kind(v1::WatchEvent::PUBLISHED);
+      break;
+    case WatchEvent::Kind::kReplaced:
+      out->set_kind(v1::WatchEvent::REPLACED);
+      break;
+    case WatchEvent::Kind::kDeleted:
+      out->set_kind(v1::WatchEvent::DELETED);
+      break;
+    case WatchEvent::Kind::kExpired:
+      out->set_kind(v1::WatchEvent::EXPIRED);
+      break;
+    case WatchEvent::Kind::kLost:
+      out->set_kind(v1::WatchEvent::LOST);
+      break;
   }
   out->set_sequence(event.sequence);
   out->set_name(event.name);
@@ -152,8 +172,8 @@ BrokerStats FromProto(const v1::BrokerStats& stats) {
     out.methods.push_back(std::move(m));
   }
   for (const v1::UserUsage& user : stats.users()) {
-    out.users.push_back({user.uid(), user.user(), user.bytes(), user.tensors(),
-                         user.quota_bytes(), user.quota_tensors()});
+    out.users.push_back({user.uid(), user.user(), user.bytes(), user.tensors(), user.quota_bytes(),
+                         user.quota_tensors()});
   }
   return out;
 }

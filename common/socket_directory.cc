@@ -69,10 +69,10 @@ absl::Status CheckDaemonSocketDirectory(const std::string& directory,
     return PerUserRule(directory, info, *user);
   }
   if (!servers.Trusts(info.st_uid)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "directory ", directory, " is owned by ", DescribeUid(info.st_uid), ", not by ",
-        servers.Describe(), ": its owner could replace the socket (set ", kDaemonUserVariable,
-        " to that user if it is the one the broker runs as)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("directory ", directory, " is owned by ", DescribeUid(info.st_uid),
+                     ", not by ", servers.Describe(), ": its owner could replace the socket (set ",
+                     kDaemonUserVariable, " to that user if it is the one the broker runs as)"));
   }
   if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
     const char* who =

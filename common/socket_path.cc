@@ -4,9 +4,9 @@
 
 #include <cstdlib>
 
-#include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace tensorbroker {
 namespace {

@@ -67,8 +67,7 @@ namespace {
 // Copies `count` elements of `item` bytes, `stride_bytes` apart in `src`, next to each other
 // into `dst`. A zero stride (a broadcast) doubles what is already copied; a compact run is one
 // memcpy; anything else goes element by element.
-void GatherRun(const uint8_t* src, int64_t stride_bytes, int64_t count, size_t item,
-               uint8_t* dst) {
+void GatherRun(const uint8_t* src, int64_t stride_bytes, int64_t count, size_t item, uint8_t* dst) {
   const size_t total = static_cast<size_t>(count) * item;
   if (total == 0) return;
   if (stride_bytes == static_cast<int64_t>(item)) {
@@ -144,8 +143,8 @@ absl::Span<const uint8_t> CompactChunker::Next() {
   while (done_ < total_ && taken < capacity) {
     const int64_t piece = std::min(capacity - taken, row_length_ - row_position_);
     chunk_.resize(static_cast<size_t>((taken + piece) * item));
-    GatherRun(base_ + (row_offset_ + row_position_ * row_stride_) * item, row_stride_ * item,
-              piece, item_, chunk_.data() + taken * item);
+    GatherRun(base_ + (row_offset_ + row_position_ * row_stride_) * item, row_stride_ * item, piece,
+              item_, chunk_.data() + taken * item);
     taken += piece;
     done_ += static_cast<uint64_t>(piece);
     row_position_ += piece;

@@ -8,8 +8,8 @@ namespace tensorbroker {
 namespace {
 
 bool IsNameByte(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-         c == '.' || c == '_' || c == '/' || c == '-';
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '/' || c == '-';
 }
 
 // A printable rendering of untrusted bytes for error messages, cut to a sane length.
@@ -30,9 +30,8 @@ std::string Quote(absl::string_view s) {
 absl::Status CheckAlphabet(absl::string_view value, absl::string_view field) {
   for (size_t i = 0; i < value.size(); ++i) {
     if (!IsNameByte(value[i])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, " ", Quote(value), ": byte ", i,
-          " is not one of [A-Za-z0-9._/-]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, " ", Quote(value), ": byte ", i, " is not one of [A-Za-z0-9._/-]"));
     }
   }
   return absl::OkStatus();
@@ -54,8 +53,8 @@ absl::Status ValidateName(absl::string_view name, absl::string_view field) {
   }
   for (absl::string_view segment : absl::StrSplit(name, '/')) {
     if (segment.empty() || segment == "..") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, " ", Quote(name), " has an empty or '..' path segment"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, " ", Quote(name), " has an empty or '..' path segment"));
     }
   }
   return absl::OkStatus();
@@ -71,9 +70,8 @@ absl::Status ValidatePrefix(absl::string_view prefix, absl::string_view field) {
 
 absl::Status ValidateDType(const DLDataType& dtype, absl::string_view field) {
   auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat(field, " (code=", dtype.code, ", bits=",
-                                                   dtype.bits, ", lanes=", dtype.lanes, ") ",
-                                                   why));
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, " (code=", dtype.code, ", bits=", dtype.bits, ", lanes=", dtype.lanes, ") ", why));
   };
   if (dtype.lanes != 1) return bad("has lanes != 1; only lanes == 1 is supported");
   switch (dtype.code) {
@@ -123,8 +121,8 @@ absl::StatusOr<TensorLayout> ComputeLayout(const std::vector<int64_t>& shape,
         absl::StrCat("shape has ", shape.size(), " dimensions; at most ", kMaxDims));
   }
   if (!strides.empty() && strides.size() != shape.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("strides has ", strides.size(),
-                                                   " entries but shape has ", shape.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("strides has ", strides.size(), " entries but shape has ", shape.size()));
   }
   const uint64_t item = ItemSize(dtype);
   // Keep every byte count well inside int64 so offsets computed anywhere cannot overflow.
@@ -144,8 +142,8 @@ absl::StatusOr<TensorLayout> ComputeLayout(const std::vector<int64_t>& shape,
       continue;
     }
     if (extents > kLimit / static_cast<uint64_t>(shape[i])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shape [", absl::StrJoin(shape, ", "), "] has too many elements (overflow)"));
+      return absl::InvalidArgumentError(absl::StrCat("shape [", absl::StrJoin(shape, ", "),
+                                                     "] has too many elements (overflow)"));
     }
     extents *= static_cast<uint64_t>(shape[i]);
     elements *= static_cast<uint64_t>(shape[i]);
@@ -161,9 +159,9 @@ absl::StatusOr<TensorLayout> ComputeLayout(const std::vector<int64_t>& shape,
   uint64_t last = 0;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (layout.strides[i] < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "strides[", i, "] = ", layout.strides[i], " is negative; the broker stores tensors "
-          "with non-negative strides"));
+      return absl::InvalidArgumentError(absl::StrCat("strides[", i, "] = ", layout.strides[i],
+                                                     " is negative; the broker stores tensors "
+                                                     "with non-negative strides"));
     }
     if (shape[i] == 0) continue;
     const uint64_t extent = static_cast<uint64_t>(shape[i] - 1);
@@ -182,9 +180,9 @@ absl::StatusOr<TensorLayout> ComputeLayout(const std::vector<int64_t>& shape,
       return absl::InvalidArgumentError(absl::StrCat("nbytes = ", buffer_nbytes, " is too large"));
     }
     if (span > buffer_nbytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "strides [", absl::StrJoin(layout.strides, ", "), "] reach byte ", span,
-          ", past the end of the ", buffer_nbytes, "-byte buffer (nbytes)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("strides [", absl::StrJoin(layout.strides, ", "), "] reach byte ", span,
+                       ", past the end of the ", buffer_nbytes, "-byte buffer (nbytes)"));
     }
     layout.nbytes = buffer_nbytes;
   }

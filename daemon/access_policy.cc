@@ -26,8 +26,7 @@ const std::pair<const std::string, PrefixRule>* AccessPolicy::RuleFor(
   return best;
 }
 
-absl::Status AccessPolicy::Admit(const Principal& caller,
-                                 const std::vector<std::string>& requested,
+absl::Status AccessPolicy::Admit(const Principal& caller, const std::vector<std::string>& requested,
                                  absl::string_view field, TensorSpec* spec) const {
   if (const auto* rule = RuleFor(spec->name, &PrefixRule::publishers);
       rule != nullptr && !caller.admin && !rule->second.publishers->Allows(caller)) {
@@ -54,8 +53,7 @@ Quota AccessPolicy::QuotaFor(uint32_t uid) const {
   if (auto it = config_.quota_bytes_by_uid.find(uid); it != config_.quota_bytes_by_uid.end()) {
     quota.bytes = it->second;
   }
-  if (auto it = config_.quota_tensors_by_uid.find(uid);
-      it != config_.quota_tensors_by_uid.end()) {
+  if (auto it = config_.quota_tensors_by_uid.find(uid); it != config_.quota_tensors_by_uid.end()) {
     quota.tensors = it->second;
   }
   return quota;

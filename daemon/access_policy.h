@@ -29,12 +29,12 @@ struct PrefixRule {
 };
 
 struct AccessConfig {
-  std::optional<uint32_t> admin_gid;                    // admin-group
+  std::optional<uint32_t> admin_gid;                      // admin-group
   PrincipalSet default_readers = PrincipalSet::Anyone();  // default-readers
-  std::map<std::string, PrefixRule> prefix_rules;       // by prefix
-  Quota default_quota;                                  // quota-bytes, quota-tensors
-  std::map<uint32_t, uint64_t> quota_bytes_by_uid;      // quota-bytes[USER]
-  std::map<uint32_t, uint64_t> quota_tensors_by_uid;    // quota-tensors[USER]
+  std::map<std::string, PrefixRule> prefix_rules;         // by prefix
+  Quota default_quota;                                    // quota-bytes, quota-tensors
+  std::map<uint32_t, uint64_t> quota_bytes_by_uid;        // quota-bytes[USER]
+  std::map<uint32_t, uint64_t> quota_tensors_by_uid;      // quota-tensors[USER]
 };
 
 class AccessPolicy {

@@ -36,8 +36,8 @@ absl::StatusOr<TensorStore::AdoptedTensor> ToAdopted(const v1::TensorRecord& rec
     return absl::InvalidArgumentError(absl::StrCat("keep ", info.keep(), " is over ", kMaxKeep));
   }
   if (record.block_size() < spec->nbytes) {
-    return absl::InvalidArgumentError(absl::StrCat("a block of ", record.block_size(),
-                                                   " bytes cannot hold ", spec->nbytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a block of ", record.block_size(), " bytes cannot hold ", spec->nbytes));
   }
   TensorStore::AdoptedTensor adopted;
   adopted.spec = *std::move(spec);
@@ -65,8 +65,8 @@ Adoption AdoptStoredDescriptors(std::vector<NamedFd> descriptors, CpuSegmentPool
   std::map<std::string, v1::TensorRecord> records;  // by descriptor name
   std::set<std::string> seen;                       // segment and record names
   for (NamedFd& named : descriptors) {
-    const bool segment_or_record = absl::StartsWith(named.name, kSegmentPrefix) ||
-                                   absl::StartsWith(named.name, kRecordPrefix);
+    const bool segment_or_record =
+        absl::StartsWith(named.name, kSegmentPrefix) || absl::StartsWith(named.name, kRecordPrefix);
     if (segment_or_record && !seen.insert(named.name).second) {
       // The store removes by name: dropping this one there would drop the first one too, which
       // may be adopted (and lost at the next start). Only the first is used; this one closes.
@@ -77,10 +77,8 @@ Adoption AdoptStoredDescriptors(std::vector<NamedFd> descriptors, CpuSegmentPool
     }
     if (absl::StartsWith(named.name, kSegmentPrefix)) {
       const std::string segment = named.name.substr(kSegmentPrefix.size());
-      if (absl::Status adopted = pool->AdoptSegment(segment, std::move(named.fd));
-          !adopted.ok()) {
-        Log(LogLevel::kWarning, "adoption: ", LogSafe(named.name), " dropped: ",
-            adopted.message());
+      if (absl::Status adopted = pool->AdoptSegment(segment, std::move(named.fd)); !adopted.ok()) {
+        Log(LogLevel::kWarning, "adoption: ", LogSafe(named.name), " dropped: ", adopted.message());
         (void)store.Remove(named.name);
       }
     } else if (absl::StartsWith(named.name, kRecordPrefix)) {
@@ -109,8 +107,8 @@ Adoption AdoptStoredDescriptors(std::vector<NamedFd> descriptors, CpuSegmentPool
   std::map<std::string, bool> segments_used;
   for (const auto& [name, by_version] : versions) {
     size_t adopted_count = 0;
-    uint32_t keep = 1;         // the highest adopted version's
-    uint32_t name_owner = 0;   // likewise
+    uint32_t keep = 1;        // the highest adopted version's
+    uint32_t name_owner = 0;  // likewise
     for (const auto& [version, fd_name] : by_version) {
       if (adopted_count == keep) {
         Drop(store, fd_name,

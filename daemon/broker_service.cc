@@ -13,9 +13,9 @@
 #include "daemon/log.h"
 #include "daemon/put_reactor.h"
 #include "daemon/read_reactor.h"
-#include "daemon/watch_reactor.h"
 #include "daemon/request_spec.h"
 #include "daemon/waiting_get.h"
+#include "daemon/watch_reactor.h"
 
 namespace tensorbroker::daemon {
 namespace {
@@ -52,16 +52,17 @@ absl::Status BrokerService::CheckSessionCaller(const grpc::ServerContextBase* co
   return parts_.store->CheckSessionUser(session_id, caller->uid);
 }
 
-grpc::Status BrokerService::Answer(const grpc::ServerContextBase* context,
-                                   absl::string_view method, LogText what,
-                                   const absl::Status& status) const {
-  LogCallFailure(method, what, [&] { return Client(context); }, status);
+grpc::Status BrokerService::Answer(const grpc::ServerContextBase* context, absl::string_view method,
+                                   LogText what, const absl::Status& status) const {
+  LogCallFailure(
+      method, what, [&] { return Client(context); }, status);
   return ToGrpcStatus(status);
 }
 
 void BrokerService::LogSuccess(LogLevel level, const grpc::ServerContextBase* context,
                                absl::string_view method, LogText what, LogText outcome) const {
-  LogCallSuccess(level, method, what, [&] { return Client(context); }, outcome);
+  LogCallSuccess(
+      level, method, what, [&] { return Client(context); }, outcome);
 }
 
 grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>* BrokerService::Session(
@@ -76,15 +77,13 @@ grpc::ServerUnaryReactor* BrokerService::Create(grpc::CallbackServerContext* con
 }
 
 grpc::Status BrokerService::DoCreate(grpc::CallbackServerContext* context,
-                                     const v1::CreateRequest& request,
-                                     v1::TensorGrant* response) {
+                                     const v1::CreateRequest& request, v1::TensorGrant* response) {
   auto what = [&] { return NameField(request.name()); };
   auto spec = MakeSpec(request);
   if (!spec.ok()) return Answer(context, "Create", what, spec.status());
   auto caller = Caller(context);
   if (!caller.ok()) return Answer(context, "Create", what, caller.status());
-  if (absl::Status s = parts_.store->CheckSessionUser(request.session_id(), caller->uid);
-      !s.ok()) {
+  if (absl::Status s = parts_.store->CheckSessionUser(request.session_id(), caller->uid); !s.ok()) {
     return Answer(context, "Create", what, s);
   }
   const std::vector<std::string> readers(request.readers().begin(), request.readers().end());
@@ -143,8 +142,8 @@ grpc::Status BrokerService::DoAbort(grpc::CallbackServerContext* context,
 
 grpc::ServerReadReactor<v1::PutRequest>* BrokerService::Put(grpc::CallbackServerContext* context,
                                                             v1::TensorInfo* response) {
-  return new PutReactor(context, parts_.store, parts_.policy, parts_.timer,
-                        parts_.pending_timeout, Caller(context), Client(context), response);
+  return new PutReactor(context, parts_.store, parts_.policy, parts_.timer, parts_.pending_timeout,
+                        Caller(context), Client(context), response);
 }
 
 grpc::ServerWriteReactor<v1::ReadResponse>* BrokerService::Read(
@@ -153,8 +152,8 @@ grpc::ServerWriteReactor<v1::ReadResponse>* BrokerService::Read(
                          kMaxReadChunkBytes);
 }
 
-grpc::ServerWriteReactor<v1::WatchEvent>* BrokerService::Watch(
-    grpc::CallbackServerContext* context, const v1::WatchRequest* request) {
+grpc::ServerWriteReactor<v1::WatchEvent>* BrokerService::Watch(grpc::CallbackServerContext* context,
+                                                               const v1::WatchRequest* request) {
   return new WatchReactor(parts_.store, Caller(context), Client(context), *request);
 }
 
@@ -213,8 +212,7 @@ grpc::ServerUnaryReactor* BrokerService::Retain(grpc::CallbackServerContext* con
 }
 
 grpc::Status BrokerService::DoRetain(grpc::CallbackServerContext* context,
-                                     const v1::RetainRequest& request,
-                                     v1::TensorGrant* response) {
+                                     const v1::RetainRequest& request, v1::TensorGrant* response) {
   auto what = [&] { return absl::StrCat("lease=", request.lease_id()); };
   if (absl::Status s = CheckSessionCaller(context, request.session_id()); !s.ok()) {
     return Answer(context, "Retain", what, s);
@@ -267,8 +265,8 @@ grpc::Status BrokerService::DoList(grpc::CallbackServerContext* context,
   }
   auto caller = Caller(context);
   if (!caller.ok()) return Answer(context, "List", what, caller.status());
-  const size_t page_size =
-      request.page_size() == 0 ? kDefaultListPage
+  const size_t page_size = request.page_size() == 0
+                               ? kDefaultListPage
                                : std::min<size_t>(request.page_size(), kMaxListPage);
   ListPage page = parts_.store->List(*caller, request.prefix(), page_size, request.page_token());
   for (const TensorInfo& view : page.tensors) ToProto(view, response->add_tensors());
@@ -297,15 +295,16 @@ grpc::Status BrokerService::DoStat(grpc::CallbackServerContext* context,
 }
 
 grpc::ServerUnaryReactor* BrokerService::Stats(grpc::CallbackServerContext* context,
-                                               const v1::StatsRequest*,
-                                               v1::BrokerStats* response) {
+                                               const v1::StatsRequest*, v1::BrokerStats* response) {
   return Answered(context, DoStats(context, response));
 }
 
 grpc::Status BrokerService::DoStats(grpc::CallbackServerContext* context,
                                     v1::BrokerStats* response) {
   auto caller = Caller(context);
-  if (!caller.ok()) return Answer(context, "Stats", [] { return ""; }, caller.status());
+  if (!caller.ok())
+    return Answer(
+        context, "Stats", [] { return ""; }, caller.status());
   ToProto(CurrentStats(*caller), response);
   return grpc::Status::OK;
 }

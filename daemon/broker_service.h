@@ -104,16 +104,14 @@ class BrokerService final : public v1::Broker::CallbackService {
   // Logs a failed call (its level by status code) with its subject and code; converts to gRPC.
   grpc::Status Answer(const grpc::ServerContextBase* context, absl::string_view method,
                       LogText what, const absl::Status& status) const;
-  void LogSuccess(LogLevel level, const grpc::ServerContextBase* context,
-                  absl::string_view method, LogText what, LogText outcome) const;
+  void LogSuccess(LogLevel level, const grpc::ServerContextBase* context, absl::string_view method,
+                  LogText what, LogText outcome) const;
 
-  grpc::Status DoCreate(grpc::CallbackServerContext*, const v1::CreateRequest&,
-                        v1::TensorGrant*);
+  grpc::Status DoCreate(grpc::CallbackServerContext*, const v1::CreateRequest&, v1::TensorGrant*);
   grpc::Status DoSeal(grpc::CallbackServerContext*, const v1::SealRequest&, v1::TensorInfo*);
   grpc::Status DoAbort(grpc::CallbackServerContext*, const v1::AbortRequest&);
   grpc::Status DoRelease(grpc::CallbackServerContext*, const v1::ReleaseRequest&);
-  grpc::Status DoRetain(grpc::CallbackServerContext*, const v1::RetainRequest&,
-                        v1::TensorGrant*);
+  grpc::Status DoRetain(grpc::CallbackServerContext*, const v1::RetainRequest&, v1::TensorGrant*);
   grpc::Status DoDelete(grpc::CallbackServerContext*, const v1::DeleteRequest&);
   grpc::Status DoList(grpc::CallbackServerContext*, const v1::ListRequest&, v1::ListResponse*);
   grpc::Status DoStat(grpc::CallbackServerContext*, const v1::StatRequest&, v1::TensorInfo*);

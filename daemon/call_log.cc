@@ -38,8 +38,8 @@ std::string NameField(absl::string_view name) {
 }
 
 std::string DescribeTensor(const TensorInfo& info) {
-  return absl::StrCat(DTypeName(info.dtype), "[", absl::StrJoin(info.shape, ","), "] ",
-                      info.nbytes, " bytes on ", DeviceName(info.device));
+  return absl::StrCat(DTypeName(info.dtype), "[", absl::StrJoin(info.shape, ","), "] ", info.nbytes,
+                      " bytes on ", DeviceName(info.device));
 }
 
 void LogCallFailure(absl::string_view method, LogText what, LogText client,

@@ -4,16 +4,15 @@
 
 namespace tensorbroker::daemon {
 
-void CallMetrics::Record(const std::string& method, int code, absl::Duration duration,
-                         bool timed) {
+void CallMetrics::Record(const std::string& method, int code, absl::Duration duration, bool timed) {
   std::lock_guard<std::mutex> lock(mu_);
   PerMethod& per = methods_[method];
   ++per.calls[code];
   if (!timed) return;
   const double seconds = absl::ToDoubleSeconds(duration);
-  const size_t bucket = static_cast<size_t>(
-      std::lower_bound(kBucketBounds.begin(), kBucketBounds.end(), seconds) -
-      kBucketBounds.begin());
+  const size_t bucket =
+      static_cast<size_t>(std::lower_bound(kBucketBounds.begin(), kBucketBounds.end(), seconds) -
+                          kBucketBounds.begin());
   ++per.buckets[bucket];
   per.sum_seconds += seconds;
   ++per.timed;

@@ -35,7 +35,7 @@ class CallMetrics {
 
  private:
   struct PerMethod {
-    std::map<int, uint64_t> calls;  // by status code
+    std::map<int, uint64_t> calls;                             // by status code
     std::array<uint64_t, kBucketBounds.size() + 1> buckets{};  // not cumulative; last: +Inf
     double sum_seconds = 0;
     uint64_t timed = 0;

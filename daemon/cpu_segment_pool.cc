@@ -14,8 +14,8 @@ CpuSegmentPool::CpuSegmentPool(CpuSegmentPoolOptions options) : options_(std::mo
 
 uint64_t CpuSegmentPool::PooledSegmentBytes() const {
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  return std::max(page, std::min(options_.pooled_segment_bytes,
-                                 options_.capacity_bytes / 8 / page * page));
+  return std::max(
+      page, std::min(options_.pooled_segment_bytes, options_.capacity_bytes / 8 / page * page));
 }
 
 uint64_t CpuSegmentPool::CapacityLeft() const {
@@ -29,16 +29,16 @@ absl::StatusOr<CpuSegmentPool::Segment*> CpuSegmentPool::NewSegment(
     RemoveIdle([](const Segment&) { return true; }, removed_segments);
   }
   if (size > CapacityLeft()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "capacity exhausted: a new ", FormatByteSize(size), " segment does not fit; ",
-        FormatByteSize(reserved_bytes_), " of the ", FormatByteSize(options_.capacity_bytes),
-        " capacity (--capacity) is in use"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("capacity exhausted: a new ", FormatByteSize(size), " segment does not fit; ",
+                     FormatByteSize(reserved_bytes_), " of the ",
+                     FormatByteSize(options_.capacity_bytes), " capacity (--capacity) is in use"));
   }
   const std::string name = absl::StrCat(options_.name_prefix, next_sequence_++);
   auto memory = MemfdSegment::Create(name, size);
   if (!memory.ok()) return memory.status();
-  auto segment = std::make_unique<Segment>(Segment{
-      std::move(*memory), OffsetAllocator(size, kDataAlignment), kind, owner, dedicated});
+  auto segment = std::make_unique<Segment>(
+      Segment{std::move(*memory), OffsetAllocator(size, kDataAlignment), kind, owner, dedicated});
   Segment* raw = segment.get();
   segments_.emplace(name, std::move(segment));
   reserved_bytes_ += size;
@@ -68,8 +68,8 @@ absl::StatusOr<Block> CpuSegmentPool::Allocate(uint64_t nbytes, BlockKind kind,
   if (kind == BlockKind::kMutable || rounded > options_.dedicated_threshold) {
     if (kind == BlockKind::kImmutable) segment = FindIdleDedicated(rounded, owner);
     if (segment == nullptr) {
-      auto created = NewSegment(RoundUp(rounded, page), kind, owner, /*dedicated=*/true,
-                                removed_segments);
+      auto created =
+          NewSegment(RoundUp(rounded, page), kind, owner, /*dedicated=*/true, removed_segments);
       if (!created.ok()) return created.status();
       segment = *created;
     }
@@ -124,7 +124,8 @@ void CpuSegmentPool::Free(const Block& block, std::vector<std::string>* removed_
       removed_segments);
 }
 
-CpuSegmentPool::Segment* CpuSegmentPool::FindIdleDedicated(uint64_t bytes, const std::string& owner) {
+CpuSegmentPool::Segment* CpuSegmentPool::FindIdleDedicated(uint64_t bytes,
+                                                           const std::string& owner) {
   for (auto& [name, s] : segments_) {
     // Reuse only when the tensor fills at least half of it: idle memory is not free memory.
     if (s->dedicated && !s->adopted && s->kind == BlockKind::kImmutable && s->owner == owner &&
@@ -164,9 +165,8 @@ absl::Status CpuSegmentPool::AdoptSegment(const std::string& name, UniqueFd read
   auto memory = MemfdSegment::Adopt(name, std::move(read_write));
   if (!memory.ok()) return memory.status();
   const uint64_t size = memory->size();
-  auto segment = std::make_unique<Segment>(Segment{std::move(*memory),
-                                                   OffsetAllocator(size, kDataAlignment),
-                                                   BlockKind::kImmutable, "", false});
+  auto segment = std::make_unique<Segment>(Segment{
+      std::move(*memory), OffsetAllocator(size, kDataAlignment), BlockKind::kImmutable, "", false});
   segment->adopted = true;
   segment->claimed = false;
   segments_.emplace(name, std::move(segment));
@@ -174,8 +174,8 @@ absl::Status CpuSegmentPool::AdoptSegment(const std::string& name, UniqueFd read
   return absl::OkStatus();
 }
 
-absl::StatusOr<Block> CpuSegmentPool::AdoptBlock(const std::string& segment_name,
-                                                 uint64_t offset, uint64_t size, BlockKind kind,
+absl::StatusOr<Block> CpuSegmentPool::AdoptBlock(const std::string& segment_name, uint64_t offset,
+                                                 uint64_t size, BlockKind kind,
                                                  const std::string& sharing_key) {
   auto it = segments_.find(segment_name);
   if (it == segments_.end() || !it->second->adopted) {
@@ -185,8 +185,8 @@ absl::StatusOr<Block> CpuSegmentPool::AdoptBlock(const std::string& segment_name
   Segment& segment = *it->second;
   const bool dedicated =
       kind == BlockKind::kMutable || RoundUp(size, kDataAlignment) > options_.dedicated_threshold;
-  if (segment.claimed && (segment.kind != kind || segment.owner != sharing_key ||
-                          segment.dedicated || dedicated)) {
+  if (segment.claimed &&
+      (segment.kind != kind || segment.owner != sharing_key || segment.dedicated || dedicated)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "segment ", segment_name, " already holds a tensor it may not share with this one"));
   }

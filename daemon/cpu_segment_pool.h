@@ -21,18 +21,18 @@
 #include <memory>
 #include <string>
 
+#include "daemon/memfd_segment.h"
 #include "daemon/memory_pool.h"
 #include "daemon/offset_allocator.h"
-#include "daemon/memfd_segment.h"
 #include "daemon/persistence_journal.h"
 
 namespace tensorbroker::daemon {
 
 struct CpuSegmentPoolOptions {
   uint64_t capacity_bytes = 0;
-  std::string name_prefix;                         // e.g. "tb-1a2b3c4d-9f8e7d6c-"
-  uint64_t pooled_segment_bytes = 64ull << 20;     // size of a shared segment
-  uint64_t dedicated_threshold = 16ull << 20;      // larger tensors get their own segment
+  std::string name_prefix;                      // e.g. "tb-1a2b3c4d-9f8e7d6c-"
+  uint64_t pooled_segment_bytes = 64ull << 20;  // size of a shared segment
+  uint64_t dedicated_threshold = 16ull << 20;   // larger tensors get their own segment
   // Told of each segment created and removed (not of those dropped at destruction); may be
   // null. Must outlive the pool.
   PersistenceJournal* journal = nullptr;

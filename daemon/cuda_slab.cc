@@ -27,17 +27,17 @@ absl::StatusOr<std::unique_ptr<CudaSlab>> CudaSlab::Allocate(int ordinal, uint64
   if (cudaError_t e = cudaMalloc(&data, size); e != cudaSuccess) {
     (void)cudaGetLastError();  // not sticky, but leave no error behind for the next call
     if (e == cudaErrorMemoryAllocation) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "CUDA device ", ordinal, " has no room for a ", size, "-byte slab"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("CUDA device ", ordinal, " has no room for a ", size, "-byte slab"));
     }
-    return absl::InternalError(absl::StrCat("CUDA device ", ordinal, ": cudaMalloc(", size,
-                                            "): ", Describe(e)));
+    return absl::InternalError(
+        absl::StrCat("CUDA device ", ordinal, ": cudaMalloc(", size, "): ", Describe(e)));
   }
   cudaIpcMemHandle_t handle{};
   if (cudaError_t e = cudaIpcGetMemHandle(&handle, data); e != cudaSuccess) {
     cudaFree(data);
-    return absl::InternalError(absl::StrCat("CUDA device ", ordinal,
-                                            ": cudaIpcGetMemHandle: ", Describe(e)));
+    return absl::InternalError(
+        absl::StrCat("CUDA device ", ordinal, ": cudaIpcGetMemHandle: ", Describe(e)));
   }
   std::string exported(reinterpret_cast<const char*>(&handle), sizeof(handle));
   return std::unique_ptr<CudaSlab>(

@@ -9,22 +9,22 @@ namespace tensorbroker::daemon {
 CudaSlabPool::CudaSlabPool(CudaSlabPoolOptions options) : options_(std::move(options)) {}
 
 absl::StatusOr<CudaSlabPool::SlabMap::iterator> CudaSlabPool::NewSlab(uint64_t bytes,
-                                                                       bool dedicated) {
+                                                                      bool dedicated) {
   const uint64_t size = RoundUp(bytes, CudaSlab::kGranularity);
   if (reserved_bytes_ + size > options_.capacity_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "cuda:", options_.ordinal, " capacity (--cuda-capacity ", options_.capacity_bytes,
-        " bytes) has ", options_.capacity_bytes - reserved_bytes_, " bytes left; ", size,
-        " needed"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cuda:", options_.ordinal, " capacity (--cuda-capacity ",
+                     options_.capacity_bytes, " bytes) has ",
+                     options_.capacity_bytes - reserved_bytes_, " bytes left; ", size, " needed"));
   }
   auto memory = CudaSlab::Allocate(options_.ordinal, size);
   if (!memory.ok()) return memory.status();
-  std::string name = absl::StrCat(options_.name_prefix, "cuda", options_.ordinal, "-",
-                                  next_sequence_++);
+  std::string name =
+      absl::StrCat(options_.name_prefix, "cuda", options_.ordinal, "-", next_sequence_++);
   reserved_bytes_ += (*memory)->size();
   OffsetAllocator allocator((*memory)->size(), kDataAlignment);
-  return slabs_.emplace(std::move(name),
-                        Slab{std::move(*memory), std::move(allocator), dedicated}).first;
+  return slabs_.emplace(std::move(name), Slab{std::move(*memory), std::move(allocator), dedicated})
+      .first;
 }
 
 Block CudaSlabPool::MakeBlock(const std::string& name, const Slab& slab, uint64_t offset) const {
@@ -53,8 +53,8 @@ absl::StatusOr<Block> CudaSlabPool::Allocate(uint64_t nbytes, BlockKind, const s
     }
   }
   const uint64_t left = options_.capacity_bytes - reserved_bytes_;
-  const uint64_t pooled = std::min(options_.pooled_slab_bytes, left / CudaSlab::kGranularity *
-                                                                   CudaSlab::kGranularity);
+  const uint64_t pooled =
+      std::min(options_.pooled_slab_bytes, left / CudaSlab::kGranularity * CudaSlab::kGranularity);
   auto slab = NewSlab(dedicated ? rounded : std::max(rounded, pooled), dedicated);
   if (!slab.ok()) return slab.status();
   auto& [name, fresh] = **slab;

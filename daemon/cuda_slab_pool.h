@@ -24,7 +24,7 @@ struct CudaSlabPoolOptions {
   int ordinal = 0;
   uint64_t capacity_bytes = 0;
   std::string name_prefix;
-  uint64_t pooled_slab_bytes = 64ull << 20;   // size of a shared slab
+  uint64_t pooled_slab_bytes = 64ull << 20;    // size of a shared slab
   uint64_t dedicated_threshold = 16ull << 20;  // larger tensors get their own slab
 };
 

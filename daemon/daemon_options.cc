@@ -5,10 +5,10 @@
 #include "absl/strings/string_view.h"
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "common/byte_size.h"
 #include "common/socket_path.h"
 #include "common/tensor_layout.h"
@@ -81,7 +81,9 @@ std::string DaemonUsage() {
       "  --watch-log N      Events the daemon remembers for Watch streams (the newest N):\n"
       "                     a watcher further behind, or resuming from before them, gets\n"
       "                     one LOST event for what it missed. Default: 16384 (about 5 MB).\n"
-      "  --config PATH      Read settings from PATH first (default: ", kDefaultConfigPath, "\n"
+      "  --config PATH      Read settings from PATH first (default: ",
+      kDefaultConfigPath,
+      "\n"
       "                     when it exists): `key = value` lines with the flags' names as\n"
       "                     keys, plus readers[PREFIX], publishers[PREFIX],\n"
       "                     quota-bytes[USER] and quota-tensors[USER]; `#` comments.\n"
@@ -108,11 +110,11 @@ uint64_t DefaultCapacityBytes() {
 namespace {
 
 // The flags that take a value, by config key; each is also a config file key.
-constexpr absl::string_view kKeys[] = {
-    "socket",          "capacity",        "cuda-capacity",     "log-level",
-    "metrics-listen",  "admin-group",     "default-readers",   "quota-bytes",
-    "quota-tensors",   "pending-timeout", "handshake-timeout", "max-connections",
-    "watch-log"};
+constexpr absl::string_view kKeys[] = {"socket",          "capacity",          "cuda-capacity",
+                                       "log-level",       "metrics-listen",    "admin-group",
+                                       "default-readers", "quota-bytes",       "quota-tensors",
+                                       "pending-timeout", "handshake-timeout", "max-connections",
+                                       "watch-log"};
 // Config file keys with an argument: readers[PREFIX], publishers[PREFIX], quota-bytes[USER],
 // quota-tensors[USER].
 constexpr char kKeyList[] =
@@ -141,8 +143,8 @@ absl::StatusOr<absl::Duration> ParsePositiveDuration(const std::string& text,
   if (absl::SimpleAtoi(text, &seconds)) {
     duration = absl::Seconds(seconds);
   } else if (!absl::ParseDuration(text, &duration)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": '", text.substr(0, 64), "' is not a duration (e.g. 60s, 1m30s, 500ms)"));
+    return absl::InvalidArgumentError(absl::StrCat(field, ": '", text.substr(0, 64),
+                                                   "' is not a duration (e.g. 60s, 1m30s, 500ms)"));
   }
   if (duration <= absl::ZeroDuration() || duration == absl::InfiniteDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(field, " must be more than 0 and finite"));
@@ -154,8 +156,8 @@ absl::StatusOr<uint64_t> ParseCount(const std::string& text, const std::string& 
                                     uint64_t most) {
   uint64_t count = 0;
   if (!absl::SimpleAtoi(text, &count) || count > most) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": '", text.substr(0, 64), "' is not a whole number from 0 to ", most));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": '", text.substr(0, 64), "' is not a whole number from 0 to ", most));
   }
   return count;
 }
@@ -175,8 +177,8 @@ absl::StatusOr<uint32_t> ParseUserArgument(const std::string& user, const std::s
 }
 
 // Settings of the form key[argument] (config file only).
-absl::Status ApplyKeyed(const Setting& setting, absl::string_view key,
-                        const std::string& argument, DaemonOptions* options) {
+absl::Status ApplyKeyed(const Setting& setting, absl::string_view key, const std::string& argument,
+                        DaemonOptions* options) {
   const std::string field = FieldOf(setting);
   AccessConfig& access = options->access;
   if (key == "readers" || key == "publishers") {
@@ -199,9 +201,8 @@ absl::Status ApplyKeyed(const Setting& setting, absl::string_view key,
     if (!count.ok()) return count.status();
     access.quota_tensors_by_uid[*uid] = *count;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(setting.origin, ": unknown key '",
-                                                   setting.key.substr(0, 64), "' (keys: ",
-                                                   kKeyList, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        setting.origin, ": unknown key '", setting.key.substr(0, 64), "' (keys: ", kKeyList, ")"));
   }
   return absl::OkStatus();
 }
@@ -272,9 +273,8 @@ absl::Status Apply(const Setting& setting, DaemonOptions* options) {
     if (*count == 0) return absl::InvalidArgumentError(field + " must be more than 0");
     options->watch_log = *count;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(setting.origin, ": unknown key '",
-                                                   setting.key.substr(0, 64), "' (keys: ",
-                                                   kKeyList, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        setting.origin, ": unknown key '", setting.key.substr(0, 64), "' (keys: ", kKeyList, ")"));
   }
   return absl::OkStatus();
 }
@@ -359,16 +359,16 @@ std::string FormatConfig(const DaemonOptions& options) {
   std::string text = absl::StrCat(
       "# tensorbrokerd's effective configuration (config file: ",
       options.config_path.empty() ? "none" : options.config_path, ")\n",
-      "socket = ", options.socket_path, "\n",
-      "capacity = ", options.capacity_bytes, "  # ", FormatByteSize(options.capacity_bytes), "\n",
+      "socket = ", options.socket_path, "\n", "capacity = ", options.capacity_bytes, "  # ",
+      FormatByteSize(options.capacity_bytes), "\n",
       options.cuda_capacity_bytes.has_value()
           ? absl::StrCat("cuda-capacity = ", *options.cuda_capacity_bytes, "  # ",
                          FormatByteSize(*options.cuda_capacity_bytes), " per GPU\n")
           : "# cuda-capacity: not set: half of each GPU's memory\n",
       "log-level = ", LogLevelName(options.log_level), "\n",
-      options.metrics_listen.empty() ? "# metrics-listen: not set: no HTTP /metrics\n"
-                                     : absl::StrCat("metrics-listen = ", options.metrics_listen,
-                                                    "\n"),
+      options.metrics_listen.empty()
+          ? "# metrics-listen: not set: no HTTP /metrics\n"
+          : absl::StrCat("metrics-listen = ", options.metrics_listen, "\n"),
       options.admin_group.empty() ? "# admin-group: not set: root only\n"
                                   : absl::StrCat("admin-group = ", options.admin_group, "\n"),
       "default-readers = ", absl::StrJoin(access.default_readers.Entries(), ","), "\n",
@@ -379,16 +379,15 @@ std::string FormatConfig(const DaemonOptions& options) {
       access.default_quota.tensors == 0 ? "  # unlimited" : "", "\n",
       "pending-timeout = ", absl::FormatDuration(options.pending_timeout), "\n",
       "handshake-timeout = ", absl::FormatDuration(options.handshake_timeout), "\n",
-      "max-connections = ", options.max_connections, "\n",
-      "watch-log = ", options.watch_log, "\n");
+      "max-connections = ", options.max_connections, "\n", "watch-log = ", options.watch_log, "\n");
   for (const auto& [prefix, rule] : access.prefix_rules) {
     if (rule.readers.has_value()) {
-      absl::StrAppend(&text, "readers[", prefix, "] = ",
-                      absl::StrJoin(rule.readers->Entries(), ","), "\n");
+      absl::StrAppend(&text, "readers[", prefix,
+                      "] = ", absl::StrJoin(rule.readers->Entries(), ","), "\n");
     }
     if (rule.publishers.has_value()) {
-      absl::StrAppend(&text, "publishers[", prefix, "] = ",
-                      absl::StrJoin(rule.publishers->Entries(), ","), "\n");
+      absl::StrAppend(&text, "publishers[", prefix,
+                      "] = ", absl::StrJoin(rule.publishers->Entries(), ","), "\n");
     }
   }
   for (const auto& [uid, bytes] : access.quota_bytes_by_uid) {

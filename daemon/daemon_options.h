@@ -24,11 +24,11 @@ struct DaemonOptions {
   // Device memory per GPU; unset: half of each GPU's memory. 0 turns CUDA serving off.
   std::optional<uint64_t> cuda_capacity_bytes;
   LogLevel log_level = LogLevel::kInfo;
-  std::string metrics_listen;   // HOST:PORT serving /metrics over HTTP; empty: none
-  std::string config_path;      // the file the settings came from; empty: none
+  std::string metrics_listen;  // HOST:PORT serving /metrics over HTTP; empty: none
+  std::string config_path;     // the file the settings came from; empty: none
   // Tenancy: administrators, readers, publishers and quotas.
   AccessConfig access;
-  std::string admin_group;      // its name, as given (access.admin_gid is its gid)
+  std::string admin_group;  // its name, as given (access.admin_gid is its gid)
   // A Create not sealed, or a Put not finished, this long after it began is aborted.
   absl::Duration pending_timeout = absl::Seconds(60);
   // A connection that has made no call (gRPC) or opened no session (local channel) this long
@@ -46,7 +46,7 @@ struct DaemonOptions {
 struct CommandLine {
   std::vector<Setting> flags;  // in order; origin is the flag ("--capacity")
   std::string config_path = kDefaultConfigPath;
-  bool config_given = false;   // --config: then the file must exist
+  bool config_given = false;  // --config: then the file must exist
   bool help = false;
   bool print_config = false;
   bool takeover = false;

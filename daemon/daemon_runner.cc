@@ -12,9 +12,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -31,18 +31,19 @@
 #include "daemon/access_policy.h"
 #include "daemon/adoption.h"
 #include "daemon/broker_service.h"
-#include "daemon/descriptor_reserve.h"
 #include "daemon/connection_limits.h"
+#include "daemon/cpu_segment_pool.h"
 #include "daemon/deadline_timer.h"
+#include "daemon/descriptor_reserve.h"
 #include "daemon/fd_store.h"
 #include "daemon/fd_store_journal.h"
 #include "daemon/handover.h"
-#include "daemon/cpu_segment_pool.h"
 #ifdef TENSORBROKER_HAVE_CUDA
 #include "daemon/cuda_slab_pool.h"
 #endif
 #include "daemon/instance_lock.h"
 #include "daemon/listen_fds.h"
+#include "daemon/local_channel_server.h"
 #include "daemon/log.h"
 #include "daemon/metrics_http_server.h"
 #include "daemon/metrics_interceptor.h"
@@ -50,7 +51,6 @@
 #include "daemon/service_notifier.h"
 #include "daemon/session_reactor.h"
 #include "daemon/socket_directory_setup.h"
-#include "daemon/local_channel_server.h"
 #include "daemon/tensor_store.h"
 #include "daemon/unix_listener.h"
 #include "daemon/unix_socket_acceptor.h"
@@ -98,11 +98,10 @@ void Reload(const DaemonOptions& running, const OptionsLoader& reload) {
   const LogLevel before = CurrentLogLevel();
   if (fresh->log_level != before) {
     SetLogLevel(fresh->log_level);
-    changes.push_back(absl::StrCat("log-level ", LogLevelName(before), " -> ",
-                                   LogLevelName(fresh->log_level)));
+    changes.push_back(
+        absl::StrCat("log-level ", LogLevelName(before), " -> ", LogLevelName(fresh->log_level)));
   }
-  auto needs_restart = [&](absl::string_view key, const std::string& was,
-                           const std::string& is) {
+  auto needs_restart = [&](absl::string_view key, const std::string& was, const std::string& is) {
     if (was == is) return;
     Log(LogLevel::kWarning, "SIGHUP: ", key, " changed (", was, " -> ", is,
         "); it takes effect at the next start");
@@ -140,8 +139,8 @@ std::vector<std::unique_ptr<MemoryPool>> MakePools(const DaemonOptions& options,
   }
   for (const CudaDevice& gpu : *gpus) {
     const uint64_t capacity = options.cuda_capacity_bytes.value_or(gpu.total_bytes / 2);
-    Log(LogLevel::kInfo, "CUDA device ", gpu.ordinal, ": ", gpu.name, " ",
-        CudaUuidText(gpu.uuid), " ", FormatByteSize(gpu.total_bytes),
+    Log(LogLevel::kInfo, "CUDA device ", gpu.ordinal, ": ", gpu.name, " ", CudaUuidText(gpu.uuid),
+        " ", FormatByteSize(gpu.total_bytes),
         capacity == 0 ? "; not served (--cuda-capacity 0)"
                       : absl::StrCat("; serving up to ", FormatByteSize(capacity)));
 #ifdef TENSORBROKER_HAVE_CUDA
@@ -157,8 +156,8 @@ std::vector<std::unique_ptr<MemoryPool>> MakePools(const DaemonOptions& options,
 }
 
 // The descriptors the service manager (listen_fds.h) or a daemon taken over (handover.h) handed
-// over, adopted into `cpu_pool` (adoption.h), with a log line saying what came back. Those that are neither a segment nor a
-// record (the socket unit's sockets) are left in Adoption::others.
+// over, adopted into `cpu_pool` (adoption.h), with a log line saying what came back. Those that are
+// neither a segment nor a record (the socket unit's sockets) are left in Adoption::others.
 Adoption AdoptHandedDescriptors(std::vector<NamedFd> handed, CpuSegmentPool* cpu_pool,
                                 const FdStore& fd_store) {
   if (handed.empty()) return Adoption{};
@@ -201,8 +200,7 @@ absl::StatusOr<DaemonListeners> TakeOrBindListeners(const std::string& socket_pa
         " or ", local_path, "; closed");
   }
   if (listeners.grpc.inherited || listeners.local.inherited) {
-    Log(LogLevel::kInfo, "socket activation: ",
-        listeners.grpc.inherited ? "the gRPC socket" : "",
+    Log(LogLevel::kInfo, "socket activation: ", listeners.grpc.inherited ? "the gRPC socket" : "",
         listeners.grpc.inherited && listeners.local.inherited ? " and " : "",
         listeners.local.inherited ? "the local channel's socket" : "",
         " handed over by the service manager");
@@ -296,7 +294,7 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   sigemptyset(&handled_signals);
   sigaddset(&handled_signals, SIGTERM);
   sigaddset(&handled_signals, SIGINT);
-  sigaddset(&handled_signals, SIGHUP);  // waited for below too: reload
+  sigaddset(&handled_signals, SIGHUP);   // waited for below too: reload
   sigaddset(&handled_signals, SIGUSR2);  // raised here once a takeover has been handed over
   pthread_sigmask(SIG_BLOCK, &handled_signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
@@ -355,8 +353,8 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   // version adopted in any case.
   store_options.first_version = static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()));
   auto pools = MakePools(options, absl::StrCat(prefix, InstanceId(), "-"), journal.get());
-  Adoption adopted = AdoptHandedDescriptors(
-      std::move(handed), static_cast<CpuSegmentPool*>(pools[0].get()), fd_store);
+  Adoption adopted = AdoptHandedDescriptors(std::move(handed),
+                                            static_cast<CpuSegmentPool*>(pools[0].get()), fd_store);
   auto store = std::make_unique<TensorStore>(std::move(pools), std::move(store_options));
   for (TensorStore::AdoptedTensor& tensor : adopted.tensors) {
     if (absl::Status taken = store->AdoptPublished(std::move(tensor)); !taken.ok()) {
@@ -393,17 +391,16 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   // Bound before the socket serves, so that a bad --metrics-listen stops the start cleanly.
   std::unique_ptr<MetricsHttpServer> metrics_http;
   if (!options.metrics_listen.empty()) {
-    auto started = MetricsHttpServer::Start(
-        options.metrics_listen,
-        [&service, &operator_view] { return PrometheusText(service.CurrentStats(operator_view)); });
+    auto started = MetricsHttpServer::Start(options.metrics_listen, [&service, &operator_view] {
+      return PrometheusText(service.CurrentStats(operator_view));
+    });
     if (!started.ok()) return started.status();
     metrics_http = *std::move(started);
     Log(LogLevel::kInfo, "metrics at http://", metrics_http->bound_address(), "/metrics");
   }
 
   const std::string local_path = LocalChannelPath(options.socket_path);
-  auto listeners =
-      TakeOrBindListeners(options.socket_path, local_path, std::move(adopted.others));
+  auto listeners = TakeOrBindListeners(options.socket_path, local_path, std::move(adopted.others));
   if (!listeners.ok()) return listeners.status();
   if (options.takeover) {  // the sockets a daemon taken over handed over are ours now
     listeners->grpc.ClaimFile(options.socket_path);
@@ -423,7 +420,7 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   auto acceptor = std::make_unique<UnixSocketAcceptor>(std::move(listeners->grpc.fd));
   HandoverHooks handover;
   handover.prepare = [&]() -> absl::StatusOr<std::vector<NamedFd>> {
-    acceptor->Stop();  // new clients wait in the backlog for the successor
+    acceptor->Stop();   // new clients wait in the backlog for the successor
     store->Shutdown();  // nothing changes from here on
     HandoverCollector collector;
     store->ExportState(&collector);
@@ -457,10 +454,9 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxPutChunkBytes + (64 << 10)));
   // A connection with no call in flight this long is closed (GOAWAY; clients reconnect on
   // their next call). A client's Session stream keeps its connection busy.
-  builder.AddChannelArgument(
-      GRPC_ARG_MAX_CONNECTION_IDLE_MS,
-      static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(options.handshake_timeout),
-                                         INT32_MAX)));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                             static_cast<int>(std::min<int64_t>(
+                                 absl::ToInt64Milliseconds(options.handshake_timeout), INT32_MAX)));
   // Calls in flight on one connection: what a client that stops reading can make the daemon
   // hold is this many replies (a Read stream's is one chunk), and per uid the store's bounds.
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
@@ -474,29 +470,28 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
     return absl::InternalError("the gRPC server did not start");
   }
   ConnectionLimit grpc_limit("socket", options.max_connections, ::getuid());
-  if (absl::Status started = acceptor->Start(server.get(), &peers, &grpc_limit);
-      !started.ok()) {
+  if (absl::Status started = acceptor->Start(server.get(), &peers, &grpc_limit); !started.ok()) {
     server->Shutdown();
     remove_socket_files();
     return started;
   }
   server->GetHealthCheckService()->SetServingStatus(true);
-  Log(LogLevel::kInfo, "tensorbrokerd serving on ", options.socket_path, " capacity=",
-      FormatByteSize(options.capacity_bytes), " pid=", ::getpid());
+  Log(LogLevel::kInfo, "tensorbrokerd serving on ", options.socket_path,
+      " capacity=", FormatByteSize(options.capacity_bytes), " pid=", ::getpid());
   // Ready only now that the socket accepts calls; the heartbeat then proves it keeps doing so.
   NotifyReady(absl::StrCat("serving on ", options.socket_path));
   const std::optional<absl::Duration> watchdog = WatchdogTimeout();
   if (watchdog.has_value()) {
-    Log(LogLevel::kInfo, "systemd watchdog: ", absl::FormatDuration(*watchdog),
-        "; pinging every ", absl::FormatDuration(*watchdog / 2), " after a health check");
+    Log(LogLevel::kInfo, "systemd watchdog: ", absl::FormatDuration(*watchdog), "; pinging every ",
+        absl::FormatDuration(*watchdog / 2), " after a health check");
   }
   ServiceHeartbeat heartbeat(options.socket_path, watchdog);
 
   int signal = 0;
   while ((signal = WaitForSignal(handled_signals)) == SIGHUP) Reload(options, reload);
   if (signal == SIGUSR2) {
-    Log(LogLevel::kNotice, handed_over.load() ? "handed over to the new daemon; exiting"
-                                              : "takeover failed; exiting");
+    Log(LogLevel::kNotice,
+        handed_over.load() ? "handed over to the new daemon; exiting" : "takeover failed; exiting");
   } else {
     Log(LogLevel::kInfo, "received ", strsignal(signal), "; shutting down");
   }
@@ -504,8 +499,8 @@ absl::Status RunDaemon(const DaemonOptions& options, const OptionsLoader& reload
   heartbeat.Stop();
 
   server->GetHealthCheckService()->SetServingStatus(false);
-  acceptor->Stop();  // new clients are refused (or, socket-activated, wait) from here on
-  store->Shutdown();  // waiting Gets answer UNAVAILABLE
+  acceptor->Stop();          // new clients are refused (or, socket-activated, wait) from here on
+  store->Shutdown();         // waiting Gets answer UNAVAILABLE
   (*local_channel)->Stop();  // its connections close, and the sessions they opened
   sessions.FinishAll(grpc::Status(grpc::StatusCode::UNAVAILABLE, "tensorbrokerd is shutting down"));
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));

@@ -13,13 +13,13 @@ namespace tensorbroker::daemon {
 namespace {
 
 absl::Status Send(const std::string& state, int* fds, unsigned n_fds) {
-  const int sent = sd_pid_notify_with_fds(/*pid=*/0, /*unset_environment=*/0, state.c_str(),
-                                          fds, n_fds);
+  const int sent =
+      sd_pid_notify_with_fds(/*pid=*/0, /*unset_environment=*/0, state.c_str(), fds, n_fds);
   if (sent > 0) return absl::OkStatus();
   if (sent == 0) return absl::UnavailableError("$NOTIFY_SOCKET is not set");
   return absl::UnavailableError(absl::StrCat("cannot tell the service manager (",
-                                             state.substr(0, state.find('\n')), "): ",
-                                             std::strerror(-sent)));
+                                             state.substr(0, state.find('\n')),
+                                             "): ", std::strerror(-sent)));
 }
 
 }  // namespace

@@ -16,8 +16,10 @@ void WarnIfNotStored(const absl::Status& status, const std::string& what) {
 
 void WarnIfNotRemoved(const absl::Status& status, const std::string& what) {
   if (!status.ok()) {
-    Log(LogLevel::kWarning, what, " could not be dropped from the descriptor store and may come "
-        "back after a restart: ", status.message());
+    Log(LogLevel::kWarning, what,
+        " could not be dropped from the descriptor store and may come "
+        "back after a restart: ",
+        status.message());
   }
 }
 

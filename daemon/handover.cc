@@ -42,9 +42,7 @@ void HandoverCollector::SegmentCreated(const MemfdSegment& segment) {
   Add(SegmentFdName(segment.name()), segment.read_write_fd());
 }
 
-void HandoverCollector::SegmentRemoved(const std::string& segment) {
-  Drop(SegmentFdName(segment));
-}
+void HandoverCollector::SegmentRemoved(const std::string& segment) { Drop(SegmentFdName(segment)); }
 
 void HandoverCollector::TensorPublished(const v1::TensorRecord& record) {
   auto fd = WriteTensorRecord(record);
@@ -58,9 +56,9 @@ void HandoverCollector::TensorPublished(const v1::TensorRecord& record) {
 void HandoverCollector::TensorUnpublished(uint64_t version) { Drop(RecordFdName(version)); }
 
 void HandoverCollector::Drop(const std::string& name) {
-  fds_.erase(std::remove_if(fds_.begin(), fds_.end(),
-                            [&](const NamedFd& fd) { return fd.name == name; }),
-             fds_.end());
+  fds_.erase(
+      std::remove_if(fds_.begin(), fds_.end(), [&](const NamedFd& fd) { return fd.name == name; }),
+      fds_.end());
 }
 
 void HandoverCollector::Add(const std::string& name, int fd) {
@@ -130,8 +128,8 @@ absl::StatusOr<std::vector<NamedFd>> RequestTakeover(const std::string& local_pa
   }
   std::vector<NamedFd> handed;
   while (true) {
-    if (absl::Status ready = WaitFor(socket.get(), POLLIN, deadline,
-                                     "the running daemon did not hand over in time");
+    if (absl::Status ready =
+            WaitFor(socket.get(), POLLIN, deadline, "the running daemon did not hand over in time");
         !ready.ok()) {
       return ready;
     }
@@ -143,17 +141,17 @@ absl::StatusOr<std::vector<NamedFd>> RequestTakeover(const std::string& local_pa
     v1::LocalReply reply;
     if (!reply.ParseFromString(message->bytes) || reply.request_id() != 1) continue;
     if (reply.code() != 0) {
-      return absl::Status(static_cast<absl::StatusCode>(reply.code()),
-                          absl::StrCat("--takeover: the running daemon refused: ",
-                                       reply.message()));
+      return absl::Status(
+          static_cast<absl::StatusCode>(reply.code()),
+          absl::StrCat("--takeover: the running daemon refused: ", reply.message()));
     }
     if (!reply.has_handed_over() ||
         static_cast<size_t>(reply.handed_over().names_size()) != message->fds.size()) {
       return absl::DataLossError("--takeover: a hand-over message without its descriptors");
     }
     for (size_t i = 0; i < message->fds.size(); ++i) {
-      handed.push_back({reply.handed_over().names(static_cast<int>(i)),
-                        std::move(message->fds[i])});
+      handed.push_back(
+          {reply.handed_over().names(static_cast<int>(i)), std::move(message->fds[i])});
     }
     if (reply.handed_over().last()) return handed;
   }

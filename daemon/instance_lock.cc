@@ -49,16 +49,17 @@ void WritePid(int fd) {
 // Whether `fd` is still the file at `path`: a daemon that replaced a stale file took the name
 // for another inode, whose lock is the one that counts.
 bool StillAt(int fd, const std::string& path) {
-  struct stat opened {}, named {};
+  struct stat opened {
+  }, named{};
   return ::fstat(fd, &opened) == 0 && ::lstat(path.c_str(), &named) == 0 &&
          opened.st_dev == named.st_dev && opened.st_ino == named.st_ino;
 }
 
 absl::Status HeldBy(const std::string& socket_path, pid_t pid) {
   const ProcessView holder = ViewProcess(pid);
-  return absl::FailedPreconditionError(
-      absl::StrCat("--socket ", socket_path, " is served by another tensorbrokerd: ",
-                   DescribeProcess(holder), "; ", HowToStop(holder), ", or choose another --socket"));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "--socket ", socket_path, " is served by another tensorbrokerd: ", DescribeProcess(holder),
+      "; ", HowToStop(holder), ", or choose another --socket"));
 }
 
 std::string LeftBy(const struct stat& file, std::optional<pid_t> pid) {
@@ -72,8 +73,8 @@ std::string LeftBy(const struct stat& file, std::optional<pid_t> pid) {
 absl::StatusOr<UniqueFd> ReplaceStale(const std::string& lock_path) {
   const std::string fresh = absl::StrCat(lock_path, ".", ::getpid(), ".new");
   ::unlink(fresh.c_str());  // a leftover of this pid's, long dead
-  UniqueFd fd(::open(fresh.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                     kLockFileMode));
+  UniqueFd fd(
+      ::open(fresh.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, kLockFileMode));
   if (!fd.valid()) return CannotUse(lock_path, "replace the stale", errno);
   if (::fchmod(fd.get(), kLockFileMode) == 0 && ::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) {
     WritePid(fd.get());

@@ -11,8 +11,7 @@ uint64_t LeaseTable::Add(const std::string& session, uint64_t object_id) {
   return id;
 }
 
-absl::StatusOr<uint64_t> LeaseTable::ObjectOf(const std::string& session,
-                                              uint64_t lease_id) const {
+absl::StatusOr<uint64_t> LeaseTable::ObjectOf(const std::string& session, uint64_t lease_id) const {
   auto it = leases_.find(lease_id);
   // Another session's lease gets the same answer as an unknown one: ids reveal nothing.
   if (it == leases_.end() || it->second.session != session) {

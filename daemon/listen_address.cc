@@ -14,10 +14,8 @@ namespace tensorbroker::daemon {
 namespace {
 
 absl::Status BadAddress(absl::string_view field, absl::string_view text, absl::string_view why) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(field, " '", text.substr(0, 64), "': ", why));
+  return absl::InvalidArgumentError(absl::StrCat(field, " '", text.substr(0, 64), "': ", why));
 }
-
 
 }  // namespace
 
@@ -50,9 +48,10 @@ absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view text, absl::s
   unsigned char scratch[sizeof(in6_addr)];
   const int family = bracketed ? AF_INET6 : AF_INET;
   if (!address.host.empty() && ::inet_pton(family, address.host.c_str(), scratch) != 1) {
-    return BadAddress(field, text, bracketed
-        ? "the host is not an IPv6 address"
-        : "the host is not an IPv4 address (IPv6 goes in brackets, e.g. [::1]:9464)");
+    return BadAddress(
+        field, text,
+        bracketed ? "the host is not an IPv6 address"
+                  : "the host is not an IPv4 address (IPv6 goes in brackets, e.g. [::1]:9464)");
   }
   uint32_t number = 0;
   if (port.empty() || !std::all_of(port.begin(), port.end(), absl::ascii_isdigit) ||

@@ -13,7 +13,7 @@
 namespace tensorbroker::daemon {
 
 struct ListenAddress {
-  std::string host;  // empty: every interface
+  std::string host;   // empty: every interface
   uint16_t port = 0;  // 0: any free port
 };
 // INVALID_ARGUMENT naming `field` when `text` is not such an address.

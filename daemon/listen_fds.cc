@@ -22,8 +22,7 @@ absl::StatusOr<std::vector<NamedFd>> TakeListenFds() {
   for (int i = 0; i < count; ++i) {
     const int fd = SD_LISTEN_FDS_START + i;
     (void)::fcntl(fd, F_SETFD, FD_CLOEXEC);
-    taken.push_back({names != nullptr && names[i] != nullptr ? names[i] : "unknown",
-                     UniqueFd(fd)});
+    taken.push_back({names != nullptr && names[i] != nullptr ? names[i] : "unknown", UniqueFd(fd)});
   }
   if (names != nullptr) {
     for (int i = 0; i < count; ++i) std::free(names[i]);

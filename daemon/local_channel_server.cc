@@ -4,8 +4,8 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 
-#include <cerrno>
 #include <unistd.h>
+#include <cerrno>
 
 #include <algorithm>
 #include <cstring>
@@ -45,8 +45,8 @@ class LocalChannelServer::SessionSink final : public SessionEventSink {
 };
 
 absl::StatusOr<std::unique_ptr<LocalChannelServer>> LocalChannelServer::Start(
-    UniqueFd listener, TensorStore* store, CallMetrics* metrics,
-    const AccessPolicy* policy, const ConnectionSettings& settings, HandoverHooks handover) {
+    UniqueFd listener, TensorStore* store, CallMetrics* metrics, const AccessPolicy* policy,
+    const ConnectionSettings& settings, HandoverHooks handover) {
   UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
   if (!epoll.valid()) return ErrnoStatus(errno, "epoll_create1");
   UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -57,9 +57,8 @@ absl::StatusOr<std::unique_ptr<LocalChannelServer>> LocalChannelServer::Start(
   if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, wake.get(), &event) != 0) {
     return ErrnoStatus(errno, "epoll_ctl");
   }
-  std::unique_ptr<LocalChannelServer> server(
-      new LocalChannelServer(store, metrics, policy, settings, std::move(handover),
-                             std::move(epoll), std::move(wake)));
+  std::unique_ptr<LocalChannelServer> server(new LocalChannelServer(
+      store, metrics, policy, settings, std::move(handover), std::move(epoll), std::move(wake)));
   LocalChannelServer* raw = server.get();
   try {
     server->loop_ = std::thread([raw] { raw->Loop(); });
@@ -78,7 +77,7 @@ absl::StatusOr<std::unique_ptr<LocalChannelServer>> LocalChannelServer::Start(
         handoff.peer = *peer;
         raw->Hand(std::move(handoff));
       });
-  if (!acceptor.ok()) return acceptor.status();  // the destructor stops the loop
+  if (!acceptor.ok()) return acceptor.status();   // the destructor stops the loop
   std::lock_guard<std::mutex> lock(server->mu_);  // the loop thread reads it under the lock
   server->acceptor_ = *std::move(acceptor);
   return server;
@@ -86,8 +85,8 @@ absl::StatusOr<std::unique_ptr<LocalChannelServer>> LocalChannelServer::Start(
 
 LocalChannelServer::LocalChannelServer(TensorStore* store, CallMetrics* metrics,
                                        const AccessPolicy* policy,
-                                       const ConnectionSettings& settings,
-                                       HandoverHooks handover, UniqueFd epoll, UniqueFd wake)
+                                       const ConnectionSettings& settings, HandoverHooks handover,
+                                       UniqueFd epoll, UniqueFd wake)
     : store_(store),
       policy_(policy),
       settings_(settings),
@@ -171,17 +170,16 @@ std::optional<absl::StatusOr<TensorGrant>> LocalChannelServer::StartWait(
     const VersionWanted& wanted, absl::Time deadline, uint64_t* waiter_id) {
   // The store sets the id before it can call back: the callback reads it from this cell.
   auto cell = std::make_shared<uint64_t>(0);
-  auto now = store_->GetOrWait(
-      session_id, name, wanted, deadline, cell.get(),
-      [this, id, session_id, cell](absl::StatusOr<TensorGrant> result) {
-        Handoff handoff;
-        handoff.kind = Handoff::Kind::kWaitAnswered;
-        handoff.connection_id = id;
-        handoff.waiter_id = *cell;
-        handoff.session_id = session_id;
-        handoff.result = std::move(result);
-        Hand(std::move(handoff));
-      });
+  auto now = store_->GetOrWait(session_id, name, wanted, deadline, cell.get(),
+                               [this, id, session_id, cell](absl::StatusOr<TensorGrant> result) {
+                                 Handoff handoff;
+                                 handoff.kind = Handoff::Kind::kWaitAnswered;
+                                 handoff.connection_id = id;
+                                 handoff.waiter_id = *cell;
+                                 handoff.session_id = session_id;
+                                 handoff.result = std::move(result);
+                                 Hand(std::move(handoff));
+                               });
   *waiter_id = *cell;
   if (!now.has_value()) deadlines_.emplace(deadline, std::make_pair(id, *waiter_id));
   return now;
@@ -338,11 +336,11 @@ void LocalChannelServer::ExpireWaits() {
     LocalConnection* connection = it->second.get();
     auto wait = connection->waits().find(waiter_id);
     if (wait == connection->waits().end()) continue;  // answered already
-    if (!store_->CancelWait(waiter_id)) continue;  // its answer is queued as a handoff
+    if (!store_->CancelWait(waiter_id)) continue;     // its answer is queued as a handoff
     const absl::Status ran_out = WaitRanOut(wait->second.name, wait->second.wanted);
     if (!connection->FinishWait(
-            waiter_id, absl::Status(ran_out.code(),
-                                    absl::StrCat("get.wait_ms: ", ran_out.message())))) {
+            waiter_id,
+            absl::Status(ran_out.code(), absl::StrCat("get.wait_ms: ", ran_out.message())))) {
       Drop(connection_id);
     } else {
       WatchWrites(connection);
@@ -389,8 +387,8 @@ void LocalChannelServer::WatchWrites(LocalConnection* connection) {
     stalled_.erase(connection->id());
   }
   const uint32_t wanted = !connection->wants_to_write() ? uint32_t{EPOLLIN}
-                          : connection->stalled()        ? uint32_t{EPOLLOUT | EPOLLET}
-                                                         : uint32_t{EPOLLOUT};
+                          : connection->stalled()       ? uint32_t{EPOLLOUT | EPOLLET}
+                                                        : uint32_t{EPOLLOUT};
   if (connection->epoll_events == wanted) return;
   connection->epoll_events = wanted;
   epoll_event event{};

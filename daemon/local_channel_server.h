@@ -17,9 +17,9 @@
 #ifndef TENSORBROKER_DAEMON_LOCAL_CHANNEL_SERVER_H_
 #define TENSORBROKER_DAEMON_LOCAL_CHANNEL_SERVER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
-#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -59,9 +59,8 @@ class LocalChannelServer final : public LocalConnectionHost {
   // Connections over `settings.max_connections` are closed at once, and those that open or
   // attach no session within `settings.handshake_timeout` are closed then.
   static absl::StatusOr<std::unique_ptr<LocalChannelServer>> Start(
-      UniqueFd listener, TensorStore* store, CallMetrics* metrics,
-      const AccessPolicy* policy, const ConnectionSettings& settings,
-      HandoverHooks handover = {});
+      UniqueFd listener, TensorStore* store, CallMetrics* metrics, const AccessPolicy* policy,
+      const ConnectionSettings& settings, HandoverHooks handover = {});
   ~LocalChannelServer() override;
   LocalChannelServer(const LocalChannelServer&) = delete;
   LocalChannelServer& operator=(const LocalChannelServer&) = delete;
@@ -71,8 +70,7 @@ class LocalChannelServer final : public LocalConnectionHost {
 
   std::string OpenOwnedSession(uint64_t id, int32_t pid, const std::string& client_name,
                                const Principal& principal) override;
-  std::optional<absl::StatusOr<TensorGrant>> StartWait(uint64_t id,
-                                                       const std::string& session_id,
+  std::optional<absl::StatusOr<TensorGrant>> StartWait(uint64_t id, const std::string& session_id,
                                                        const std::string& name,
                                                        const VersionWanted& wanted,
                                                        absl::Time deadline,
@@ -90,12 +88,12 @@ class LocalChannelServer final : public LocalConnectionHost {
     enum class Kind { kConnection, kWaitAnswered, kSegmentRemoved, kWatchReady };
     Kind kind = Kind::kConnection;
     uint64_t connection_id = 0;
-    UniqueFd socket;                          // kConnection
-    PeerCredentials peer;                     // kConnection
-    uint64_t waiter_id = 0;                   // kWaitAnswered
-    std::string session_id;                   // kWaitAnswered
+    UniqueFd socket;                                              // kConnection
+    PeerCredentials peer;                                         // kConnection
+    uint64_t waiter_id = 0;                                       // kWaitAnswered
+    std::string session_id;                                       // kWaitAnswered
     absl::StatusOr<TensorGrant> result = absl::UnknownError("");  // kWaitAnswered
-    std::string segment;                      // kSegmentRemoved
+    std::string segment;                                          // kSegmentRemoved
   };
   class SessionSink;
   // What a watch's wake reaches: this server until it is destroyed (wakes may come later).
@@ -146,7 +144,8 @@ class LocalChannelServer final : public LocalConnectionHost {
 
   // The loop thread's own.
   std::map<uint64_t, std::unique_ptr<LocalConnection>> connections_;
-  std::map<uint64_t, std::unique_ptr<SessionSink>> sinks_;  // of sessions opened here, by connection
+  std::map<uint64_t, std::unique_ptr<SessionSink>>
+      sinks_;  // of sessions opened here, by connection
   std::multimap<absl::Time, std::pair<uint64_t, uint64_t>> deadlines_;  // -> connection, waiter
   std::multimap<absl::Time, uint64_t> handshakes_;  // deadline -> connection without a session
   DescriptorLedger ledger_;

@@ -30,18 +30,30 @@ void SetStatus(const absl::Status& status, v1::LocalReply* reply) {
 // The method a call counts as, named as on the gRPC API.
 const char* MethodOf(v1::LocalRequest::CallCase call) {
   switch (call) {
-    case v1::LocalRequest::kOpen: return "Open";
-    case v1::LocalRequest::kAttach: return "Attach";
-    case v1::LocalRequest::kGet: return "Get";
-    case v1::LocalRequest::kCreate: return "Create";
-    case v1::LocalRequest::kSeal: return "Seal";
-    case v1::LocalRequest::kAbort: return "Abort";
-    case v1::LocalRequest::kRetain: return "Retain";
-    case v1::LocalRequest::kFetchSegment: return "FetchSegment";
-    case v1::LocalRequest::kTakeover: return "Takeover";
-    case v1::LocalRequest::kCancel: return "Cancel";
-    case v1::LocalRequest::kWatch: return "Watch";
-    case v1::LocalRequest::CALL_NOT_SET: break;
+    case v1::LocalRequest::kOpen:
+      return "Open";
+    case v1::LocalRequest::kAttach:
+      return "Attach";
+    case v1::LocalRequest::kGet:
+      return "Get";
+    case v1::LocalRequest::kCreate:
+      return "Create";
+    case v1::LocalRequest::kSeal:
+      return "Seal";
+    case v1::LocalRequest::kAbort:
+      return "Abort";
+    case v1::LocalRequest::kRetain:
+      return "Retain";
+    case v1::LocalRequest::kFetchSegment:
+      return "FetchSegment";
+    case v1::LocalRequest::kTakeover:
+      return "Takeover";
+    case v1::LocalRequest::kCancel:
+      return "Cancel";
+    case v1::LocalRequest::kWatch:
+      return "Watch";
+    case v1::LocalRequest::CALL_NOT_SET:
+      break;
   }
   return "Barrier";
 }
@@ -49,16 +61,22 @@ const char* MethodOf(v1::LocalRequest::CallCase call) {
 // What a call is about, for its log line: the tensor's name, or the lease.
 std::string SubjectOf(const v1::LocalRequest& request) {
   switch (request.call_case()) {
-    case v1::LocalRequest::kGet: return NameField(request.get().name());
+    case v1::LocalRequest::kGet:
+      return NameField(request.get().name());
     case v1::LocalRequest::kWatch:
       return absl::StrCat("prefix=", NameField(request.watch().prefix()).substr(5));
-    case v1::LocalRequest::kCreate: return NameField(request.create().name());
-    case v1::LocalRequest::kSeal: return NameField(request.seal().name());
-    case v1::LocalRequest::kAbort: return NameField(request.abort().name());
-    case v1::LocalRequest::kRetain: return absl::StrCat("lease=", request.retain().lease_id());
+    case v1::LocalRequest::kCreate:
+      return NameField(request.create().name());
+    case v1::LocalRequest::kSeal:
+      return NameField(request.seal().name());
+    case v1::LocalRequest::kAbort:
+      return NameField(request.abort().name());
+    case v1::LocalRequest::kRetain:
+      return absl::StrCat("lease=", request.retain().lease_id());
     case v1::LocalRequest::kFetchSegment:
       return absl::StrCat("lease=", request.fetch_segment().lease_id());
-    default: return "";
+    default:
+      return "";
   }
 }
 
@@ -104,8 +122,7 @@ LocalConnection::~LocalConnection() {
   if (owns_session_) {
     const TensorStore::SessionCleanup cleanup = store_->CloseSession(session_id_);
     Log(LogLevel::kDebug, "local client disconnected: pid=", peer_.pid, " uid=", peer_.uid,
-        " leases_released=", cleanup.leases_released,
-        " pending_aborted=", cleanup.pending_aborted);
+        " leases_released=", cleanup.leases_released, " pending_aborted=", cleanup.pending_aborted);
   }
 }
 
@@ -143,9 +160,8 @@ bool LocalConnection::HandleRequest(const std::string& bytes) {
     auto what = [&] { return absl::StrCat("lease=", lease_id); };
     auto client = [&] { return Client(); };
     LogCallFailure("Release", what, client, released);
-    if (released.ok()) LogCallSuccess(LogLevel::kDebug, "Release", what, client, [] {
-      return "released";
-    });
+    if (released.ok())
+      LogCallSuccess(LogLevel::kDebug, "Release", what, client, [] { return "released"; });
     if (metrics_ != nullptr) {
       metrics_->Record("Release", static_cast<int>(released.code()), absl::Now() - start, true);
     }
@@ -225,8 +241,8 @@ void LocalConnection::Dispatch(const v1::LocalRequest& request, v1::LocalReply* 
     case v1::LocalRequest::kRetain:
       status = NeedSession();
       if (status.ok()) {
-        status = Grant(store_->Retain(session_id_, request.retain().lease_id()), reply,
-                       descriptors);
+        status =
+            Grant(store_->Retain(session_id_, request.retain().lease_id()), reply, descriptors);
       }
       break;
     case v1::LocalRequest::kFetchSegment:
@@ -251,8 +267,8 @@ absl::Status LocalConnection::Open(const v1::LocalRequest::Open& open, v1::Local
     return absl::FailedPreconditionError("open: this connection has a session already");
   }
   const auto& hello = open.hello();
-  session_id_ = host_->OpenOwnedSession(id_, hello.pid(), hello.client_name().substr(0, 128),
-                                        principal_);
+  session_id_ =
+      host_->OpenOwnedSession(id_, hello.pid(), hello.client_name().substr(0, 128), principal_);
   owns_session_ = true;
   reply->mutable_opened()->set_session_id(session_id_);
   Log(LogLevel::kDebug, "local client opened a session: pid=", peer_.pid, " uid=", peer_.uid);
@@ -278,13 +294,12 @@ absl::Status LocalConnection::Get(uint64_t request_id, const v1::GetRequest& get
   if (absl::Status s = NeedSession(); !s.ok()) return s;
   if (absl::Status s = ValidateName(get.name()); !s.ok()) return s;
   if (get.wait_ms() != 0 && waits_.size() >= kMaxWaitsPerConnection) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "get.wait_ms: this connection has ", kMaxWaitsPerConnection,
-        " Gets waiting already (the most one connection may have)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("get.wait_ms: this connection has ", kMaxWaitsPerConnection,
+                     " Gets waiting already (the most one connection may have)"));
   }
-  const absl::Time deadline = get.wait_ms() == 0
-                                  ? absl::InfinitePast()
-                                  : absl::Now() + absl::Milliseconds(get.wait_ms());
+  const absl::Time deadline =
+      get.wait_ms() == 0 ? absl::InfinitePast() : absl::Now() + absl::Milliseconds(get.wait_ms());
   uint64_t waiter_id = 0;
   const VersionWanted wanted = VersionWantedOf(get);
   auto now = host_->StartWait(id_, session_id_, get.name(), wanted, deadline, &waiter_id);
@@ -464,7 +479,8 @@ bool LocalConnection::TakeOver(uint64_t request_id) {
   v1::LocalReply refusal;
   refusal.set_request_id(request_id);
   if (peer_.uid != ::geteuid() && peer_.uid != 0) {
-    Log(LogLevel::kWarning, "takeover refused: ", Client(), " is neither root nor this daemon's uid");
+    Log(LogLevel::kWarning, "takeover refused: ", Client(),
+        " is neither root nor this daemon's uid");
     SetStatus(absl::PermissionDeniedError(absl::StrCat(
                   "takeover: only root or this daemon's own user (uid ", ::geteuid(), ") may")),
               &refusal);

@@ -83,9 +83,9 @@ class LocalConnection {
   // `metrics` (may be null) counts every call as the gRPC service's interceptor does.
   // `policy` makes the connection's principal from `peer` and admits what it creates.
   // `ledger` (the server's, outliving the connection) counts its descriptors in flight.
-  LocalConnection(uint64_t id, UniqueFd socket, PeerCredentials peer,
-                  const AccessPolicy* policy, TensorStore* store,
-                  LocalConnectionHost* host, CallMetrics* metrics, DescriptorLedger* ledger);
+  LocalConnection(uint64_t id, UniqueFd socket, PeerCredentials peer, const AccessPolicy* policy,
+                  TensorStore* store, LocalConnectionHost* host, CallMetrics* metrics,
+                  DescriptorLedger* ledger);
   // Cancels waits and closes a session this connection opened.
   ~LocalConnection();
   LocalConnection(const LocalConnection&) = delete;
@@ -185,8 +185,7 @@ class LocalConnection {
   void ReplyGrant(const TensorGrant& grant, v1::LocalReply* reply,
                   std::vector<PendingDescriptor>* descriptors);
   // Marks the segment of `descriptor` sent, and `descriptors` to carry it.
-  void AttachDescriptor(PendingDescriptor descriptor,
-                        std::vector<PendingDescriptor>* descriptors);
+  void AttachDescriptor(PendingDescriptor descriptor, std::vector<PendingDescriptor>* descriptors);
   bool Send(v1::LocalReply reply, std::vector<PendingDescriptor> descriptors = {});
   // Counts and logs one finished call.
   void Account(v1::LocalRequest::CallCase call, const std::string& subject,

@@ -56,9 +56,9 @@ absl::StatusOr<MemfdSegment> MemfdSegment::Create(const std::string& name, uint6
   // Reserving more than the machine has would not fail cleanly (the OOM killer would answer):
   // refuse up front what cannot fit.
   if (const uint64_t available = AvailableMemory(); available != 0 && size > available) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "a ", FormatByteSize(size), " segment does not fit in the ", FormatByteSize(available),
-        " of memory available"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("a ", FormatByteSize(size), " segment does not fit in the ",
+                     FormatByteSize(available), " of memory available"));
   }
   MemfdSegment segment;
   segment.name_ = name;

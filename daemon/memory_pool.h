@@ -31,10 +31,10 @@ struct Block {
   std::string segment;
   uint64_t segment_size = 0;
   uint64_t offset = 0;
-  uint64_t size = 0;  // rounded up to the alignment
-  uint8_t* data = nullptr;         // CUDA: a device pointer
+  uint64_t size = 0;        // rounded up to the alignment
+  uint8_t* data = nullptr;  // CUDA: a device pointer
   DLDevice device{kDLCPU, 0};
-  std::string export_handle;       // CUDA: the segment's IPC handle bytes; empty for CPU
+  std::string export_handle;  // CUDA: the segment's IPC handle bytes; empty for CPU
   // CPU: the segment's descriptors, borrowed: valid while any block of the segment is allocated.
   int read_write_fd = -1;
   int read_only_fd = -1;
@@ -60,7 +60,8 @@ class MemoryPool {
   // idle segments to make room; their names are appended to `removed_segments`. Blocks share
   // a segment only when their `sharing_key` is equal (the owner and the readers: a descriptor
   // reaches the whole segment); CUDA pools ignore it.
-  virtual absl::StatusOr<Block> Allocate(uint64_t nbytes, BlockKind kind, const std::string& sharing_key,
+  virtual absl::StatusOr<Block> Allocate(uint64_t nbytes, BlockKind kind,
+                                         const std::string& sharing_key,
                                          std::vector<std::string>* removed_segments) = 0;
   // Returns a block; appends the names of segments this removed to `removed_segments`.
   virtual void Free(const Block& block, std::vector<std::string>* removed_segments) = 0;

@@ -27,8 +27,7 @@ bool RequestComplete(absl::string_view request, size_t new_bytes) {
 
 }  // namespace
 
-std::optional<std::string> TakeMetricsRequestBytes(std::string* request,
-                                                   absl::string_view received,
+std::optional<std::string> TakeMetricsRequestBytes(std::string* request, absl::string_view received,
                                                    absl::FunctionRef<std::string()> render) {
   request->append(received.data(), received.size());
   if (RequestComplete(*request, received.size())) return RespondToMetricsRequest(*request, render);

@@ -29,8 +29,7 @@ inline constexpr size_t kMaxMetricsRequestBytes = 8192;
 // the response once the head is complete or too large; nullopt while more is needed. Looks for
 // the end of the head only where `received` could have completed it, so a client that sends a
 // byte at a time costs a few comparisons per byte, not a scan of all it sent.
-std::optional<std::string> TakeMetricsRequestBytes(std::string* request,
-                                                   absl::string_view received,
+std::optional<std::string> TakeMetricsRequestBytes(std::string* request, absl::string_view received,
                                                    absl::FunctionRef<std::string()> render);
 
 // The whole response to the complete head `request`; `render` is called only for /metrics.

@@ -51,9 +51,9 @@ absl::StatusOr<UniqueFd> Listen(const ListenAddress& where, absl::string_view te
         absl::StrCat("--metrics-listen: cannot listen on ", text, ": ", why));
   };
   // Every interface: "::", accepting IPv4 too, where the kernel has IPv6; else "0.0.0.0".
-  const std::vector<std::string> hosts =
-      where.host.empty() ? std::vector<std::string>{"::", "0.0.0.0"}
-                         : std::vector<std::string>{where.host};
+  const std::vector<std::string> hosts = where.host.empty()
+                                             ? std::vector<std::string>{"::", "0.0.0.0"}
+                                             : std::vector<std::string>{where.host};
   const std::string port = absl::StrCat(where.port);
   for (size_t i = 0; i < hosts.size(); ++i) {
     const bool last = i + 1 == hosts.size();
@@ -130,8 +130,7 @@ class MetricsHttpServer::Connection {
   // Sends as much of the answer as the client takes now.
   void OnWritable() {
     while (phase_ == Phase::kAnswer && sent_ < answer_.size()) {
-      const ssize_t n = ::send(fd(), answer_.data() + sent_, answer_.size() - sent_,
-                               MSG_NOSIGNAL);
+      const ssize_t n = ::send(fd(), answer_.data() + sent_, answer_.size() - sent_, MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
       if (n <= 0) {  // the scraper went away

@@ -75,7 +75,7 @@ class MetricsHttpServer {
   uint64_t next_id_ = 1;
   absl::Time accept_paused_until_ = absl::InfinitePast();  // out of descriptors: wait a bit
   bool crowded_ = false;  // the cap was reached: logged once until every connection is gone
-  std::thread loop_;  // last: started once the members it uses exist, joined first
+  std::thread loop_;      // last: started once the members it uses exist, joined first
 };
 
 }  // namespace tensorbroker::daemon

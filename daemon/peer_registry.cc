@@ -47,8 +47,7 @@ std::optional<PeerCredentials> PeerCredentialsOf(int fd, absl::string_view what)
   ucred credentials{};
   socklen_t size = sizeof(credentials);
   if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0) {
-    Log(LogLevel::kWarning, what, ": SO_PEERCRED: ", std::strerror(errno),
-        "; connection refused");
+    Log(LogLevel::kWarning, what, ": SO_PEERCRED: ", std::strerror(errno), "; connection refused");
     return std::nullopt;
   }
   PeerCredentials peer{credentials.pid, credentials.uid, credentials.gid, {}};
@@ -64,8 +63,7 @@ std::optional<PeerCredentials> PeerCredentialsOf(int fd, absl::string_view what)
     if (errno != ERANGE) break;
     peer.groups.resize(bytes / sizeof(gid_t));
   }
-  Log(LogLevel::kWarning, what, ": SO_PEERGROUPS: ", std::strerror(errno),
-      "; connection refused");
+  Log(LogLevel::kWarning, what, ": SO_PEERGROUPS: ", std::strerror(errno), "; connection refused");
   return std::nullopt;
 }
 

@@ -10,8 +10,9 @@
 // the higher one wins at adoption.
 //
 // The owner stops the journal before destroying the store and the pools (their teardown frees
-// memory in this process only). Implementations must not call back into the store. A failure to record is the
-// implementation's to log: the tensor is served all the same, it just would not survive.
+// memory in this process only). Implementations must not call back into the store. A failure to
+// record is the implementation's to log: the tensor is served all the same, it just would not
+// survive.
 #ifndef TENSORBROKER_DAEMON_PERSISTENCE_JOURNAL_H_
 #define TENSORBROKER_DAEMON_PERSISTENCE_JOURNAL_H_
 

@@ -70,13 +70,12 @@ PrincipalSet PrincipalSet::Anyone() {
 absl::StatusOr<PrincipalSet> PrincipalSet::Parse(const std::vector<std::string>& entries,
                                                  absl::string_view field) {
   if (entries.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": empty; list uid:N, gid:N, user:NAME, group:NAME or * (anyone)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": empty; list uid:N, gid:N, user:NAME, group:NAME or * (anyone)"));
   }
   if (entries.size() > kMaxPrincipalSetEntries) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": ", entries.size(),
-                                                   " entries; at most ",
-                                                   kMaxPrincipalSetEntries));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", entries.size(), " entries; at most ", kMaxPrincipalSetEntries));
   }
   PrincipalSet set;
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -110,8 +109,8 @@ absl::StatusOr<PrincipalSet> PrincipalSet::Parse(const std::vector<std::string>&
       }
       set.gids_.insert(*gid);
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          at, ": '", entry, "' is not uid:N, gid:N, user:NAME, group:NAME or *"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, ": '", entry, "' is not uid:N, gid:N, user:NAME, group:NAME or *"));
     }
   }
   if (set.anyone_) {
@@ -123,8 +122,7 @@ absl::StatusOr<PrincipalSet> PrincipalSet::Parse(const std::vector<std::string>&
 
 absl::StatusOr<PrincipalSet> PrincipalSet::ParseList(absl::string_view text,
                                                      absl::string_view field) {
-  std::vector<std::string> entries =
-      absl::StrSplit(text, ',', absl::SkipWhitespace());
+  std::vector<std::string> entries = absl::StrSplit(text, ',', absl::SkipWhitespace());
   return Parse(entries, field);
 }
 

@@ -30,9 +30,9 @@ PutReactor::PutReactor(grpc::CallbackServerContext* context, TensorStore* store,
   }
   // Until the header comes, nothing is reserved, but the call would be held all the same.
   header_timer_ = timer_->Schedule(absl::Now() + pending_timeout, [shared = shared_, this] {
-    EndFromOutside(shared, this, /*only_without_header=*/true, "",
-                   absl::DeadlineExceededError(
-                       "header: no Put header within the daemon's pending timeout"));
+    EndFromOutside(
+        shared, this, /*only_without_header=*/true, "",
+        absl::DeadlineExceededError("header: no Put header within the daemon's pending timeout"));
   });
   StartRead(&message_);
 }
@@ -46,8 +46,8 @@ void PutReactor::EndFromOutside(const std::shared_ptr<Shared>& shared, PutReacto
     shared->finished = true;
   }
   // Not finished until now, so the reactor is alive (gRPC deletes it only after Finish).
-  LogCallFailure("Put", [&] { return NameField(name); }, [&] { return reactor->client_; },
-                 status);
+  LogCallFailure(
+      "Put", [&] { return NameField(name); }, [&] { return reactor->client_; }, status);
   reactor->Finish(ToGrpcStatus(status));
 }
 
@@ -68,10 +68,11 @@ absl::Status PutReactor::Begin() {
   // The store calls this from the timer's thread if the stream stalls past the pending
   // timeout. `this` is touched only by whoever claims `finished`, before Finish.
   auto on_expired = [shared = shared_, this, timeout_name = name_] {
-    EndFromOutside(shared, this, /*only_without_header=*/false, timeout_name,
-                   absl::DeadlineExceededError(absl::StrCat(
-                       "name '", timeout_name, "': the Put did not finish within the daemon's "
-                       "pending timeout; its name is free again")));
+    EndFromOutside(
+        shared, this, /*only_without_header=*/false, timeout_name,
+        absl::DeadlineExceededError(absl::StrCat("name '", timeout_name,
+                                                 "': the Put did not finish within the daemon's "
+                                                 "pending timeout; its name is free again")));
   };
   auto ticket = store_->BeginPut(*caller_, *spec, std::move(on_expired));
   if (!ticket.ok()) return ticket.status();
@@ -85,8 +86,8 @@ absl::Status PutReactor::Append() {
   }
   const std::string& chunk = message_.data();
   if (chunk.size() > ticket_->nbytes - received_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "data: more than the ", ticket_->nbytes, " bytes that shape and dtype describe"));
+    return absl::InvalidArgumentError(absl::StrCat("data: more than the ", ticket_->nbytes,
+                                                   " bytes that shape and dtype describe"));
   }
   if (ticket_->device.device_type == kDLCUDA) {
     if (absl::Status s = CudaCopy(ticket_->data + received_, chunk.data(), chunk.size(),
@@ -111,8 +112,8 @@ void PutReactor::OnReadDone(bool ok) {
     } else if (!ticket_.has_value()) {
       End(absl::InvalidArgumentError("header: the first Put message must carry the header"));
     } else if (received_ != ticket_->nbytes) {
-      End(absl::InvalidArgumentError(absl::StrCat("data: received ", received_,
-                                                  " bytes, expected ", ticket_->nbytes)));
+      End(absl::InvalidArgumentError(
+          absl::StrCat("data: received ", received_, " bytes, expected ", ticket_->nbytes)));
     } else {
       End(absl::OkStatus());
     }
@@ -132,9 +133,9 @@ void PutReactor::End(absl::Status status) {
     auto view = store_->CommitPut(*ticket_);
     ticket_.reset();
     if (view.ok()) {
-      LogCallSuccess(LogLevel::kDebug, "Put", [&] { return NameField(name_); },
-                     [&] { return client_; },
-                     [&] { return absl::StrCat("published ", DescribeTensor(*view)); });
+      LogCallSuccess(
+          LogLevel::kDebug, "Put", [&] { return NameField(name_); }, [&] { return client_; },
+          [&] { return absl::StrCat("published ", DescribeTensor(*view)); });
       ToProto(*view, response_);
       Finish(grpc::Status::OK);
       return;
@@ -145,7 +146,8 @@ void PutReactor::End(absl::Status status) {
     store_->CancelPut(*ticket_);
     ticket_.reset();
   }
-  LogCallFailure("Put", [&] { return NameField(name_); }, [&] { return client_; }, status);
+  LogCallFailure(
+      "Put", [&] { return NameField(name_); }, [&] { return client_; }, status);
   Finish(ToGrpcStatus(status));
 }
 

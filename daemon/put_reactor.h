@@ -31,9 +31,9 @@ class PutReactor final : public grpc::ServerReadReactor<v1::PutRequest> {
   // `caller` is the call's principal (an error refuses the call); `client` names it in logs.
   // A stream that sends no header within `pending_timeout` ends then (DEADLINE_EXCEEDED);
   // `timer` outlives the call.
-  PutReactor(grpc::CallbackServerContext* context, TensorStore* store,
-             const AccessPolicy* policy, DeadlineTimer* timer, absl::Duration pending_timeout,
-             absl::StatusOr<Principal> caller, std::string client, v1::TensorInfo* response);
+  PutReactor(grpc::CallbackServerContext* context, TensorStore* store, const AccessPolicy* policy,
+             DeadlineTimer* timer, absl::Duration pending_timeout, absl::StatusOr<Principal> caller,
+             std::string client, v1::TensorInfo* response);
 
   void OnReadDone(bool ok) override;
   void OnDone() override;
@@ -66,7 +66,7 @@ class PutReactor final : public grpc::ServerReadReactor<v1::PutRequest> {
   v1::TensorInfo* const response_;
   const std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
   v1::PutRequest message_;
-  std::string name_;  // from the header
+  std::string name_;                 // from the header
   std::optional<PutTicket> ticket_;  // from Begin until published or cancelled
   uint64_t received_ = 0;
 };

@@ -14,7 +14,8 @@ ReadReactor::ReadReactor(TensorStore* store, const absl::StatusOr<Principal>& ca
                          std::string client, const std::string& name, size_t max_chunk)
     : store_(store), client_(std::move(client)), name_(name) {
   absl::Status started = ValidateName(name_);
-  if (started.ok() && !caller.ok()) started = absl::PermissionDeniedError(caller.status().message());
+  if (started.ok() && !caller.ok())
+    started = absl::PermissionDeniedError(caller.status().message());
   if (started.ok()) started = Begin(*caller, max_chunk);
   if (!started.ok()) {
     End(started);
@@ -32,8 +33,8 @@ absl::Status ReadReactor::Begin(const Principal& caller, size_t max_chunk) {
   const uint8_t* bytes = ticket_->data;
   if (info.device.device_type == kDLCUDA) {
     staged_.resize(info.nbytes);
-    if (absl::Status s = CudaCopy(staged_.data(), ticket_->data, info.nbytes,
-                                  info.device.device_id);
+    if (absl::Status s =
+            CudaCopy(staged_.data(), ticket_->data, info.nbytes, info.device.device_id);
         !s.ok()) {
       return s;
     }
@@ -79,10 +80,12 @@ void ReadReactor::OnWriteDone(bool ok) {
 
 void ReadReactor::End(const absl::Status& status) {
   if (status.ok()) {
-    LogCallSuccess(LogLevel::kDebug, "Read", [&] { return NameField(name_); },
-                   [&] { return client_; }, [&] { return DescribeTensor(ticket_->info); });
+    LogCallSuccess(
+        LogLevel::kDebug, "Read", [&] { return NameField(name_); }, [&] { return client_; },
+        [&] { return DescribeTensor(ticket_->info); });
   } else {
-    LogCallFailure("Read", [&] { return NameField(name_); }, [&] { return client_; }, status);
+    LogCallFailure(
+        "Read", [&] { return NameField(name_); }, [&] { return client_; }, status);
   }
   // The lease goes before the status does: a caller who has seen the stream end sees it gone.
   ReleaseTicket();

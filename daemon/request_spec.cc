@@ -13,8 +13,8 @@ namespace tensorbroker::daemon {
 absl::StatusOr<TensorSpec> MakeSpec(const std::string& name, const v1::DataType& dtype,
                                     const google::protobuf::RepeatedField<int64_t>& shape,
                                     const google::protobuf::RepeatedField<int64_t>& strides,
-                                    uint64_t nbytes, bool is_mutable, bool replace,
-                                    bool has_device, const v1::Device& device) {
+                                    uint64_t nbytes, bool is_mutable, bool replace, bool has_device,
+                                    const v1::Device& device) {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
   TensorSpec spec;
   auto where = ResolveRequestDevice(has_device, device);
@@ -79,9 +79,8 @@ absl::StatusOr<TensorSpec> MakeSpec(const v1::CreateRequest& request) {
 }
 
 absl::StatusOr<TensorSpec> MakeSpec(const v1::PutRequest::Header& header) {
-  return WithKeep(MakeSpec(header.name(), header.dtype(), header.shape(), {}, 0,
-                           header.mutable_(), header.replace(), header.has_device(),
-                           header.device()),
+  return WithKeep(MakeSpec(header.name(), header.dtype(), header.shape(), {}, 0, header.mutable_(),
+                           header.replace(), header.has_device(), header.device()),
                   header.keep());
 }
 

@@ -16,8 +16,8 @@ namespace tensorbroker::daemon {
 absl::StatusOr<TensorSpec> MakeSpec(const std::string& name, const v1::DataType& dtype,
                                     const google::protobuf::RepeatedField<int64_t>& shape,
                                     const google::protobuf::RepeatedField<int64_t>& strides,
-                                    uint64_t nbytes, bool is_mutable, bool replace,
-                                    bool has_device, const v1::Device& device);
+                                    uint64_t nbytes, bool is_mutable, bool replace, bool has_device,
+                                    const v1::Device& device);
 // The same for a CreateRequest.
 absl::StatusOr<TensorSpec> MakeSpec(const v1::CreateRequest& request);
 // The same for a Put's header: compact strides, and a buffer exactly as large as the elements.

@@ -13,8 +13,7 @@
 
 namespace tensorbroker::daemon {
 
-ServiceHeartbeat::ServiceHeartbeat(std::string socket_path,
-                                   std::optional<absl::Duration> watchdog,
+ServiceHeartbeat::ServiceHeartbeat(std::string socket_path, std::optional<absl::Duration> watchdog,
                                    absl::Duration status_period)
     : socket_path_(std::move(socket_path)),
       watchdog_(watchdog),
@@ -42,8 +41,8 @@ std::optional<std::string> ServiceHeartbeat::Check(absl::Duration deadline) cons
   v1::BrokerStats stats;
   grpc::Status status = stub->Stats(&context, request, &stats);
   if (!status.ok()) {
-    Log(LogLevel::kWarning, "health check of the serving path failed: ",
-        status.error_message(), " (code ", static_cast<int>(status.error_code()), ")");
+    Log(LogLevel::kWarning, "health check of the serving path failed: ", status.error_message(),
+        " (code ", static_cast<int>(status.error_code()), ")");
     return std::nullopt;
   }
   return absl::StrCat("serving ", stats.tensors(), " tensor(s), ",

@@ -27,8 +27,8 @@ SessionReactor::SessionReactor(TensorStore* store, SessionRegistry* registry, st
     QueueLocked(std::move(opened));
   }
   StartRead(&request_);
-  if (registry_->closed()) FinishWith(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                                   "tensorbrokerd is shutting down"));
+  if (registry_->closed())
+    FinishWith(grpc::Status(grpc::StatusCode::UNAVAILABLE, "tensorbrokerd is shutting down"));
 }
 
 void SessionReactor::OnReadDone(bool ok) {
@@ -79,8 +79,8 @@ void SessionReactor::CloseSession() {
     session_closed_ = true;
   }
   const TensorStore::SessionCleanup cleanup = store_->CloseSession(session_id_);
-  Log(LogLevel::kInfo, "client disconnected: ", client_, " leases_released=",
-      cleanup.leases_released, " pending_aborted=", cleanup.pending_aborted);
+  Log(LogLevel::kInfo, "client disconnected: ", client_,
+      " leases_released=", cleanup.leases_released, " pending_aborted=", cleanup.pending_aborted);
 }
 
 void SessionReactor::FinishWith(const grpc::Status& status) {

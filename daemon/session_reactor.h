@@ -27,9 +27,8 @@ namespace tensorbroker::daemon {
 
 class SessionRegistry;
 
-class SessionReactor final
-    : public grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>,
-      public SessionEventSink {
+class SessionReactor final : public grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>,
+                             public SessionEventSink {
  public:
   // `client` names the peer in log lines ("pid=123 uid=1000"); `principal` is the connection's,
   // the session's owner (an error when unknown: the stream is refused with it).

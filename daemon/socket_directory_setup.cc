@@ -44,11 +44,10 @@ absl::Status CheckWritable(const std::string& directory) {
   }
   const int error = errno;
   struct stat info {};
-  const std::string owner =
-      ::stat(directory.c_str(), &info) == 0
-          ? absl::StrCat(" (owner ", DescribeUid(info.st_uid), ", mode ",
-                         absl::StrFormat("%04o", info.st_mode & 07777), ")")
-          : "";
+  const std::string owner = ::stat(directory.c_str(), &info) == 0
+                                ? absl::StrCat(" (owner ", DescribeUid(info.st_uid), ", mode ",
+                                               absl::StrFormat("%04o", info.st_mode & 07777), ")")
+                                : "";
   return absl::FailedPreconditionError(
       absl::StrCat("directory ", directory, owner, " does not let this daemon's ",
                    DescribeUid(::geteuid()), " create files there: ", std::strerror(error)));

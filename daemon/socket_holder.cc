@@ -199,8 +199,8 @@ std::string DescribeProcess(const ProcessView& process) {
     details.push_back(absl::StrCat("user ", name.has_value() ? *name : absl::StrCat(*process.uid)));
   }
   if (!process.systemd_unit.empty()) {
-    details.push_back(absl::StrCat(process.user_manager ? "user's " : "", "systemd unit ",
-                                   process.systemd_unit));
+    details.push_back(
+        absl::StrCat(process.user_manager ? "user's " : "", "systemd unit ", process.systemd_unit));
   }
   if (details.empty()) return absl::StrCat("pid ", process.pid);
   return absl::StrCat("pid ", process.pid, " (", absl::StrJoin(details, ", "), ")");
@@ -218,9 +218,10 @@ std::string HowToStop(const ProcessView& process) {
   }
   if (process.command == "systemd") {  // a service manager listening for a socket unit
     const char* systemctl = process.pid == 1 ? "systemctl stop " : "systemctl --user stop ";
-    return absl::StrCat("it listens for a socket unit (tensorbrokerd.socket, when the package is "
-                        "installed, starts the service at the first connection); stop it with `",
-                        systemctl, "tensorbrokerd.socket`");
+    return absl::StrCat(
+        "it listens for a socket unit (tensorbrokerd.socket, when the package is "
+        "installed, starts the service at the first connection); stop it with `",
+        systemctl, "tensorbrokerd.socket`");
   }
   return absl::StrCat("stop it with `kill ", process.pid, "`",
                       process.command == "tensorbrokerd" ? " (it exits cleanly on SIGTERM)" : "");
@@ -242,8 +243,7 @@ absl::Status CheckNobodyListens(const std::string& path, absl::string_view flag)
     std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
     const UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (probe.valid() &&
-        ::connect(probe.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) ==
-            0) {
+        ::connect(probe.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0) {
       listening = true;
       ucred peer{};
       socklen_t size = sizeof(peer);
@@ -262,10 +262,9 @@ absl::Status CheckNobodyListens(const std::string& path, absl::string_view flag)
     who = DescribeProcess(process);
     stop = HowToStop(process);
   }
-  return absl::FailedPreconditionError(
-      absl::StrCat(flag, " ", path, ": a socket there is served by ", who,
-                   ", though no tensorbrokerd holds its lock; ", stop,
-                   ", or choose another --socket"));
+  return absl::FailedPreconditionError(absl::StrCat(
+      flag, " ", path, ": a socket there is served by ", who,
+      ", though no tensorbrokerd holds its lock; ", stop, ", or choose another --socket"));
 }
 
 }  // namespace tensorbroker::daemon

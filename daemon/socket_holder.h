@@ -34,8 +34,7 @@ std::optional<pid_t> FlockHolderIn(absl::string_view proc_locks, dev_t device, i
 // The socket inode of a listening AF_UNIX socket bound to `path` (as given, or made absolute), per
 // /proc/net/unix (this network namespace's). Nothing when none listens there.
 std::optional<uint64_t> ListeningSocketAt(const std::string& path);
-std::optional<uint64_t> ListeningSocketIn(absl::string_view proc_net_unix,
-                                          const std::string& path);
+std::optional<uint64_t> ListeningSocketIn(absl::string_view proc_net_unix, const std::string& path);
 
 // A process that has the socket `inode` open (/proc/*/fd), among those this process may look
 // into (all of them as root).
@@ -44,11 +43,11 @@ std::optional<pid_t> ProcessWithSocket(uint64_t inode);
 // What /proc says of a process.
 struct ProcessView {
   pid_t pid = 0;
-  bool visible = false;              // /proc/PID exists here (same PID namespace)
-  std::string command;               // /proc/PID/comm
-  std::optional<uid_t> uid;          // its effective uid
-  std::string systemd_unit;          // "tensorbrokerd.service", when systemd runs it
-  bool user_manager = false;         // the unit is a user's (systemctl --user)
+  bool visible = false;       // /proc/PID exists here (same PID namespace)
+  std::string command;        // /proc/PID/comm
+  std::optional<uid_t> uid;   // its effective uid
+  std::string systemd_unit;   // "tensorbrokerd.service", when systemd runs it
+  bool user_manager = false;  // the unit is a user's (systemctl --user)
 };
 ProcessView ViewProcess(pid_t pid);
 // The unit a cgroup line names (/proc/PID/cgroup), "" when none; `user_manager` says whether it

@@ -45,26 +45,25 @@ absl::StatusOr<UniqueFd> WriteTensorRecord(v1::TensorRecord record) {
     if (n <= 0) return ErrnoStatus("write");
     written += static_cast<size_t>(n);
   }
-  if (::fcntl(fd.get(), F_ADD_SEALS, kRecordSeals | F_SEAL_SEAL) != 0) return ErrnoStatus("F_ADD_SEALS");
+  if (::fcntl(fd.get(), F_ADD_SEALS, kRecordSeals | F_SEAL_SEAL) != 0)
+    return ErrnoStatus("F_ADD_SEALS");
   return fd;
 }
 
 absl::StatusOr<v1::TensorRecord> ReadTensorRecord(int fd) {
   const int seals = ::fcntl(fd, F_GET_SEALS);
   if (seals < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("not a sealable memfd: ", std::strerror(errno)));
+    return absl::InvalidArgumentError(absl::StrCat("not a sealable memfd: ", std::strerror(errno)));
   }
   if ((seals & kRecordSeals) != kRecordSeals) {
     return absl::InvalidArgumentError(
-        absl::StrCat("not sealed against write, shrink and grow (seals 0x", absl::Hex(seals),
-                     ")"));
+        absl::StrCat("not sealed against write, shrink and grow (seals 0x", absl::Hex(seals), ")"));
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0) return ErrnoStatus("fstat");
   if (st.st_size <= 0 || static_cast<uint64_t>(st.st_size) > kMaxTensorRecordBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("holds ", st.st_size, " bytes (1 to ",
-                                                   kMaxTensorRecordBytes, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("holds ", st.st_size, " bytes (1 to ", kMaxTensorRecordBytes, ")"));
   }
   std::string bytes(static_cast<size_t>(st.st_size), '\0');
   size_t got = 0;
@@ -79,9 +78,8 @@ absl::StatusOr<v1::TensorRecord> ReadTensorRecord(int fd) {
     return absl::InvalidArgumentError("not a tensor record (does not parse)");
   }
   if (record.format() != kTensorRecordFormat) {
-    return absl::InvalidArgumentError(absl::StrCat("record format ", record.format(),
-                                                   " (this daemon reads ",
-                                                   kTensorRecordFormat, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "record format ", record.format(), " (this daemon reads ", kTensorRecordFormat, ")"));
   }
   return record;
 }

@@ -101,7 +101,8 @@ TensorStore::TensorStore(std::vector<std::unique_ptr<MemoryPool>> pools, StoreOp
 TensorStore::~TensorStore() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> removed;
-  for (auto& [id, object] : objects_) PoolForLocked(object->block.device)->Free(object->block, &removed);
+  for (auto& [id, object] : objects_)
+    PoolForLocked(object->block.device)->Free(object->block, &removed);
   objects_.clear();
 }
 
@@ -159,8 +160,8 @@ TensorStore::SessionCleanup TensorStore::CloseSession(const std::string& session
   }
   AnswerWaitersLocked([&](const Waiter& w) -> std::optional<absl::StatusOr<TensorGrant>> {
     if (w.session_id != session_id) return std::nullopt;
-    return absl::StatusOr<TensorGrant>(absl::FailedPreconditionError(
-        "session_id: the session closed while the Get waited"));
+    return absl::StatusOr<TensorGrant>(
+        absl::FailedPreconditionError("session_id: the session closed while the Get waited"));
   });
   SessionCleanup cleanup;
   for (uint64_t object_id : leases_.RemoveSession(session_id)) {
@@ -191,8 +192,7 @@ absl::Status TensorStore::CheckServing() const {
 }
 
 bool TensorStore::MayReadLocked(const Principal& caller, const TensorObject& object) const {
-  return caller.admin || object.spec.owner_uid == caller.uid ||
-         object.spec.readers.Allows(caller);
+  return caller.admin || object.spec.owner_uid == caller.uid || object.spec.readers.Allows(caller);
 }
 
 TensorStore::TensorObject* TensorStore::VisibleLocked(const Principal& caller,
@@ -220,7 +220,8 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::PickVersionLocked(
     std::string kept;
     if (entry != published_.end()) {
       for (const auto& [version, object_id] : entry->second.versions) {
-        if (visible(object_id) != nullptr) absl::StrAppend(&kept, kept.empty() ? "" : ", ", version);
+        if (visible(object_id) != nullptr)
+          absl::StrAppend(&kept, kept.empty() ? "" : ", ", version);
       }
     }
     if (kept.empty()) return NotPublished(name);
@@ -247,14 +248,14 @@ absl::Status TensorStore::CheckQuotaLocked(const TensorSpec& spec) const {
   Usage usage;
   if (auto it = usage_.find(spec.owner_uid); it != usage_.end()) usage = it->second;
   auto in_use = [&] {
-    return absl::StrCat(DescribeUid(spec.owner_uid), " holds ", FormatByteSize(usage.bytes),
-                        " in ", usage.tensors, " tensor(s)");
+    return absl::StrCat(DescribeUid(spec.owner_uid), " holds ", FormatByteSize(usage.bytes), " in ",
+                        usage.tensors, " tensor(s)");
   };
   if (quota.bytes != 0 && spec.nbytes > quota.bytes - std::min(quota.bytes, usage.bytes)) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "quota-bytes: name '", spec.name, "' needs ", FormatByteSize(spec.nbytes), "; ",
-        in_use(), " of its quota of ", FormatByteSize(quota.bytes),
-        " (release or delete tensors, or ask for a larger quota)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("quota-bytes: name '", spec.name, "' needs ", FormatByteSize(spec.nbytes),
+                     "; ", in_use(), " of its quota of ", FormatByteSize(quota.bytes),
+                     " (release or delete tensors, or ask for a larger quota)"));
   }
   if (quota.tensors != 0 && usage.tensors >= quota.tensors) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -271,15 +272,15 @@ absl::Status TensorStore::CheckNameLocked(const Principal& caller, TensorSpec* s
     // The same answer whether the ring exists or not, to one who may not read it.
     if (published == published_.end() ||
         !MayReadLocked(caller, *objects_.at(published->second.current()))) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "name '", spec->name, "' is a reader seat of the stream '", *ring,
-          "': only a process that may read '", *ring, "' may take one"));
+      return absl::PermissionDeniedError(
+          absl::StrCat("name '", spec->name, "' is a reader seat of the stream '", *ring,
+                       "': only a process that may read '", *ring, "' may take one"));
     }
   }
   if (absl::Status s = CheckNameFreeLocked(caller, spec); !s.ok()) return s;
   if (ring.has_value() && !spec->ephemeral) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ephemeral: a reader seat ('", spec->name, "') must be ephemeral (gone with its reader)"));
+    return absl::InvalidArgumentError(absl::StrCat("ephemeral: a reader seat ('", spec->name,
+                                                   "') must be ephemeral (gone with its reader)"));
   }
   return absl::OkStatus();
 }
@@ -292,16 +293,15 @@ absl::Status TensorStore::CheckNameFreeLocked(const Principal& caller, TensorSpe
   auto published = published_.find(spec->name);
   if (published == published_.end()) return absl::OkStatus();
   if (!spec->replace) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "name '", spec->name, "' is already published (set replace to overwrite)"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("name '", spec->name, "' is already published (set replace to overwrite)"));
   }
   const uint32_t name_owner = published->second.owner_uid;
   if (!caller.admin && name_owner != caller.uid) {
     // The name is taken either way; whose it is stays unsaid to one who may not see it.
     const bool visible = MayReadLocked(caller, *objects_.at(published->second.current()));
     return absl::PermissionDeniedError(absl::StrCat(
-        "name '", spec->name, "' belongs to ",
-        visible ? DescribeUid(name_owner) : "another user",
+        "name '", spec->name, "' belongs to ", visible ? DescribeUid(name_owner) : "another user",
         "; only its owner or an administrator may replace it"));
   }
   // An administrator's version of another user's name stays readable by the name's owner, who
@@ -310,16 +310,17 @@ absl::Status TensorStore::CheckNameFreeLocked(const Principal& caller, TensorSpe
   return absl::OkStatus();
 }
 
-absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(
-    const std::string& owner, const Principal& caller, const TensorSpec& requested) {
+absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std::string& owner,
+                                                                      const Principal& caller,
+                                                                      const TensorSpec& requested) {
   if (absl::Status s = CheckServing(); !s.ok()) return s;
   TensorSpec spec = requested;
   if (absl::Status s = CheckNameLocked(caller, &spec); !s.ok()) return s;
   MemoryPool* pool = PoolForLocked(spec.device);
   if (pool == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "device ", DeviceText(spec.device), " is not served by this tensorbrokerd",
-        spec.device.device_type == kDLCUDA ? " (--cuda-capacity is 0)" : ""));
+    return absl::FailedPreconditionError(
+        absl::StrCat("device ", DeviceText(spec.device), " is not served by this tensorbrokerd",
+                     spec.device.device_type == kDLCUDA ? " (--cuda-capacity is 0)" : ""));
   }
   // Strides may make a huge tensor out of a few bytes; whoever reads it compactly (Read,
   // numpy) would then make or stream all of it. Its logical size must fit in the pool. (A
@@ -342,9 +343,8 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(
   auto block = pool->Allocate(spec.nbytes, BlockKindOf(spec), SharingKeyOf(spec), &removed);
   NotifySegmentsRemovedLocked(removed);
   if (!block.ok()) {
-    return absl::Status(block.status().code(), absl::StrCat("name '", spec.name, "' (",
-                                                             spec.nbytes, " bytes): ",
-                                                             block.status().message()));
+    return absl::Status(block.status().code(), absl::StrCat("name '", spec.name, "' (", spec.nbytes,
+                                                            " bytes): ", block.status().message()));
   }
   auto object = std::make_unique<TensorObject>();
   object->id = next_object_id_++;
@@ -396,8 +396,7 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::FindPendingLocked(
     auto published = published_.find(name);
     if (published != published_.end() &&
         objects_.at(published->second.current())->owner_session == session_id) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("name '", name, "' is already sealed"));
+      return absl::FailedPreconditionError(absl::StrCat("name '", name, "' is already sealed"));
     }
     return none();
   }
@@ -454,8 +453,7 @@ TensorInfo TensorStore::PublishLocked(TensorObject* object, const Principal& by)
     previous_version = previous.version;
     // Someone else's name (an administrator's act) at info; an owner's own replacement, which a
     // stream makes at every frame, at debug.
-    const LogLevel level =
-        by.uid == entry->second.owner_uid ? LogLevel::kDebug : LogLevel::kInfo;
+    const LogLevel level = by.uid == entry->second.owner_uid ? LogLevel::kDebug : LogLevel::kInfo;
     if (LogEnabled(level)) {  // spares the user-name lookups too
       Log(level, "'", LogSafe(name), "' replaced (version ", previous.version, " -> ",
           object->version, ", owner ", DescribeUid(entry->second.owner_uid), ") by ",
@@ -491,8 +489,8 @@ TensorInfo TensorStore::PublishLocked(TensorObject* object, const Principal& by)
   return WithKeptVersionsLocked(by, ViewLocked(*object));
 }
 
-void TensorStore::EmitLocked(WatchEvent::Kind kind, const TensorObject& object,
-                             uint64_t sequence, uint64_t previous_version) {
+void TensorStore::EmitLocked(WatchEvent::Kind kind, const TensorObject& object, uint64_t sequence,
+                             uint64_t previous_version) {
   WatchEntry entry;
   entry.event.kind = kind;
   entry.event.sequence = sequence != 0 ? sequence : next_version_++;
@@ -536,8 +534,8 @@ absl::StatusOr<uint64_t> TensorStore::Watch(const Principal& caller, std::string
       !s.ok()) {
     return s;
   }
-  const uint64_t id = watch_hub_.Add(caller, std::move(prefix), after_version,
-                                     next_version_ - 1, std::move(wake));
+  const uint64_t id =
+      watch_hub_.Add(caller, std::move(prefix), after_version, next_version_ - 1, std::move(wake));
   watchers_[id] = caller.uid;
   return id;
 }
@@ -589,9 +587,11 @@ absl::StatusOr<TensorInfo> TensorStore::CommitPut(const PutTicket& ticket) {
   auto it = objects_.find(ticket.object_id);
   absl::StatusOr<TensorInfo> result = absl::InternalError("put ticket is no longer pending");
   if (it != objects_.end() && it->second->expired) {
-    result = absl::DeadlineExceededError(absl::StrCat(
-        "name '", it->second->spec.name, "' was aborted: the Put did not finish within the "
-        "daemon's pending timeout (", absl::FormatDuration(options_.pending_timeout), ")"));
+    result = absl::DeadlineExceededError(
+        absl::StrCat("name '", it->second->spec.name,
+                     "' was aborted: the Put did not finish within the "
+                     "daemon's pending timeout (",
+                     absl::FormatDuration(options_.pending_timeout), ")"));
   } else if (shutting_down_) {
     result = CheckServing();  // nothing is published once shutting down (see Seal)
   } else if (it != objects_.end() && it->second->pending) {
@@ -653,8 +653,9 @@ TensorGrant TensorStore::GrantLocked(const std::string& session_id, TensorObject
   return grant;
 }
 
-std::optional<absl::StatusOr<TensorGrant>> TensorStore::TryGetLocked(
-    const std::string& session_id, const std::string& name, const VersionWanted& wanted) {
+std::optional<absl::StatusOr<TensorGrant>> TensorStore::TryGetLocked(const std::string& session_id,
+                                                                     const std::string& name,
+                                                                     const VersionWanted& wanted) {
   if (absl::Status s = CheckServing(); !s.ok()) return s;
   // The session may have closed while we waited: the lease would belong to no one.
   if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
@@ -680,8 +681,8 @@ absl::Status CheckVersionWanted(const VersionWanted& wanted) {
 
 absl::Status NothingNewer(const std::string& name, const VersionWanted& wanted) {
   if (!wanted.after_version.has_value()) return NotPublished(name);
-  return absl::NotFoundError(absl::StrCat("name '", name, "' has no version after ",
-                                          *wanted.after_version));
+  return absl::NotFoundError(
+      absl::StrCat("name '", name, "' has no version after ", *wanted.after_version));
 }
 
 }  // namespace
@@ -732,9 +733,8 @@ void TensorStore::AnswerWaitersLocked(
   }
 }
 
-absl::StatusOr<TensorGrant> TensorStore::Get(const std::string& session_id,
-                                             const std::string& name, absl::Time deadline,
-                                             const VersionWanted& wanted) {
+absl::StatusOr<TensorGrant> TensorStore::Get(const std::string& session_id, const std::string& name,
+                                             absl::Time deadline, const VersionWanted& wanted) {
   struct Answer {
     std::mutex mu;
     std::condition_variable ready;
@@ -782,8 +782,8 @@ absl::StatusOr<SegmentDescriptor> TensorStore::DescriptorFor(const std::string& 
   if (!descriptor.ok()) return descriptor.status();
   const Block& block = objects_.at(*leases_.ObjectOf(session_id, lease_id))->block;
   // Duplicated under the lock: the segment (and its descriptors) may go as soon as it drops.
-  descriptor->fd.reset(::fcntl(descriptor->writable ? block.read_write_fd : block.read_only_fd,
-                               F_DUPFD_CLOEXEC, 0));
+  descriptor->fd.reset(
+      ::fcntl(descriptor->writable ? block.read_write_fd : block.read_only_fd, F_DUPFD_CLOEXEC, 0));
   if (!descriptor->fd.valid()) return ErrnoStatus(errno, "duplicating a segment's descriptor");
   return descriptor;
 }
@@ -806,8 +806,7 @@ absl::StatusOr<SegmentDescriptor> TensorStore::SegmentOfLocked(const std::string
   return descriptor;
 }
 
-absl::StatusOr<TensorGrant> TensorStore::Retain(const std::string& session_id,
-                                                uint64_t lease_id) {
+absl::StatusOr<TensorGrant> TensorStore::Retain(const std::string& session_id, uint64_t lease_id) {
   Locked lock(this);
   if (absl::Status s = CheckServing(); !s.ok()) return s;
   if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
@@ -830,8 +829,8 @@ absl::Status TensorStore::Delete(const Principal& caller, const std::string& nam
   if (absl::Status s = CheckServing(); !s.ok()) return s;
   TensorObject* object = VisibleLocked(caller, name);
   if (object == nullptr) {
-    if (auto pending = pending_.find(name); pending != pending_.end() &&
-                                            MayReadLocked(caller, *objects_.at(pending->second))) {
+    if (auto pending = pending_.find(name);
+        pending != pending_.end() && MayReadLocked(caller, *objects_.at(pending->second))) {
       return absl::FailedPreconditionError(
           absl::StrCat("name '", name, "' is not sealed yet; its creator can Abort it"));
     }
@@ -840,9 +839,9 @@ absl::Status TensorStore::Delete(const Principal& caller, const std::string& nam
   auto it = published_.find(name);
   const uint32_t owner = it->second.owner_uid;
   if (!caller.admin && owner != caller.uid) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "name '", name, "' belongs to ", DescribeUid(owner),
-        "; only its owner or an administrator may delete it"));
+    return absl::PermissionDeniedError(
+        absl::StrCat("name '", name, "' belongs to ", DescribeUid(owner),
+                     "; only its owner or an administrator may delete it"));
   }
   DeleteNameLocked(it, absl::StrCat("by ", DescribeUid(caller.uid)));
   return absl::OkStatus();
@@ -853,8 +852,8 @@ void TensorStore::DeleteNameLocked(std::map<std::string, PublishedName>::iterato
   const TensorObject& object = *objects_.at(it->second.current());
   const size_t older = it->second.versions.size() - 1;
   EmitLocked(WatchEvent::Kind::kDeleted, object, 0);
-  Log(LogLevel::kInfo, "'", LogSafe(it->first), "' deleted (version ", object.version,
-      ", owner ", DescribeUid(it->second.owner_uid),
+  Log(LogLevel::kInfo, "'", LogSafe(it->first), "' deleted (version ", object.version, ", owner ",
+      DescribeUid(it->second.owner_uid),
       older == 0 ? std::string() : absl::StrCat(", and ", older, " older kept version(s)"), ") ",
       why);
   while (!it->second.versions.empty()) {
@@ -868,9 +867,8 @@ absl::Status TensorStore::AdoptPublished(AdoptedTensor tensor) {
   const std::string name = tensor.spec.name;
   auto existing = published_.find(name);
   if (pending_.count(name) != 0 ||
-      (existing != published_.end() &&
-       (existing->second.owner_uid != tensor.name_owner ||
-        existing->second.versions.count(tensor.version) != 0))) {
+      (existing != published_.end() && (existing->second.owner_uid != tensor.name_owner ||
+                                        existing->second.versions.count(tensor.version) != 0))) {
     return absl::AlreadyExistsError(absl::StrCat("name '", name, "' is taken"));
   }
   auto object = std::make_unique<TensorObject>();
@@ -960,8 +958,8 @@ ListPage TensorStore::List(const Principal& caller, const std::string& prefix, s
   Locked lock(this);
   ListPage page;
   // The token is the last name of the previous page: this one starts after it.
-  auto it = page_token < prefix ? published_.lower_bound(prefix)
-                                : published_.upper_bound(page_token);
+  auto it =
+      page_token < prefix ? published_.lower_bound(prefix) : published_.upper_bound(page_token);
   for (; it != published_.end() && absl::StartsWith(it->first, prefix); ++it) {
     const TensorObject& object = *objects_.at(it->second.current());
     if (!MayReadLocked(caller, object)) continue;
@@ -1041,8 +1039,8 @@ size_t TensorStore::ExpirePending(absl::Time now) {
   }
   for (TensorObject* object : expired) {
     const std::string name = object->spec.name;
-    Log(LogLevel::kWarning, "'", LogSafe(name), "' aborted: ",
-        object->owner_session.empty() ? "its Put did not finish" : "not sealed",
+    Log(LogLevel::kWarning, "'", LogSafe(name),
+        "' aborted: ", object->owner_session.empty() ? "its Put did not finish" : "not sealed",
         " within the pending timeout (", absl::FormatDuration(options_.pending_timeout),
         "); owner ", DescribeUid(object->spec.owner_uid),
         SessionDescriptionLocked(object->owner_session), "; the name is free again");
@@ -1062,8 +1060,7 @@ size_t TensorStore::ExpirePending(absl::Time now) {
 std::string TensorStore::SessionDescriptionLocked(const std::string& session_id) const {
   auto session = sessions_.find(session_id);
   if (session == sessions_.end()) return "";
-  return absl::StrCat(" pid ", session->second.pid,
-                      session->second.client_name.empty() ? "" : " (",
+  return absl::StrCat(" pid ", session->second.pid, session->second.client_name.empty() ? "" : " (",
                       LogSafe(session->second.client_name),
                       session->second.client_name.empty() ? "" : ")");
 }

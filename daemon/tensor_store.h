@@ -25,9 +25,9 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <optional>
-#include <mutex>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -35,6 +35,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/unique_fd.h"
 #include "daemon/lease_table.h"
 #include "daemon/memory_pool.h"
 #include "daemon/persistence_journal.h"
@@ -42,7 +43,6 @@
 #include "daemon/principal_set.h"
 #include "daemon/quota.h"
 #include "daemon/watch_hub.h"
-#include "common/unique_fd.h"
 #include "tensorbroker/types.h"
 
 namespace tensorbroker::daemon {
@@ -56,7 +56,7 @@ struct TensorSpec {
   uint64_t nbytes = 0;           // buffer size
   bool is_mutable = false;
   bool replace = false;
-  DLDevice device{kDLCPU, 0};    // CUDA: the daemon's ordinal
+  DLDevice device{kDLCPU, 0};  // CUDA: the daemon's ordinal
   // The principal the tensor belongs to (the caller's uid). Create uses its session's uid.
   uint32_t owner_uid = 0;
   PrincipalSet readers = PrincipalSet::Anyone();  // besides the owner and administrators
@@ -147,7 +147,6 @@ struct ReadTicket {
   uint64_t lease_id = 0;
 };
 
-
 // A lease's segment as a descriptor of its own, to hand to the lease's holder.
 struct SegmentDescriptor {
   std::string segment;
@@ -222,10 +221,10 @@ class TensorStore {
   // INVALID_ARGUMENT for a version with an after_version, or oldest without after_version;
   // RESOURCE_EXHAUSTED when the session's uid has kMaxWaitingGetsPerUid waiting already.
   std::optional<absl::StatusOr<TensorGrant>> GetOrWait(const std::string& session_id,
-                                                        const std::string& name,
-                                                        const VersionWanted& wanted,
-                                                        absl::Time deadline, uint64_t* waiter_id,
-                                                        GetCallback on_ready);
+                                                       const std::string& name,
+                                                       const VersionWanted& wanted,
+                                                       absl::Time deadline, uint64_t* waiter_id,
+                                                       GetCallback on_ready);
   // Stops a wait; true when it was still waiting (its callback will never run).
   bool CancelWait(uint64_t waiter_id);
   // NOT_FOUND for a lease that is not this session's, whether or not it exists.
@@ -233,8 +232,7 @@ class TensorStore {
   // A descriptor of the segment of the CPU tensor that `lease_id` (held by `session_id`) keeps
   // alive: read-write for the creator of a pending tensor and for a mutable one, else
   // read-only. FAILED_PRECONDITION for a CUDA tensor.
-  absl::StatusOr<SegmentDescriptor> DescriptorFor(const std::string& session_id,
-                                                  uint64_t lease_id);
+  absl::StatusOr<SegmentDescriptor> DescriptorFor(const std::string& session_id, uint64_t lease_id);
   // The same without the descriptor (fd left invalid): what DescriptorFor would hand over, to
   // check a request before its reply duplicates the descriptor.
   absl::StatusOr<SegmentDescriptor> DescribeSegment(const std::string& session_id,
@@ -260,8 +258,7 @@ class TensorStore {
   // once the parked watcher has events again; it may run after Unwatch. Returns its id;
   // RESOURCE_EXHAUSTED when `caller`'s uid has kMaxWatchesPerUid watches already.
   absl::StatusOr<uint64_t> Watch(const Principal& caller, std::string prefix,
-                                 std::optional<uint64_t> after_version,
-                                 std::function<void()> wake);
+                                 std::optional<uint64_t> after_version, std::function<void()> wake);
   // Up to `max` events for watcher `watcher_id` (WatchHub::Take): parks it when none is left.
   // UNAVAILABLE once shutting down. Never waits.
   absl::StatusOr<std::vector<WatchEvent>> TakeEvents(uint64_t watcher_id, size_t max);
@@ -280,7 +277,7 @@ class TensorStore {
     uint32_t name_owner = 0;  // the uid the name belongs to
     uint64_t version = 0;
     int64_t created_unix_ms = 0;
-    Block block;              // from the CPU pool's AdoptBlock
+    Block block;  // from the CPU pool's AdoptBlock
   };
   // Publishes it as it was; versions published later are higher than every adopted one. Not
   // told to the journal: its record is kept already. ALREADY_EXISTS when the name is taken.
@@ -302,7 +299,7 @@ class TensorStore {
     bool pending = false;       // created, not sealed, not aborted
     bool published = false;     // a name points here
     bool sealed = false;
-    bool expired = false;       // the pending timeout aborted it
+    bool expired = false;  // the pending timeout aborted it
     uint64_t version = 0;
     uint32_t leases = 0;
     int64_t created_unix_ms = 0;
@@ -311,8 +308,8 @@ class TensorStore {
   };
   // A published name: its current version and the older ones it keeps (TensorSpec::keep).
   struct PublishedName {
-    uint32_t owner_uid = 0;  // the uid that published the name first
-    uint32_t keep = 1;       // the newest publication's keep
+    uint32_t owner_uid = 0;                 // the uid that published the name first
+    uint32_t keep = 1;                      // the newest publication's keep
     std::map<uint64_t, uint64_t> versions;  // version -> object id, ascending; never empty
     uint64_t current() const { return versions.rbegin()->second; }
   };
@@ -322,7 +319,7 @@ class TensorStore {
     std::string client_name;
     SessionEventSink* sink = nullptr;
     std::set<std::string> pending_names;
-    std::set<std::string> expired_names;  // aborted by the pending timeout, not yet reported
+    std::set<std::string> expired_names;        // aborted by the pending timeout, not yet reported
     std::map<std::string, uint64_t> ephemeral;  // name -> object id, sealed ephemeral in it
   };
   struct Waiter {
@@ -350,8 +347,7 @@ class TensorStore {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The version of `name` that `wanted` picks (version, or after_version with oldest) and
   // `caller` may see: an object, nullptr to wait for (after_version), or NOT_FOUND.
-  absl::StatusOr<TensorObject*> PickVersionLocked(const Principal& caller,
-                                                  const std::string& name,
+  absl::StatusOr<TensorObject*> PickVersionLocked(const Principal& caller, const std::string& name,
                                                   const VersionWanted& wanted)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Unpublishes one version of `name` (its journal record goes; memory with its last lease).
@@ -424,20 +420,20 @@ class TensorStore {
   // std::mutex rather than absl::Mutex: Debian's Abseil is not built for ThreadSanitizer, so
   // TSan could not see absl::Mutex's happens-before edges; pthread-based locks it does see.
   mutable std::mutex mu_;
-  std::vector<std::function<void()>> deferred_ ABSL_GUARDED_BY(mu_);  // run by Locked
+  std::vector<std::function<void()>> deferred_ ABSL_GUARDED_BY(mu_);     // run by Locked
   std::vector<std::unique_ptr<MemoryPool>> pools_ ABSL_GUARDED_BY(mu_);  // CPU first
   std::map<uint64_t, std::unique_ptr<TensorObject>> objects_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, PublishedName> published_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, uint64_t> pending_ ABSL_GUARDED_BY(mu_);    // name -> object
+  std::map<std::string, uint64_t> pending_ ABSL_GUARDED_BY(mu_);  // name -> object
   std::map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);
   std::map<uint32_t, Usage> usage_ ABSL_GUARDED_BY(mu_);  // by owner uid; no empty entries
   LeaseTable leases_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);  // GetOrWait, by waiter id
   uint64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<uint32_t, size_t> waiters_per_uid_ ABSL_GUARDED_BY(mu_);  // no zero entries
-  std::map<uint64_t, uint32_t> reads_ ABSL_GUARDED_BY(mu_);  // Read's lease -> caller's uid
+  std::map<uint64_t, uint32_t> reads_ ABSL_GUARDED_BY(mu_);          // Read's lease -> caller's uid
   std::map<uint32_t, size_t> reads_per_uid_ ABSL_GUARDED_BY(mu_);    // no zero entries
-  std::map<uint64_t, uint32_t> watchers_ ABSL_GUARDED_BY(mu_);  // watcher id -> caller's uid
+  std::map<uint64_t, uint32_t> watchers_ ABSL_GUARDED_BY(mu_);       // watcher id -> caller's uid
   std::map<uint32_t, size_t> watchers_per_uid_ ABSL_GUARDED_BY(mu_);  // no zero entries
   uint64_t next_object_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_version_ ABSL_GUARDED_BY(mu_);

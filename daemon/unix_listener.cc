@@ -98,8 +98,8 @@ absl::StatusOr<UnixListener> TakeOrBindUnixListener(std::vector<NamedFd>* handed
     const int flags = ::fcntl(listener.fd.get(), F_GETFL);
     if (flags < 0 || ::fcntl(listener.fd.get(), F_SETFL, flags | O_NONBLOCK) != 0 ||
         ::fcntl(listener.fd.get(), F_SETFD, FD_CLOEXEC) != 0) {
-      return absl::UnavailableError(absl::StrCat(flag, ": the socket handed over for ", path,
-                                                 ": ", std::strerror(errno)));
+      return absl::UnavailableError(
+          absl::StrCat(flag, ": the socket handed over for ", path, ": ", std::strerror(errno)));
     }
     return listener;
   }

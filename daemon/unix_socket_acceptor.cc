@@ -17,7 +17,8 @@ UnixSocketAcceptor::~UnixSocketAcceptor() { Stop(); }
 absl::Status UnixSocketAcceptor::Start(grpc::Server* server, PeerRegistry* peers,
                                        ConnectionLimit* limit) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!listener_.valid()) return absl::FailedPreconditionError("--socket: stopped before it started");
+  if (!listener_.valid())
+    return absl::FailedPreconditionError("--socket: stopped before it started");
   auto thread = AcceptThread::Start(
       std::move(listener_), SOCK_NONBLOCK, "socket", [server, peers, limit](UniqueFd connection) {
         std::optional<PeerCredentials> peer = PeerCredentialsOf(connection.get(), "socket");

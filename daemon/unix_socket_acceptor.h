@@ -40,8 +40,8 @@ class UnixSocketAcceptor {
   void Stop();
 
  private:
-  std::mutex mu_;                        // Stop may come from another thread (a takeover)
-  UniqueFd listener_;                    // until Start hands it to the thread
+  std::mutex mu_;      // Stop may come from another thread (a takeover)
+  UniqueFd listener_;  // until Start hands it to the thread
   std::unique_ptr<AcceptThread> thread_;
 };
 

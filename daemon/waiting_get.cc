@@ -12,10 +12,9 @@ WaitingGet::WaitingGet(TensorStore* store, DeadlineTimer* timer, Answer answer)
 void WaitingGet::Start(const std::string& session_id, const std::string& name,
                        const VersionWanted& wanted, absl::Time deadline) {
   uint64_t waiter_id = 0;
-  auto now = store_->GetOrWait(session_id, name, wanted, deadline, &waiter_id,
-                               [this](absl::StatusOr<TensorGrant> result) {
-                                 Complete(std::move(result));
-                               });
+  auto now = store_->GetOrWait(
+      session_id, name, wanted, deadline, &waiter_id,
+      [this](absl::StatusOr<TensorGrant> result) { Complete(std::move(result)); });
   if (now.has_value()) {
     Complete(*std::move(now));
     return;

@@ -68,8 +68,7 @@ void WatchHub::Offer(Watcher& watcher, const WatchEntry& entry, Wakes* wakes) {
 bool WatchHub::Visible(const Watcher& watcher, const WatchEntry& entry) {
   if (!absl::StartsWith(entry.event.name, watcher.prefix)) return false;
   const Principal& principal = watcher.principal;
-  return principal.admin || entry.publisher_uid == principal.uid ||
-         entry.readers.Allows(principal);
+  return principal.admin || entry.publisher_uid == principal.uid || entry.readers.Allows(principal);
 }
 
 uint64_t WatchHub::Add(const Principal& principal, std::string prefix,

@@ -90,9 +90,9 @@ class WatchHub {
   void Shutdown(Wakes* wakes);
 
   size_t watchers() const;
-  uint64_t last_sequence() const;  // the highest appended (0 if none)
+  uint64_t last_sequence() const;      // the highest appended (0 if none)
   uint64_t forgotten_through() const;  // the Forget horizon: evicted or forgotten (0 if none)
-  size_t log_size() const;  // entries held (<= capacity)
+  size_t log_size() const;             // entries held (<= capacity)
 
  private:
   struct Watcher {

@@ -16,7 +16,8 @@ WatchReactor::WatchReactor(TensorStore* store, const absl::StatusOr<Principal>& 
   std::lock_guard<std::mutex> lock(link_->mu);
   link_->reactor = this;
   absl::Status started = ValidatePrefix(prefix_);
-  if (started.ok() && !caller.ok()) started = absl::PermissionDeniedError(caller.status().message());
+  if (started.ok() && !caller.ok())
+    started = absl::PermissionDeniedError(caller.status().message());
   if (!started.ok()) {
     FinishLocked(started);
     return;

@@ -49,9 +49,9 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchEvent> {
   const std::string client_;
   const std::string prefix_;
   std::shared_ptr<Link> link_ = std::make_shared<Link>();
-  uint64_t watcher_id_ = 0;      // 0: not watching (refused)
-  v1::WatchEvent event_;         // in flight until OnWriteDone
-  bool writing_ = false;         // guarded by link_->mu, like the two below
+  uint64_t watcher_id_ = 0;  // 0: not watching (refused)
+  v1::WatchEvent event_;     // in flight until OnWriteDone
+  bool writing_ = false;     // guarded by link_->mu, like the two below
   bool finished_ = false;
   uint64_t sent_ = 0;
 };

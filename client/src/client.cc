@@ -3,10 +3,10 @@
 #include "tensorbroker/client.h"
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <map>
 #include <mutex>
-#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,15 +16,15 @@
 #include "client/src/exported_tensor.h"
 #include "client/src/fork_guard.h"
 #include "client/src/segment_mapper.h"
+#include "client/src/watch_stream.h"
 #include "common/cuda_devices.h"
 #include "common/cuda_runtime.h"
-#include "tensorbroker/dtype_names.h"
 #include "common/grpc_status.h"
 #include "common/proto_convert.h"
 #include "common/socket_path.h"
 #include "common/strided_copy.h"
 #include "common/tensor_layout.h"
-#include "client/src/watch_stream.h"
+#include "tensorbroker/dtype_names.h"
 
 namespace tensorbroker {
 
@@ -108,7 +108,7 @@ class Client::Impl {
   ConnectOptions options_;
   std::mutex reconnect_mu_;  // one reconnection at a time; taken before mu_
   std::mutex mu_;
-  ConnectionPtr connection_;  // guarded by mu_
+  ConnectionPtr connection_;                 // guarded by mu_
   std::map<std::string, DLDevice> pending_;  // guarded by mu_
 };
 
@@ -132,8 +132,8 @@ absl::Status Call(Client::Impl& impl, Method method, const Request& request, Res
 absl::Status ValidateSource(const DLTensor& tensor) {
   const DLDeviceType type = tensor.device.device_type;
   if (type != kDLCPU && type != kDLCUDAHost && type != kDLCUDA) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor.device (type=", type, ") is neither CPU nor CUDA memory"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor.device (type=", type, ") is neither CPU nor CUDA memory"));
   }
   if (tensor.ndim < 0 || static_cast<size_t>(tensor.ndim) > kMaxDims) {
     return absl::InvalidArgumentError(
@@ -166,7 +166,8 @@ absl::StatusOr<TensorInfo> SealOnWire(Client::Impl& impl, const std::string& nam
   if (absl::IsUnavailable(answer.status())) {
     (void)impl.Reconnect(connection);  // for the calls that follow
     return absl::AbortedError(absl::StrCat(
-        "Seal '", name, "': tensorbrokerd went away before it answered; a tensor not yet sealed "
+        "Seal '", name,
+        "': tensorbrokerd went away before it answered; a tensor not yet sealed "
         "does not survive a restart: Create (or Put) it again (Stat says whether this Seal was "
         "done first)"));
   }
@@ -224,8 +225,7 @@ absl::StatusOr<v1::TensorGrant> FetchGrant(Connection& connection, const std::st
 
 }  // namespace
 
-absl::StatusOr<Client::Impl::ConnectionPtr> Client::Impl::Reconnect(
-    const ConnectionPtr& failed) {
+absl::StatusOr<Client::Impl::ConnectionPtr> Client::Impl::Reconnect(const ConnectionPtr& failed) {
   std::lock_guard<std::mutex> one_at_a_time(reconnect_mu_);
   if (ConnectionPtr current = Current(); current != failed) return current;
   if (options_.reconnect_timeout.count() <= 0) {
@@ -234,17 +234,17 @@ absl::StatusOr<Client::Impl::ConnectionPtr> Client::Impl::Reconnect(
   }
   auto fresh = Connection::Open(options_.socket_path, options_.reconnect_timeout, id);
   if (!fresh.ok()) {
-    return absl::Status(fresh.status().code(),
-                        absl::StrCat("tensorbrokerd went away and did not come back within ",
-                                     options_.reconnect_timeout.count(), " ms: ",
-                                     fresh.status().message()));
+    return absl::Status(
+        fresh.status().code(),
+        absl::StrCat("tensorbrokerd went away and did not come back within ",
+                     options_.reconnect_timeout.count(), " ms: ", fresh.status().message()));
   }
-  client_internal::TakeLeasesAgain(
-      *failed, *fresh, [](Connection& c, const std::string& name, uint64_t version) {
-        GetOptions exactly;
-        exactly.version = version;
-        return FetchGrant(c, name, exactly);
-      });
+  client_internal::TakeLeasesAgain(*failed, *fresh,
+                                   [](Connection& c, const std::string& name, uint64_t version) {
+                                     GetOptions exactly;
+                                     exactly.version = version;
+                                     return FetchGrant(c, name, exactly);
+                                   });
   std::lock_guard<std::mutex> lock(mu_);
   connection_ = *fresh;
   return connection_;
@@ -304,17 +304,16 @@ absl::StatusOr<DLManagedTensorVersioned*> Client::Create(const std::string& name
     // The daemon is told the GPU's UUID (ordinals differ between processes): find ours.
     auto gpus = CudaDevices();
     if (!gpus.ok()) {
-      return absl::Status(gpus.status().code(), absl::StrCat("device cuda:", device.device_id,
-                                                             ": ", gpus.status().message()));
+      return absl::Status(gpus.status().code(), absl::StrCat("device cuda:", device.device_id, ": ",
+                                                             gpus.status().message()));
     }
     if (device.device_id < 0 || static_cast<size_t>(device.device_id) >= gpus->size()) {
-      return absl::InvalidArgumentError(absl::StrCat("device cuda:", device.device_id,
-                                                     ": this process sees ", gpus->size(),
-                                                     " GPU(s)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device cuda:", device.device_id, ": this process sees ", gpus->size(), " GPU(s)"));
     }
   } else if (device.device_type != kDLCPU || device.device_id != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("device (type=", device.device_type, ", id=",
-                                                   device.device_id,
+    return absl::InvalidArgumentError(absl::StrCat("device (type=", device.device_type,
+                                                   ", id=", device.device_id,
                                                    "): the broker stores tensors on CPU or CUDA"));
   }
   const bool pinned = options.pinned || options.device.device_type == kDLCUDAHost;
@@ -340,8 +339,10 @@ absl::StatusOr<TensorInfo> Client::Seal(const std::string& name, const SealOptio
                               ? CudaSynchronizeStream(*options.cuda_stream, device->device_id)
                               : CudaSynchronizeDevice(device->device_id);
     if (!synced.ok()) {
-      return absl::Status(synced.code(), absl::StrCat("Seal '", name, "': waiting for the "
-                                                      "producer's CUDA work: ", synced.message()));
+      return absl::Status(synced.code(), absl::StrCat("Seal '", name,
+                                                      "': waiting for the "
+                                                      "producer's CUDA work: ",
+                                                      synced.message()));
     }
   }
   auto sealed = SealOnWire(*impl_, name);
@@ -377,8 +378,8 @@ absl::StatusOr<TensorInfo> Client::Put(const std::string& name, const DLTensor& 
     if (!target.ok()) return target.status();
     TensorPtr writable(*target);
     // Complete on return (CUDA copies are synchronised), so Seal need not wait for anything.
-    absl::Status copied = CopyToCompactOnDevice(tensor, writable->dl_tensor.data,
-                                                writable->dl_tensor.device);
+    absl::Status copied =
+        CopyToCompactOnDevice(tensor, writable->dl_tensor.data, writable->dl_tensor.device);
     writable.reset();  // our lease ends before Seal: the caller holds none afterwards
     if (!copied.ok()) {
       (void)Abort(name);
@@ -425,14 +426,14 @@ absl::StatusOr<DLManagedTensorVersioned*> Client::Get(const std::string& name,
 
 absl::StatusOr<DLManagedTensor*> Client::GetLegacy(const std::string& name,
                                                    std::chrono::milliseconds timeout) {
-  return impl_->Run([&](const std::shared_ptr<Connection>& connection)
-                         -> absl::StatusOr<DLManagedTensor*> {
-    GetOptions options;
-    options.timeout = timeout;
-    auto grant = FetchGrant(*connection, name, options);
-    if (!grant.ok()) return grant.status();
-    return client_internal::ExportLegacy(connection, *grant);
-  });
+  return impl_->Run(
+      [&](const std::shared_ptr<Connection>& connection) -> absl::StatusOr<DLManagedTensor*> {
+        GetOptions options;
+        options.timeout = timeout;
+        auto grant = FetchGrant(*connection, name, options);
+        if (!grant.ok()) return grant.status();
+        return client_internal::ExportLegacy(connection, *grant);
+      });
 }
 
 absl::StatusOr<DLManagedTensorVersioned*> Client::Retain(const DLManagedTensorVersioned& tensor) {
@@ -457,8 +458,7 @@ absl::StatusOr<std::vector<TensorInfo>> Client::List(const std::string& prefix) 
   std::vector<TensorInfo> out;
   do {
     v1::ListResponse response;
-    if (absl::Status s = Call(*impl_, &v1::Broker::Stub::List, request, &response);
-        !s.ok()) {
+    if (absl::Status s = Call(*impl_, &v1::Broker::Stub::List, request, &response); !s.ok()) {
       return s;
     }
     for (const v1::TensorInfo& info : response.tensors()) out.push_back(FromProto(info));
@@ -471,8 +471,7 @@ absl::StatusOr<TensorInfo> Client::Stat(const std::string& name) {
   v1::StatRequest request;
   request.set_name(name);
   v1::TensorInfo info;
-  if (absl::Status s = Call(*impl_, &v1::Broker::Stub::Stat, request, &info);
-      !s.ok()) {
+  if (absl::Status s = Call(*impl_, &v1::Broker::Stub::Stat, request, &info); !s.ok()) {
     return s;
   }
   return FromProto(info);
@@ -482,25 +481,24 @@ absl::StatusOr<std::unique_ptr<Watcher>> Client::Watch(const std::string& prefix
                                                        const WatchOptions& options) {
   if (absl::Status s = ValidatePrefix(prefix); !s.ok()) return s;
   // The watcher outlives neither its client's reconnections nor needs the client to live on.
-  auto reconnect = [weak = std::weak_ptr<Impl>(impl_)](const Impl::ConnectionPtr& failed)
-      -> absl::StatusOr<Impl::ConnectionPtr> {
+  auto reconnect = [weak = std::weak_ptr<Impl>(impl_)](
+                       const Impl::ConnectionPtr& failed) -> absl::StatusOr<Impl::ConnectionPtr> {
     std::shared_ptr<Impl> impl = weak.lock();
     if (impl == nullptr) return absl::UnavailableError("tensorbrokerd went away (client closed)");
     return impl->Reconnect(failed);
   };
-  return impl_->Run([&](const Impl::ConnectionPtr& connection)
-                        -> absl::StatusOr<std::unique_ptr<Watcher>> {
-    auto stream = client_internal::WatchStream::Open(connection, prefix, options, reconnect);
-    if (!stream.ok()) return stream.status();
-    return std::unique_ptr<Watcher>(*std::move(stream));
-  });
+  return impl_->Run(
+      [&](const Impl::ConnectionPtr& connection) -> absl::StatusOr<std::unique_ptr<Watcher>> {
+        auto stream = client_internal::WatchStream::Open(connection, prefix, options, reconnect);
+        if (!stream.ok()) return stream.status();
+        return std::unique_ptr<Watcher>(*std::move(stream));
+      });
 }
 
 absl::StatusOr<BrokerStats> Client::Stats() {
   v1::StatsRequest request;
   v1::BrokerStats response;
-  if (absl::Status s = Call(*impl_, &v1::Broker::Stub::Stats, request, &response);
-      !s.ok()) {
+  if (absl::Status s = Call(*impl_, &v1::Broker::Stub::Stats, request, &response); !s.ok()) {
     return s;
   }
   return FromProto(response);

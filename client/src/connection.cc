@@ -43,9 +43,8 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(const std::string& 
     const bool out_of_time = std::chrono::steady_clock::now() >= deadline;
     // A try that ran out of time after refusals: the refusal says more than "no answer".
     if (!attach_refused) {
-      return out_of_time && !refused.ok() && absl::IsUnavailable(opened.status())
-                 ? refused
-                 : opened.status();
+      return out_of_time && !refused.ok() && absl::IsUnavailable(opened.status()) ? refused
+                                                                                  : opened.status();
     }
     // FAILED_PRECONDITION from the local channel for the session this client just opened: the
     // two sockets were served by different daemons (a takeover or restart between the two
@@ -79,15 +78,17 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::OpenOnce(const std::stri
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
-  connection->channel_ = grpc::CreateCustomChannel("unix:" + socket_path,
-                                                   grpc::InsecureChannelCredentials(), args);
+  connection->channel_ =
+      grpc::CreateCustomChannel("unix:" + socket_path, grpc::InsecureChannelCredentials(), args);
   const auto deadline = std::chrono::system_clock::now() + timeout;
   if (!connection->channel_->WaitForConnected(deadline)) {
     probe = VerifyServerAt(socket_path);
     if (!probe.ok() && !absl::IsUnavailable(probe)) return probe;
-    return absl::UnavailableError(absl::StrCat(
-        "no tensorbrokerd answers on ", socket_path, " (is it running? see --socket / "
-        "$TENSORBROKER_SOCKET)", probe.ok() ? "" : absl::StrCat("; last try: ", probe.message())));
+    return absl::UnavailableError(
+        absl::StrCat("no tensorbrokerd answers on ", socket_path,
+                     " (is it running? see --socket / "
+                     "$TENSORBROKER_SOCKET)",
+                     probe.ok() ? "" : absl::StrCat("; last try: ", probe.message())));
   }
   if (!probe.ok()) {
     // It came up while gRPC waited: nothing is sent before its uid is checked.
@@ -105,12 +106,12 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::OpenOnce(const std::stri
     connection->session_context_.TryCancel();
     absl::Status status = FromGrpcStatus(connection->session_->Finish());
     connection->session_.reset();
-    return absl::UnavailableError(absl::StrCat("opening a session on ", socket_path, " failed: ",
-                                               status.ToString()));
+    return absl::UnavailableError(
+        absl::StrCat("opening a session on ", socket_path, " failed: ", status.ToString()));
   }
   connection->session_id_ = event.opened().session_id();
-  auto local = LocalChannel::Attach(LocalChannelPath(socket_path), connection->session_id_,
-                                    attach_refused);
+  auto local =
+      LocalChannel::Attach(LocalChannelPath(socket_path), connection->session_id_, attach_refused);
   if (!local.ok()) {
     connection->session_context_.TryCancel();
     (void)connection->session_->Finish();
@@ -161,8 +162,7 @@ void Connection::ReleaseLease(uint64_t lease_id) noexcept { local_->QueueRelease
 absl::Status Connection::AdoptDescriptors(LocalAnswer* answer) {
   for (int i = 0; i < answer->reply.descriptors_size(); ++i) {
     const v1::SegmentDescriptor& descriptor = answer->reply.descriptors(i);
-    auto mapped = mapper().Adopt(descriptor.segment(), std::move(answer->fds[i]),
-                                 descriptor.size(),
+    auto mapped = mapper().Adopt(descriptor.segment(), std::move(answer->fds[i]), descriptor.size(),
                                  descriptor.writable() ? MapMode::kReadWrite : MapMode::kReadOnly);
     if (!mapped.ok()) return mapped.status();
     NoteSegment(descriptor.segment());

@@ -18,9 +18,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -68,7 +68,6 @@ class Connection {
   // Ends a lease soon (queued, batched). Never fails loudly: if the daemon is gone, so is the
   // lease.
   void ReleaseLease(uint64_t lease_id) noexcept;
-
 
   // A context with the default deadline for unary calls.
   static void SetDeadline(grpc::ClientContext* context, std::chrono::milliseconds extra = {});

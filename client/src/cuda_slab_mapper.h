@@ -4,8 +4,8 @@
 // from it is released, so the daemon may free it once its leases are gone.
 //
 // Opening and closing happen under one lock, and a handle is opened at most once per process: a
-// slab asked for again while its last holder is being released keeps its open handle. Thread-safe; tensors may be released on any
-// thread.
+// slab asked for again while its last holder is being released keeps its open handle. Thread-safe;
+// tensors may be released on any thread.
 #ifndef TENSORBROKER_CLIENT_SRC_CUDA_SLAB_MAPPER_H_
 #define TENSORBROKER_CLIENT_SRC_CUDA_SLAB_MAPPER_H_
 
@@ -30,8 +30,8 @@ class CudaSlabMapper {
  public:
   // The open slab `name` (opening `ipc_handle` on device `ordinal` if no tensor holds it now).
   absl::StatusOr<std::shared_ptr<const OpenedSlab>> Open(const std::string& name,
-                                                         const std::string& ipc_handle,
-                                                         int ordinal, uint64_t size);
+                                                         const std::string& ipc_handle, int ordinal,
+                                                         uint64_t size);
   // Slabs open now.
   size_t open() const;
 

@@ -255,8 +255,7 @@ absl::StatusOr<DLManagedTensorVersioned*> ShareVersioned(const DLManagedTensorVe
   return Versioned(std::move(context));
 }
 
-absl::StatusOr<TensorInfo> InfoOf(const DLManagedTensorVersioned& tensor,
-                                  uint64_t client_id) {
+absl::StatusOr<TensorInfo> InfoOf(const DLManagedTensorVersioned& tensor, uint64_t client_id) {
   auto context = ContextOf(tensor, client_id);
   if (!context.ok()) return context.status();
   return (*context)->info;

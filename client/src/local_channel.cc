@@ -14,27 +14,25 @@
 #include "common/server_identity.h"
 
 namespace tensorbroker::client_internal {
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 absl::StatusOr<UniqueFd> ConnectLocalChannel(const std::string& path) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path.size() >= sizeof(address.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("local channel path '", path,
-                                                   "' is longer than ",
-                                                   sizeof(address.sun_path) - 1, " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "local channel path '", path, "' is longer than ", sizeof(address.sun_path) - 1, " bytes"));
   }
   path.copy(address.sun_path, path.size());
   UniqueFd socket(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
   if (!socket.valid()) return ErrnoStatus(errno, "socket(AF_UNIX, SOCK_SEQPACKET)");
   if (::connect(socket.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
     const int error = errno;
-    absl::Status status = ErrnoStatus(error, absl::StrCat("connecting to the local channel ", path));
+    absl::Status status =
+        ErrnoStatus(error, absl::StrCat("connecting to the local channel ", path));
     if (error == ENOENT || error == ECONNREFUSED) {
-      return absl::UnavailableError(absl::StrCat(status.message(),
-                                                 " (a tensorbrokerd older than this client?)"));
+      return absl::UnavailableError(
+          absl::StrCat(status.message(), " (a tensorbrokerd older than this client?)"));
     }
     return status;
   }
@@ -126,8 +124,7 @@ void LocalChannel::FlushLoop() {
   std::unique_lock<std::mutex> lock(send_mu_);
   auto last_release = std::chrono::steady_clock::now();
   while (!stopping_) {
-    if (releases_.empty() &&
-        std::chrono::steady_clock::now() - last_release > kFlusherLinger) {
+    if (releases_.empty() && std::chrono::steady_clock::now() - last_release > kFlusherLinger) {
       flusher_ticking_ = false;  // idle: the next release wakes us
       queued_cv_.wait(lock, [this] { return stopping_ || !releases_.empty(); });
       if (stopping_) return;
@@ -173,16 +170,15 @@ absl::StatusOr<LocalAnswer> LocalChannel::Call(v1::LocalRequest request,
   if (on_sent) on_sent(request_id);
   auto answer = Await(request_id);
   if (!answer.ok()) return answer.status();
-  for (uint64_t seen = answered_.load(); seen < request_id &&
-                                         !answered_.compare_exchange_weak(seen, request_id);) {
+  for (uint64_t seen = answered_.load();
+       seen < request_id && !answered_.compare_exchange_weak(seen, request_id);) {
   }
   if (answer->reply.code() != 0) {
     return absl::Status(static_cast<absl::StatusCode>(answer->reply.code()),
                         answer->reply.message());
   }
   if (static_cast<size_t>(answer->reply.descriptors_size()) != answer->fds.size()) {
-    return absl::DataLossError(absl::StrCat("daemon sent ", answer->fds.size(),
-                                            " descriptors for ",
+    return absl::DataLossError(absl::StrCat("daemon sent ", answer->fds.size(), " descriptors for ",
                                             answer->reply.descriptors_size(), " segments"));
   }
   return answer;
@@ -207,7 +203,8 @@ absl::StatusOr<LocalAnswer> LocalChannel::Await(uint64_t request_id) {
     LocalAnswer answer;
     absl::Status failure;
     if (!received.ok()) {
-      failure = absl::UnavailableError(absl::StrCat("tensorbrokerd: ", received.status().message()));
+      failure =
+          absl::UnavailableError(absl::StrCat("tensorbrokerd: ", received.status().message()));
     } else if (received->closed) {
       failure = absl::UnavailableError("tensorbrokerd closed the local channel");
     } else if (!answer.reply.ParseFromString(received->bytes)) {

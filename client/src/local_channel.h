@@ -91,22 +91,22 @@ class LocalChannel {
 
   const UniqueFd socket_;
 
-  std::mutex send_mu_;                    // one request on the wire at a time; guards queues
-  uint64_t next_request_id_ = 1;          // guarded by send_mu_
+  std::mutex send_mu_;            // one request on the wire at a time; guards queues
+  uint64_t next_request_id_ = 1;  // guarded by send_mu_
   // The flusher's last send went out before every request with this id or more: once one of
   // them is answered, the daemon has done those releases. 0: nothing flushed.
-  uint64_t flushed_before_ = 0;           // guarded by send_mu_
-  std::atomic<uint64_t> answered_{0};     // the highest request id answered
-  std::vector<uint64_t> releases_;        // guarded by send_mu_
-  std::vector<std::string> dropped_;      // guarded by send_mu_
-  bool stopping_ = false;                 // guarded by send_mu_
-  bool flusher_ticking_ = false;          // guarded by send_mu_: it will look again soon
-  std::condition_variable queued_cv_;     // with send_mu_: something was queued, or stopping
+  uint64_t flushed_before_ = 0;        // guarded by send_mu_
+  std::atomic<uint64_t> answered_{0};  // the highest request id answered
+  std::vector<uint64_t> releases_;     // guarded by send_mu_
+  std::vector<std::string> dropped_;   // guarded by send_mu_
+  bool stopping_ = false;              // guarded by send_mu_
+  bool flusher_ticking_ = false;       // guarded by send_mu_: it will look again soon
+  std::condition_variable queued_cv_;  // with send_mu_: something was queued, or stopping
 
   std::mutex read_mu_;
-  std::condition_variable read_cv_;       // a reply arrived, or the reader changed
-  bool reading_ = false;                  // guarded by read_mu_
-  absl::Status broken_;                   // guarded by read_mu_: the connection failed
+  std::condition_variable read_cv_;          // a reply arrived, or the reader changed
+  bool reading_ = false;                     // guarded by read_mu_
+  absl::Status broken_;                      // guarded by read_mu_: the connection failed
   std::map<uint64_t, LocalAnswer> arrived_;  // guarded by read_mu_: replies not yet taken
 
   std::thread flusher_;

@@ -25,8 +25,8 @@ absl::StatusOr<std::shared_ptr<const MappedSegment>> SegmentMapping(Connection& 
     mapping = connection.mapper().Find(region.segment(), mode);
   }
   if (mapping == nullptr || mapping->size() < region.segment_size()) {
-    return absl::DataLossError(absl::StrCat("daemon sent no usable descriptor for segment ",
-                                            region.segment()));
+    return absl::DataLossError(
+        absl::StrCat("daemon sent no usable descriptor for segment ", region.segment()));
   }
   return mapping;
 }
@@ -80,7 +80,7 @@ absl::StatusOr<LocalRegion> MapCuda(const v1::MemoryRegion& region) {
         devices.ok() ? "not among its CUDA_VISIBLE_DEVICES" : devices.status().message()));
   }
   auto slab = ProcessCudaSlabMapper().Open(region.segment(), region.cuda_ipc_handle(), *ordinal,
-                                          region.segment_size());
+                                           region.segment_size());
   if (!slab.ok()) return slab.status();
   LocalRegion local;
   local.data = (*slab)->data + region.offset();

@@ -18,14 +18,13 @@ std::atomic<size_t> pinned_mappings{0};
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const MappedSegment>> MappedSegment::Map(const std::string& name,
-                                                                         UniqueFd fd,
-                                                                         uint64_t size,
-                                                                         MapMode mode) {
+                                                                        UniqueFd fd, uint64_t size,
+                                                                        MapMode mode) {
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, "fstat of segment " + name);
   if (static_cast<uint64_t>(st.st_size) < size) {
-    return absl::DataLossError(absl::StrCat("segment ", name, " has ", st.st_size,
-                                            " bytes, the daemon said ", size));
+    return absl::DataLossError(
+        absl::StrCat("segment ", name, " has ", st.st_size, " bytes, the daemon said ", size));
   }
   const bool read_only = mode == MapMode::kReadOnly;
   if (size == 0) {
@@ -35,11 +34,11 @@ absl::StatusOr<std::shared_ptr<const MappedSegment>> MappedSegment::Map(const st
   // A read-write mapping is a producer's, which fills the tensor: fault every page in now, in
   // one batch (MAP_POPULATE), instead of one fault per 4 KiB during the fill. Read-only
   // mappings stay lazy so a consumer that reads a little of a large segment pays only for that.
-  const int flags = mode == MapMode::kReadWrite ? MAP_SHARED | MAP_POPULATE
+  const int flags = mode == MapMode::kReadWrite  ? MAP_SHARED | MAP_POPULATE
                     : mode == MapMode::kReadOnly ? MAP_SHARED
                                                  : MAP_PRIVATE;
-  void* p = ::mmap(nullptr, size, read_only ? PROT_READ : PROT_READ | PROT_WRITE, flags,
-                   fd.get(), 0);
+  void* p =
+      ::mmap(nullptr, size, read_only ? PROT_READ : PROT_READ | PROT_WRITE, flags, fd.get(), 0);
   if (p == MAP_FAILED) return ErrnoStatus(errno, "mapping segment " + name);
   return std::shared_ptr<const MappedSegment>(
       new MappedSegment(std::move(fd), static_cast<uint8_t*>(p), size, read_only));

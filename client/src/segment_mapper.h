@@ -57,9 +57,9 @@ class MappedSegment {
   uint64_t size_;
   bool read_only_;
   mutable std::mutex pin_mu_;
-  mutable bool pin_tried_ = false;     // guarded by pin_mu_
-  mutable bool pinned_ = false;        // guarded by pin_mu_
-  mutable absl::Status pin_status_;    // guarded by pin_mu_: the first attempt's outcome
+  mutable bool pin_tried_ = false;   // guarded by pin_mu_
+  mutable bool pinned_ = false;      // guarded by pin_mu_
+  mutable absl::Status pin_status_;  // guarded by pin_mu_: the first attempt's outcome
 };
 
 class SegmentMapper {
@@ -68,9 +68,8 @@ class SegmentMapper {
   std::shared_ptr<const MappedSegment> Find(const std::string& name, MapMode mode) const;
   // Maps a descriptor the daemon sent and caches it (a mapping already cached wins and `fd`
   // is closed).
-  absl::StatusOr<std::shared_ptr<const MappedSegment>> Adopt(const std::string& name,
-                                                             UniqueFd fd, uint64_t size,
-                                                             MapMode mode);
+  absl::StatusOr<std::shared_ptr<const MappedSegment>> Adopt(const std::string& name, UniqueFd fd,
+                                                             uint64_t size, MapMode mode);
   // Drops the cache's references to `name` (tensors still using it keep it mapped).
   void Forget(const std::string& name);
   size_t cached() const;

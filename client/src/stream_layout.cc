@@ -36,8 +36,7 @@ absl::Status MakeGeometry(const std::vector<int64_t>& shape, DLDataType dtype, u
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = CheckRange("shape's dimensions", shape.size(), 0, kMaxStreamDims);
-      !s.ok()) {
+  if (absl::Status s = CheckRange("shape's dimensions", shape.size(), 0, kMaxStreamDims); !s.ok()) {
     return s;
   }
   auto layout = ComputeLayout(shape, dtype);

@@ -101,7 +101,6 @@ inline uint64_t PackHead(uint64_t sequence, uint32_t slot) { return sequence << 
 inline uint64_t HeadSequence(uint64_t head) { return head >> 16; }
 inline uint32_t HeadSlot(uint64_t head) { return static_cast<uint32_t>(head & 0xffff); }
 
-
 // Checks the geometry a writer asks for and fills in `out` (slot_bytes, frame_nbytes, shape).
 // INVALID_ARGUMENT naming the option that is out of range.
 absl::Status MakeGeometry(const std::vector<int64_t>& shape, DLDataType dtype, uint32_t slots,

@@ -41,8 +41,10 @@ class StreamReader::Impl {
     if (t.device.device_type != kDLCPU || t.ndim != 1 || t.dtype.code != kDLUInt ||
         t.dtype.bits != 8 || info->nbytes < kDataOffset) {
       return absl::FailedPreconditionError(
-          absl::StrCat("'", name, "' is not a stream ring (StreamWriter): it is not a 1-D "
-                       "uint8 CPU tensor of at least ", kDataOffset, " bytes"));
+          absl::StrCat("'", name,
+                       "' is not a stream ring (StreamWriter): it is not a 1-D "
+                       "uint8 CPU tensor of at least ",
+                       kDataOffset, " bytes"));
     }
     const auto* base = static_cast<const uint8_t*>(t.data) + t.byte_offset;
     control_ = reinterpret_cast<const RingControl*>(base);
@@ -137,8 +139,7 @@ class StreamReader::Impl {
       auto drawn = RandomSeatName(name);
       if (!drawn.ok()) return drawn.status();
       seat_name_ = *std::move(drawn);
-      seat = client_.Create(seat_name_, {static_cast<int64_t>(kSeatBytes)}, dtypes::kUInt8,
-                            create);
+      seat = client_.Create(seat_name_, {static_cast<int64_t>(kSeatBytes)}, dtypes::kUInt8, create);
       if (!absl::IsAlreadyExists(seat.status())) break;
     }
     if (!seat.ok()) return seat.status();
@@ -176,8 +177,10 @@ class StreamReader::Impl {
                                   .count();
       if (wait_ns <= 0) {
         return absl::DeadlineExceededError(absl::StrCat(
-            "stream '", name, "': its writer did not accept this reader in time (it takes at "
-            "most ", geometry_.max_readers, " readers at once, and a writer that died takes none)"));
+            "stream '", name,
+            "': its writer did not accept this reader in time (it takes at "
+            "most ",
+            geometry_.max_readers, " readers at once, and a writer that died takes none)"));
       }
       FutexWait(&control_->gen, gen, wait_ns);
     }
@@ -186,7 +189,7 @@ class StreamReader::Impl {
   // Claims frame `sequence` in `slot` and wraps it; nullopt when the writer refilled the slot
   // meanwhile (a newer frame is out).
   absl::StatusOr<std::optional<StreamFrame>> Claim(uint64_t sequence, uint32_t slot,
-                                                    const std::shared_ptr<Impl>& self) {
+                                                   const std::shared_ptr<Impl>& self) {
     if (slot >= geometry_.slots) {
       return absl::FailedPreconditionError(absl::StrCat(
           "stream '", ring_name_, "': its head names slot ", slot, " of ", geometry_.slots));
@@ -196,9 +199,9 @@ class StreamReader::Impl {
       ++claim;
     }
     if (claim == geometry_.frames_per_reader) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "stream '", ring_name_, "': this reader holds ", geometry_.frames_per_reader,
-          " frames, the most the writer allows; release one first"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("stream '", ring_name_, "': this reader holds ", geometry_.frames_per_reader,
+                       " frames, the most the writer allows; release one first"));
     }
     // Sequentially consistent store, then loads: never reordered (the writer's side mirrors it).
     StoreSeqCst(&seat_page_->claims[claim], sequence);
@@ -220,8 +223,7 @@ class StreamReader::Impl {
     return std::optional<StreamFrame>(std::move(frame));
   }
 
-  DLManagedTensorVersioned* Wrap(uint32_t slot, uint32_t claim,
-                                 const std::shared_ptr<Impl>& self) {
+  DLManagedTensorVersioned* Wrap(uint32_t slot, uint32_t claim, const std::shared_ptr<Impl>& self) {
     auto* out = new DLManagedTensorVersioned{};
     out->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
     out->manager_ctx = new FrameContext{self, claim};
@@ -256,19 +258,19 @@ class StreamReader::Impl {
 
   Client& client_;
   std::string ring_name_;
-  TensorPtr ring_;                       // read-only lease on the ring
+  TensorPtr ring_;  // read-only lease on the ring
   const RingControl* control_ = nullptr;
   const uint8_t* data_ = nullptr;
-  RingGeometry geometry_{};              // private, checked copy
+  RingGeometry geometry_{};  // private, checked copy
   std::vector<int64_t> shape_;
   std::vector<int64_t> strides_;
   std::string seat_name_;
-  TensorPtr seat_;                       // this reader's seat (writable)
+  TensorPtr seat_;  // this reader's seat (writable)
   SeatPage* seat_page_ = nullptr;
   uint64_t seat_version_ = 0;
-  uint32_t index_ = 0;                   // its entry in RingControl::accepted
-  uint64_t last_sequence_ = 0;           // Next's thread only
-  uint64_t skip_base_ = 0;               // the frame before the newest one at joining
+  uint32_t index_ = 0;          // its entry in RingControl::accepted
+  uint64_t last_sequence_ = 0;  // Next's thread only
+  uint64_t skip_base_ = 0;      // the frame before the newest one at joining
 };
 
 absl::StatusOr<std::unique_ptr<StreamReader>> StreamReader::Open(

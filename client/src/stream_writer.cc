@@ -49,8 +49,8 @@ class StreamWriter::Impl {
     CreateOptions create;
     create.readers = options.readers;
     create.replace = options.replace;
-    auto ring = client_.Create(name_, {static_cast<int64_t>(RingBytes(geometry_))},
-                               dtypes::kUInt8, create);
+    auto ring =
+        client_.Create(name_, {static_cast<int64_t>(RingBytes(geometry_))}, dtypes::kUInt8, create);
     if (!ring.ok()) return ring.status();
     ring_.reset(*ring);
     auto* base = static_cast<uint8_t*>(ring_->dl_tensor.data) + ring_->dl_tensor.byte_offset;
@@ -79,10 +79,10 @@ class StreamWriter::Impl {
         if (loan_.has_value()) return LoanViewLocked();
       }
       if (std::chrono::steady_clock::now() >= deadline) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "stream '", name_, "': readers hold every slot the writer could refill (",
-            geometry_.slots, " slots, ", geometry_.max_readers, " readers holding up to ",
-            geometry_.frames_per_reader, " frames each)"));
+        return absl::DeadlineExceededError(
+            absl::StrCat("stream '", name_, "': readers hold every slot the writer could refill (",
+                         geometry_.slots, " slots, ", geometry_.max_readers,
+                         " readers holding up to ", geometry_.frames_per_reader, " frames each)"));
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
@@ -149,8 +149,8 @@ class StreamWriter::Impl {
     loan_view_.data = data_ + uint64_t{*loan_} * geometry_.slot_bytes;
     loan_view_.device = DLDevice{kDLCPU, 0};
     loan_view_.ndim = static_cast<int32_t>(shape_.size());
-    loan_view_.dtype = DLDataType{geometry_.dtype_code, geometry_.dtype_bits,
-                                  geometry_.dtype_lanes};
+    loan_view_.dtype =
+        DLDataType{geometry_.dtype_code, geometry_.dtype_bits, geometry_.dtype_lanes};
     loan_view_.shape = shape_.data();
     return &loan_view_;
   }
@@ -282,13 +282,12 @@ class StreamWriter::Impl {
                          t.shape[0] == static_cast<int64_t>(kSeatBytes) &&
                          t.dtype.code == kDLUInt && t.dtype.bits == 8;
     if (!is_seat) return;  // not a reader of this library: ignored
-    const auto* page = reinterpret_cast<const SeatPage*>(static_cast<const uint8_t*>(t.data) +
-                                                         t.byte_offset);
+    const auto* page =
+        reinterpret_cast<const SeatPage*>(static_cast<const uint8_t*>(t.data) + t.byte_offset);
     // Only a process that could read the ring knows its admission token; a closed seat's
     // reader has let go already.
     if (LoadAcquire(&page->magic) != kSeatMagic ||
-        LoadAcquire(&page->admission) != geometry_.admission ||
-        LoadAcquire(&page->closed) != 0) {
+        LoadAcquire(&page->admission) != geometry_.admission || LoadAcquire(&page->closed) != 0) {
       return;
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -356,27 +355,29 @@ class StreamWriter::Impl {
   uint64_t version_ = 0;
   std::vector<int64_t> shape_;
   std::thread membership_;
-  bool resync_ = false;                 // membership thread only
+  bool resync_ = false;  // membership thread only
 
   std::mutex watcher_mu_;
-  std::shared_ptr<Watcher> watcher_;    // guarded by watcher_mu_ (replaced if it fails)
-  bool closing_ = false;                // guarded by watcher_mu_
+  std::shared_ptr<Watcher> watcher_;  // guarded by watcher_mu_ (replaced if it fails)
+  bool closing_ = false;              // guarded by watcher_mu_
 
   mutable std::mutex mu_;
-  bool closed_ = false;                 // guarded by mu_
-  std::vector<Seat> seats_;             // guarded by mu_
+  bool closed_ = false;                                    // guarded by mu_
+  std::vector<Seat> seats_;                                // guarded by mu_
   std::vector<std::pair<std::string, uint64_t>> refused_;  // guarded by mu_: while full
-  std::vector<bool> index_used_;        // guarded by mu_
-  std::vector<uint64_t> slot_seq_;      // guarded by mu_: what each slot holds (ours to say)
-  std::vector<uint32_t> order_;         // guarded by mu_: PickFreeSlotLocked's scratch
-  std::optional<uint32_t> loan_;        // guarded by mu_
-  uint64_t last_sequence_ = 0;          // guarded by mu_
-  DLTensor loan_view_{};                // guarded by mu_
+  std::vector<bool> index_used_;                           // guarded by mu_
+  std::vector<uint64_t> slot_seq_;  // guarded by mu_: what each slot holds (ours to say)
+  std::vector<uint32_t> order_;     // guarded by mu_: PickFreeSlotLocked's scratch
+  std::optional<uint32_t> loan_;    // guarded by mu_
+  uint64_t last_sequence_ = 0;      // guarded by mu_
+  DLTensor loan_view_{};            // guarded by mu_
 };
 
-absl::StatusOr<std::unique_ptr<StreamWriter>> StreamWriter::Open(
-    Client& client, const std::string& name, const std::vector<int64_t>& shape,
-    DLDataType dtype, const StreamOptions& options) {
+absl::StatusOr<std::unique_ptr<StreamWriter>> StreamWriter::Open(Client& client,
+                                                                 const std::string& name,
+                                                                 const std::vector<int64_t>& shape,
+                                                                 DLDataType dtype,
+                                                                 const StreamOptions& options) {
   RingGeometry geometry;
   if (absl::Status s = MakeGeometry(shape, dtype, options.slots, options.max_readers,
                                     options.frames_per_reader, &geometry);

@@ -1,8 +1,8 @@
 #include "client/src/watch_stream.h"
 
 #include <poll.h>
-#include <sys/socket.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -33,7 +33,8 @@ absl::Status SendRequest(int socket, const v1::LocalRequest& request) {
 absl::StatusOr<v1::LocalReply> ReadReply(int socket) {
   auto received = ReceiveMessage(socket, kMaxReplyBytes, 0);
   if (!received.ok()) return received.status();
-  if (received->closed) return absl::UnavailableError("tensorbrokerd closed the watch's connection");
+  if (received->closed)
+    return absl::UnavailableError("tensorbrokerd closed the watch's connection");
   v1::LocalReply reply;
   if (!reply.ParseFromString(received->bytes)) {
     return absl::InternalError("watch: the daemon's reply is not a tensorbroker.v1.LocalReply");
@@ -49,8 +50,8 @@ absl::StatusOr<std::unique_ptr<WatchStream>> WatchStream::Open(
   UniqueFd closed(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!closed.valid()) return ErrnoStatus(errno, "eventfd for a watch");
   std::unique_ptr<WatchStream> stream(new WatchStream(std::move(connection), std::move(prefix),
-                                                      options.after_version,
-                                                      std::move(reconnect), std::move(closed)));
+                                                      options.after_version, std::move(reconnect),
+                                                      std::move(closed)));
   if (absl::Status started = stream->Start(); !started.ok()) return started;
   return stream;
 }
@@ -112,8 +113,8 @@ absl::StatusOr<bool> WatchStream::WaitReadable(std::chrono::steady_clock::time_p
     if (closing_.load()) return absl::CancelledError("watch: closed");
     int timeout_ms = -1;
     if (!forever) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       timeout_ms = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left.count(), 1 << 30)));
     }
     pollfd fds[2] = {{socket_.get(), POLLIN, 0}, {closed_.get(), POLLIN, 0}};
@@ -139,9 +140,9 @@ absl::StatusOr<std::optional<WatchEvent>> WatchStream::Next(std::chrono::millise
     if (!*readable) return std::nullopt;
     auto reply = ReadReply(socket_.get());
     if (reply.ok() && reply->request_id() != kWatchId) continue;  // not ours (segment events)
-    absl::Status ended = reply.ok() ? absl::Status(static_cast<absl::StatusCode>(reply->code()),
-                                                   reply->message())
-                                    : reply.status();
+    absl::Status ended =
+        reply.ok() ? absl::Status(static_cast<absl::StatusCode>(reply->code()), reply->message())
+                   : reply.status();
     if (reply.ok() && reply->has_watch_event()) {
       WatchEvent event = FromProto(reply->watch_event());
       last_sequence_ = event.sequence;

@@ -57,7 +57,7 @@ class WatchStream final : public Watcher {
   const std::string prefix_;
   std::optional<uint64_t> after_;  // what the next Start watches after
   const Reconnect reconnect_;
-  const UniqueFd closed_;          // eventfd: Close
+  const UniqueFd closed_;  // eventfd: Close
   std::atomic<bool> closing_{false};
   // Replaced by Next (Start), shut down by Close from any thread: the daemon ends the watch as
   // soon as it is closed, not when this object goes.

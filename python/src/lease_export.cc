@@ -57,7 +57,8 @@ void DeleteLegacy(DLManagedTensor* self) {
 // its tensor is still ours to delete.
 void DestroyVersionedCapsule(PyObject* capsule) {
   if (!PyCapsule_IsValid(capsule, kVersionedName)) return;
-  auto* tensor = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, kVersionedName));
+  auto* tensor =
+      static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, kVersionedName));
   tensor->deleter(tensor);
 }
 
@@ -161,12 +162,11 @@ py::object MakeNumpyArray(TensorPtr lease, const ExportLook& look) {
   }
   auto* data = static_cast<uint8_t*>(t.data) + t.byte_offset;
   const size_t size = empty ? 0 : static_cast<size_t>(highest - lowest + itemsize);
-  py::object bytes = py::cast(
-      std::make_unique<LeaseBytes>(std::move(lease), empty ? data : data + lowest, size,
-                                   look.read_only));
-  return py::module_::import("numpy").attr("ndarray")(
-      shape, dtype, py::arg("buffer") = bytes, py::arg("offset") = empty ? 0 : -lowest,
-      py::arg("strides") = strides);
+  py::object bytes = py::cast(std::make_unique<LeaseBytes>(
+      std::move(lease), empty ? data : data + lowest, size, look.read_only));
+  return py::module_::import("numpy").attr("ndarray")(shape, dtype, py::arg("buffer") = bytes,
+                                                      py::arg("offset") = empty ? 0 : -lowest,
+                                                      py::arg("strides") = strides);
 }
 
 }  // namespace tensorbroker::python

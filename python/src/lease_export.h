@@ -1,10 +1,12 @@
 // Hands one broker lease to a Python consumer: as a DLPack capsule ("dltensor_versioned" or the
-// pre-1.0 "dltensor") or as a NumPy array (over a _LeaseBytes buffer). The lease ends when the consumer is done: when the
-// capsule's deleter runs (or the capsule is dropped unused), or when the array is collected.
+// pre-1.0 "dltensor") or as a NumPy array (over a _LeaseBytes buffer). The lease ends when the
+// consumer is done: when the capsule's deleter runs (or the capsule is dropped unused), or when the
+// array is collected.
 //
-// Ownership: each export takes a TensorPtr (its own reference to the client's lease, from Client::Retain: local) and owns
-// it until its deleter runs. Deleters may run on any thread, with or without the GIL, and after
-// the interpreter has finalized: they never touch Python then (see RunWithoutGil).
+// Ownership: each export takes a TensorPtr (its own reference to the client's lease, from
+// Client::Retain: local) and owns it until its deleter runs. Deleters may run on any thread, with
+// or without the GIL, and after the interpreter has finalized: they never touch Python then (see
+// RunWithoutGil).
 #ifndef TENSORBROKER_PYTHON_SRC_LEASE_EXPORT_H_
 #define TENSORBROKER_PYTHON_SRC_LEASE_EXPORT_H_
 

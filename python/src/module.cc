@@ -3,13 +3,13 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "tensorbroker/dtype_names.h"
 #include "python/src/lease_export.h"
 #include "python/src/py_client.h"
-#include "python/src/py_tensor.h"
 #include "python/src/py_stream.h"
+#include "python/src/py_tensor.h"
 #include "python/src/py_watch.h"
 #include "python/src/status_error.h"
+#include "tensorbroker/dtype_names.h"
 
 namespace py = pybind11;
 using tensorbroker::python::PyClient;
@@ -37,15 +37,18 @@ PYBIND11_MODULE(_core, m) {
         "/run/tensorbroker/broker.sock for root, else $XDG_RUNTIME_DIR/tensorbroker/broker.sock, "
         "else /tmp/tensorbroker-$UID/broker.sock.");
 
-  m.def("process_mappings", [] {
-    const tensorbroker::ProcessMappings m = tensorbroker::CurrentProcessMappings();
-    py::dict d;
-    d["cached_segments"] = m.cached_segments;
-    d["open_cuda_slabs"] = m.open_cuda_slabs;
-    d["pinned_segments"] = m.pinned_segments;
-    return d;
-  }, "This process's mappings of broker memory: shared-memory segments cached for reuse, CUDA "
-     "slabs open (closed with their last tensor) and segments page-locked.");
+  m.def(
+      "process_mappings",
+      [] {
+        const tensorbroker::ProcessMappings m = tensorbroker::CurrentProcessMappings();
+        py::dict d;
+        d["cached_segments"] = m.cached_segments;
+        d["open_cuda_slabs"] = m.open_cuda_slabs;
+        d["pinned_segments"] = m.pinned_segments;
+        return d;
+      },
+      "This process's mappings of broker memory: shared-memory segments cached for reuse, CUDA "
+      "slabs open (closed with their last tensor) and segments page-locked.");
 
   py::class_<tensorbroker::GetCancellation, std::shared_ptr<tensorbroker::GetCancellation>>(
       m, "Cancellation", R"doc(Cancels waiting get() calls from any thread: get(name, cancel=c).
@@ -54,12 +57,13 @@ Once c.cancel() is called, every get() given c raises Cancelled at once (now, or
 leaving no waiter in the daemon and no lease in this process. It cannot be reset; one token may
 serve many calls. Thread-safe.)doc")
       .def(py::init<>())
-      .def("cancel",
-           [](tensorbroker::GetCancellation& self) {
-             py::gil_scoped_release released;
-             self.Cancel();
-           },
-           "Cancel every get() given this token, now and later.")
+      .def(
+          "cancel",
+          [](tensorbroker::GetCancellation& self) {
+            py::gil_scoped_release released;
+            self.Cancel();
+          },
+          "Cancel every get() given this token, now and later.")
       .def_property_readonly("cancelled", &tensorbroker::GetCancellation::cancelled,
                              "Whether cancel() was called.")
       .def("__repr__", [](const tensorbroker::GetCancellation& self) {
@@ -68,7 +72,8 @@ serve many calls. Thread-safe.)doc")
       });
 
   // Declared before the methods that return them, so signatures name them as Python does.
-  py::class_<PyTensor> tensor_class(m, "Tensor", R"doc(A broker tensor this process holds a lease on.
+  py::class_<PyTensor> tensor_class(m, "Tensor",
+                                    R"doc(A broker tensor this process holds a lease on.
 
 Zero-copy views: np.asarray(t), np.from_dlpack(t), torch.from_dlpack(t), t.numpy(), t.torch().
 Each view holds its own reference to the lease (one broker lease per process and version), so it stays valid after t.release() or after `t` is
@@ -80,15 +85,16 @@ Usable as a context manager: release() on exit (and abort() if created and never
 
 Safe to share between threads. Every call releases the GIL while it talks to the daemon.
 Tensors it returned keep working after close(). Usable as a context manager (closes on exit).)doc")
-      .def("put",
-           [](PyClient& self, const std::string& name, py::handle obj, bool replace,
-              bool is_mutable, py::object device, py::handle readers, uint32_t keep) {
-             return self.Put(name, obj, is_mutable, replace, device, readers, keep);
-           },
-           py::arg("name"), py::arg("obj"), py::arg("replace") = false, py::kw_only(),
-           py::arg("mutable") = false, py::arg("device") = py::none(),
-           py::arg("readers") = py::none(), py::arg("keep") = 1,
-           R"doc(Publish a copy of `obj` under `name` and return its stat() dict.
+      .def(
+          "put",
+          [](PyClient& self, const std::string& name, py::handle obj, bool replace, bool is_mutable,
+             py::object device, py::handle readers, uint32_t keep) {
+            return self.Put(name, obj, is_mutable, replace, device, readers, keep);
+          },
+          py::arg("name"), py::arg("obj"), py::arg("replace") = false, py::kw_only(),
+          py::arg("mutable") = false, py::arg("device") = py::none(),
+          py::arg("readers") = py::none(), py::arg("keep") = 1,
+          R"doc(Publish a copy of `obj` under `name` and return its stat() dict.
 
 obj: anything with __dlpack__ (numpy.ndarray, torch.Tensor, cupy.ndarray, ...) or the buffer
     protocol, on the CPU or a CUDA GPU, with any strides (one copy, stored compact in C order).
@@ -118,19 +124,19 @@ device: "cpu" or "cuda:N" (this process's ordinal; torch.device works too): devi
     daemon owns, exported through CUDA IPC.
 pinned: CPU tensors only: map this one page-locked for fast, asynchronous copies to the GPU.
 readers, keep: as for put().)doc")
-      .def("get",
-           [](PyClient& self, const std::string& name, std::optional<double> timeout,
-              bool pinned, py::object device, py::handle cancel,
-              std::optional<uint64_t> after_version, std::optional<uint64_t> version,
-              bool oldest) {
-             return self.Get(name, timeout, pinned, device, cancel,
-                             {version, after_version, oldest});
-           },
-           py::arg("name"), py::arg("timeout") = py::none(), py::kw_only(),
-           py::arg("pinned") = false, py::arg("device") = py::none(),
-           py::arg("cancel") = py::none(), py::arg("after_version") = py::none(),
-           py::arg("version") = py::none(), py::arg("oldest") = false,
-           R"doc(The tensor published under `name`, without copying it.
+      .def(
+          "get",
+          [](PyClient& self, const std::string& name, std::optional<double> timeout, bool pinned,
+             py::object device, py::handle cancel, std::optional<uint64_t> after_version,
+             std::optional<uint64_t> version, bool oldest) {
+            return self.Get(name, timeout, pinned, device, cancel,
+                            {version, after_version, oldest});
+          },
+          py::arg("name"), py::arg("timeout") = py::none(), py::kw_only(),
+          py::arg("pinned") = false, py::arg("device") = py::none(), py::arg("cancel") = py::none(),
+          py::arg("after_version") = py::none(), py::arg("version") = py::none(),
+          py::arg("oldest") = false,
+          R"doc(The tensor published under `name`, without copying it.
 
 timeout: seconds to wait for the name to be published; 0 answers at once (NotFound if absent);
     None (the default) waits until it is. Raises Timeout when the wait runs out. Ctrl-C
@@ -164,22 +170,23 @@ oldest: with after_version: the oldest kept version newer than it rather than th
            "Daemon-wide counters and what each user holds (`users`: every user for an "
            "administrator, else you): the fields of `tensorbroker stats --json`.")
       .def("ping", &PyClient::Ping, "An empty round trip to the daemon.")
-      .def("watch",
-           [](py::object self, const std::string& prefix, std::optional<uint64_t> after_version) {
-             auto watcher = self.cast<PyClient&>().Watch(prefix, after_version);
-             return std::make_unique<PyWatch>(self, std::move(watcher));
-           },
-           py::arg("prefix") = "", py::kw_only(), py::arg("after_version") = py::none(),
-           R"doc(Follow every publication, replacement, deletion and expiry under `prefix`.
+      .def(
+          "watch",
+          [](py::object self, const std::string& prefix, std::optional<uint64_t> after_version) {
+            auto watcher = self.cast<PyClient&>().Watch(prefix, after_version);
+            return std::make_unique<PyWatch>(self, std::move(watcher));
+          },
+          py::arg("prefix") = "", py::kw_only(), py::arg("after_version") = py::none(),
+          R"doc(Follow every publication, replacement, deletion and expiry under `prefix`.
 
 Returns a Watch: iterate it (``for ev in client.watch("camera/")``, or ``async for``) for
 WatchEvent objects in sequence order, only of tensors you may read. after_version: start after
 this sequence (what the daemon still remembers first; a gap comes as one "lost" event); None:
 from now on. A watch that stops reading costs the daemon nothing: it falls behind and gets one
 "lost" event when it reads again. It survives daemon restarts (after a "lost" event).)doc")
-      .def("stream_writer", &tensorbroker::python::OpenStreamWriter,
-           py::arg("name"), py::arg("shape"), py::arg("dtype"), py::kw_only(),
-           py::arg("slots") = 8, py::arg("max_readers") = 4, py::arg("frames_per_reader") = 2,
+      .def("stream_writer", &tensorbroker::python::OpenStreamWriter, py::arg("name"),
+           py::arg("shape"), py::arg("dtype"), py::kw_only(), py::arg("slots") = 8,
+           py::arg("max_readers") = 4, py::arg("frames_per_reader") = 2,
            py::arg("readers") = py::none(), py::arg("replace") = false,
            R"doc(Publish a stream ring under `name`: frames of one shape and dtype that readers
 follow with no daemon round trip per frame (see docs/python.md, "Streams").
@@ -189,15 +196,16 @@ slots: frames in the ring (2-256); max_readers: readers at once (1-64); frames_p
     frames_per_reader, loan() never waits for a reader.
 readers: who may read it besides you, as for put(); replace: take over a name already
     published (a new writer after one that died).)doc")
-      .def("stream_reader", &tensorbroker::python::OpenStreamReader,
-           py::arg("name"), py::arg("timeout") = 5.0,
+      .def("stream_reader", &tensorbroker::python::OpenStreamReader, py::arg("name"),
+           py::arg("timeout") = 5.0,
            R"doc(Follow the stream ring `name` (stream_writer). Waits up to `timeout` seconds for
 it to be published and for its writer to take this reader (DeadlineExceeded naming which).)doc")
       .def("close", &PyClient::Close, "End the session. Tensors already returned stay valid.")
       .def_property_readonly("socket", &PyClient::socket, "The daemon's socket path.")
       .def_property_readonly("closed", &PyClient::closed, "Whether close() was called.")
-      .def("__enter__", [](PyClient& self) -> PyClient& { return self; },
-           py::return_value_policy::reference)
+      .def(
+          "__enter__", [](PyClient& self) -> PyClient& { return self; },
+          py::return_value_policy::reference)
       .def("__exit__", [](PyClient& self, py::args) { self.Close(); })
       .def("__repr__", [](const PyClient& self) {
         return "<tensorbroker.Client " + self.socket() + (self.closed() ? " closed>" : ">");
@@ -311,9 +319,11 @@ copy: None or False share the broker's pages; True hands a private, writable cop
            "of this process.")
       .def("__array__", &PyTensor::Array, py::arg("dtype") = py::none(),
            py::arg("copy") = py::none(),
-           "A NumPy view of the broker's pages (its own reference to the lease); read-only unless writable.")
-      .def("numpy", [](PyTensor& self) { return self.Array(py::none(), py::none()); },
-           "np.asarray(t): a zero-copy NumPy view, bool included.")
+           "A NumPy view of the broker's pages (its own reference to the lease); read-only unless "
+           "writable.")
+      .def(
+          "numpy", [](PyTensor& self) { return self.Array(py::none(), py::none()); },
+          "np.asarray(t): a zero-copy NumPy view, bool included.")
       .def("torch", &PyTensor::Torch,
            "torch.from_dlpack(t); bool tensors come back as torch.bool (through a uint8 view where "
            "torch does not take DLPack's kDLBool, as 1.13).")
@@ -330,28 +340,35 @@ stream: CUDA tensors: the stream you wrote it on (torch.cuda.Stream, cupy.cuda.S
       .def("abort", &PyTensor::Abort, "Drop a tensor from create() that was never sealed.")
       .def("release", &PyTensor::Release,
            "End this object's lease now (views made from it keep theirs). Idempotent.")
-      .def_property_readonly("name", [](const PyTensor& t) { return t.info().name; },
-                             "The name it was published (or created) under.")
+      .def_property_readonly(
+          "name", [](const PyTensor& t) { return t.info().name; },
+          "The name it was published (or created) under.")
       .def_property_readonly(
           "shape", [](const PyTensor& t) { return py::tuple(py::cast(t.info().shape)); },
           "Its dimensions.")
-      .def_property_readonly("strides",
-                             [](const PyTensor& t) { return py::tuple(py::cast(t.info().strides)); },
-                             "In elements, as DLPack.")
-      .def_property_readonly("ndim", [](const PyTensor& t) { return t.info().shape.size(); },
-                             "The number of dimensions.")
-      .def_property_readonly("dtype", [](const PyTensor& t) { return tensorbroker::DTypeName(t.dtype()); },
-                             "NumPy spelling: \"float32\", \"bool\", \"bfloat16\", ...")
-      .def_property_readonly("nbytes", [](const PyTensor& t) { return t.info().nbytes; },
-                             "Bytes of its elements.")
-      .def_property_readonly("version", [](const PyTensor& t) { return t.info().version; },
-                             "The version of the name this tensor is (1 for the first).")
-      .def_property_readonly("mutable", [](const PyTensor& t) { return t.info().is_mutable; },
-                             "Whether it stays writable for every holder after seal().")
-      .def_property_readonly("readonly", [](const PyTensor& t) { return !t.writable(); },
-                             "Whether this process may not write it (mapped read-only).")
-      .def_property_readonly("sealed", [](const PyTensor& t) { return !t.created(); },
-                             "Whether it is published (False for an unsealed create()).")
+      .def_property_readonly(
+          "strides", [](const PyTensor& t) { return py::tuple(py::cast(t.info().strides)); },
+          "In elements, as DLPack.")
+      .def_property_readonly(
+          "ndim", [](const PyTensor& t) { return t.info().shape.size(); },
+          "The number of dimensions.")
+      .def_property_readonly(
+          "dtype", [](const PyTensor& t) { return tensorbroker::DTypeName(t.dtype()); },
+          "NumPy spelling: \"float32\", \"bool\", \"bfloat16\", ...")
+      .def_property_readonly(
+          "nbytes", [](const PyTensor& t) { return t.info().nbytes; }, "Bytes of its elements.")
+      .def_property_readonly(
+          "version", [](const PyTensor& t) { return t.info().version; },
+          "The version of the name this tensor is (1 for the first).")
+      .def_property_readonly(
+          "mutable", [](const PyTensor& t) { return t.info().is_mutable; },
+          "Whether it stays writable for every holder after seal().")
+      .def_property_readonly(
+          "readonly", [](const PyTensor& t) { return !t.writable(); },
+          "Whether this process may not write it (mapped read-only).")
+      .def_property_readonly(
+          "sealed", [](const PyTensor& t) { return !t.created(); },
+          "Whether it is published (False for an unsealed create()).")
       .def_property_readonly("released", &PyTensor::released,
                              "Whether release() was called (views made before stay valid).")
       .def_property_readonly("device", &PyTensor::device,
@@ -359,8 +376,9 @@ stream: CUDA tensors: the stream you wrote it on (torch.cuda.Stream, cupy.cuda.S
                              "(pinned CPU memory).")
       .def_property_readonly("pinned", &PyTensor::pinned,
                              "CPU memory page-locked for CUDA (create/get with pinned=True).")
-      .def("__enter__", [](PyTensor& self) -> PyTensor& { return self; },
-           py::return_value_policy::reference)
+      .def(
+          "__enter__", [](PyTensor& self) -> PyTensor& { return self; },
+          py::return_value_policy::reference)
       .def("__exit__",
            [](PyTensor& self, py::args) {
              if (self.created() && !self.released()) {

@@ -12,12 +12,12 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "tensorbroker/dtype_names.h"
 #include "python/src/py_device.h"
 #include "python/src/py_dtype.h"
 #include "python/src/py_waiting.h"
 #include "python/src/source_view.h"
 #include "python/src/status_error.h"
+#include "tensorbroker/dtype_names.h"
 
 namespace tensorbroker::python {
 
@@ -77,10 +77,7 @@ std::vector<std::string> ReadersFromPython(py::handle readers) {
   return entries;
 }
 
-namespace {
-
-
-}  // namespace
+namespace {}  // namespace
 
 py::dict InfoDict(const TensorInfo& info) {
   py::dict d;
@@ -169,8 +166,8 @@ void PyClient::Close() {
   RunWithoutGil([&] { dropped.reset(); });  // ends the session: a round trip
 }
 
-py::dict PyClient::Put(const std::string& name, py::handle object, bool is_mutable,
-                       bool replace, py::object device, py::handle readers, uint32_t keep) {
+py::dict PyClient::Put(const std::string& name, py::handle object, bool is_mutable, bool replace,
+                       py::object device, py::handle readers, uint32_t keep) {
   std::shared_ptr<Client> client = Live();
   PutOptions options;
   options.keep = keep;
@@ -212,8 +209,9 @@ std::unique_ptr<PyTensor> PyClient::Get(const std::string& name, std::optional<d
   std::shared_ptr<GetCancellation> token;
   if (!cancel.is_none()) {
     if (!py::isinstance<GetCancellation>(cancel)) {
-      throw py::type_error(absl::StrCat("cancel: expected a tensorbroker.Cancellation or None, got ",
-                                        py::str(cancel.get_type().attr("__name__")).cast<std::string>()));
+      throw py::type_error(
+          absl::StrCat("cancel: expected a tensorbroker.Cancellation or None, got ",
+                       py::str(cancel.get_type().attr("__name__")).cast<std::string>()));
     }
     token = cancel.cast<std::shared_ptr<GetCancellation>>();
   }
@@ -232,12 +230,11 @@ std::unique_ptr<PyTensor> PyClient::Get(const std::string& name, std::optional<d
   bool first = true;
   while (true) {
     // Rounded up: a last slice of 0 ms would ask "is it there now?" and answer NOT_FOUND.
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline -
-                                                             std::chrono::steady_clock::now());
+    auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (!forever && !first && left.count() <= 0) throw ran_out();
     first = false;
-    const auto slice = forever ? longest : std::clamp(left, std::chrono::milliseconds(0),
-                                                      longest);
+    const auto slice = forever ? longest : std::clamp(left, std::chrono::milliseconds(0), longest);
     GetOptions options;
     options.timeout = slice;
     options.pinned = pinned;

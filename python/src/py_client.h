@@ -1,5 +1,6 @@
 // tensorbroker.Client: a connection and session to tensorbrokerd, made by tensorbroker.connect().
-// Tensors it returns keep working after close(): each holds a reference to its lease and the connection.
+// Tensors it returns keep working after close(): each holds a reference to its lease and the
+// connection.
 //
 // Threading: safe to call from many Python threads; every broker round trip and every wait
 // runs with the GIL released. On the main thread get() waits in slices so Ctrl-C
@@ -36,8 +37,8 @@ class PyClient {
                      uint32_t keep);
   std::unique_ptr<PyTensor> Create(const std::string& name, pybind11::handle shape,
                                    pybind11::handle dtype, bool is_mutable, bool replace,
-                                   pybind11::handle device, bool pinned,
-                                   pybind11::handle readers, uint32_t keep);
+                                   pybind11::handle device, bool pinned, pybind11::handle readers,
+                                   uint32_t keep);
   // Which version a Python get() asks for (GetOptions: version, after_version, oldest).
   struct VersionArgs {
     std::optional<uint64_t> version;
@@ -47,8 +48,8 @@ class PyClient {
   // `timeout`: seconds to wait for the name to be published; None waits until it is.
   // `device`: None, or where the tensor must be (FAILED_PRECONDITION otherwise; no copy).
   // `cancel`: None or a tensorbroker.Cancellation (GetCancellation) that ends the wait.
-  std::unique_ptr<PyTensor> Get(const std::string& name, std::optional<double> timeout,
-                                bool pinned, pybind11::object device, pybind11::handle cancel,
+  std::unique_ptr<PyTensor> Get(const std::string& name, std::optional<double> timeout, bool pinned,
+                                pybind11::object device, pybind11::handle cancel,
                                 const VersionArgs& which);
   void Delete(const std::string& name);
   pybind11::list List(const std::string& prefix);

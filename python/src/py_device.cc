@@ -4,8 +4,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "tensorbroker/dtype_names.h"
 #include "python/src/status_error.h"
+#include "tensorbroker/dtype_names.h"
 
 namespace tensorbroker::python {
 
@@ -23,9 +23,11 @@ uintptr_t StreamFromPython(py::handle stream, const char* field) {
     value = value.attr("ptr");
   }
   if (!py::isinstance<py::int_>(value) || value.cast<py::int_>() < py::int_(0)) {
-    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
-        field, ": expected a cudaStream_t value (int >= 0), a torch.cuda.Stream or a "
-               "cupy.cuda.Stream, got ", std::string(py::repr(stream)).substr(0, 64))));
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat(field,
+                     ": expected a cudaStream_t value (int >= 0), a torch.cuda.Stream or a "
+                     "cupy.cuda.Stream, got ",
+                     std::string(py::repr(stream)).substr(0, 64))));
   }
   return value.cast<uintptr_t>();
 }

@@ -5,8 +5,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "tensorbroker/dtype_names.h"
 #include "python/src/status_error.h"
+#include "tensorbroker/dtype_names.h"
 
 namespace tensorbroker::python {
 
@@ -36,7 +36,8 @@ DLDataType DTypeFromPython(py::handle dtype, const char* field) {
   const std::string name = DTypeSpelling(dtype);
   auto parsed = ParseDTypeName(name);
   if (!parsed.ok()) {
-    throw StatusError(absl::InvalidArgumentError(absl::StrCat(field, ": ", parsed.status().message())));
+    throw StatusError(
+        absl::InvalidArgumentError(absl::StrCat(field, ": ", parsed.status().message())));
   }
   return *parsed;
 }
@@ -52,9 +53,10 @@ py::object NumpyDType(const DLDataType& dtype) {
     return numpy.attr("dtype")(py::module_::import("ml_dtypes").attr(name.c_str()));
   } catch (const py::error_already_set&) {
   }
-  throw py::type_error(absl::StrCat(
-      "NumPy has no dtype '", name, "' (install ml_dtypes for bfloat16/float8); use "
-      "torch.from_dlpack(t), or t.view(...) with a same-size NumPy dtype"));
+  throw py::type_error(
+      absl::StrCat("NumPy has no dtype '", name,
+                   "' (install ml_dtypes for bfloat16/float8); use "
+                   "torch.from_dlpack(t), or t.view(...) with a same-size NumPy dtype"));
 }
 
 }  // namespace tensorbroker::python

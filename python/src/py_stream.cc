@@ -36,13 +36,15 @@ TensorInfo InfoOf(const std::string& name, const DLTensor& t, uint64_t version) 
 DLManagedTensorVersioned* WrapLoan(const DLTensor& loan, std::shared_ptr<Client> client,
                                    std::shared_ptr<StreamWriter> writer) {
   struct LoanContext {
-    std::shared_ptr<Client> client;        // destroyed after the writer
+    std::shared_ptr<Client> client;  // destroyed after the writer
     std::shared_ptr<StreamWriter> writer;
     std::vector<int64_t> shape;
     std::vector<int64_t> strides;
   };
-  auto* context = new LoanContext{std::move(client), std::move(writer),
-                                  std::vector<int64_t>(loan.shape, loan.shape + loan.ndim), {}};
+  auto* context = new LoanContext{std::move(client),
+                                  std::move(writer),
+                                  std::vector<int64_t>(loan.shape, loan.shape + loan.ndim),
+                                  {}};
   context->strides = CompactStrides(context->shape);
   auto* out = new DLManagedTensorVersioned{};
   out->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
@@ -61,8 +63,7 @@ DLManagedTensorVersioned* WrapLoan(const DLTensor& loan, std::shared_ptr<Client>
 
 }  // namespace
 
-PyStreamWriter::PyStreamWriter(std::shared_ptr<Client> client,
-                               std::unique_ptr<StreamWriter> writer)
+PyStreamWriter::PyStreamWriter(std::shared_ptr<Client> client, std::unique_ptr<StreamWriter> writer)
     : client_(std::move(client)), writer_(std::move(writer)) {}
 
 PyStreamWriter::~PyStreamWriter() {
@@ -89,8 +90,8 @@ void PyStreamWriter::Close() {
   if (!closed.ok()) throw StatusError(closed);
 }
 
-PyStreamReader::PyStreamReader(std::shared_ptr<Client> client,
-                               std::unique_ptr<StreamReader> reader, std::string name)
+PyStreamReader::PyStreamReader(std::shared_ptr<Client> client, std::unique_ptr<StreamReader> reader,
+                               std::string name)
     : client_(std::move(client)), reader_(std::move(reader)), name_(std::move(name)) {}
 
 PyStreamReader::~PyStreamReader() { Close(); }
@@ -110,13 +111,14 @@ py::object PyStreamReader::Next(std::optional<double> timeout) {
         absl::StrCat("the reader of stream '", name_, "' is closed")));
   }
   // Slices of at most 100 ms, so that a close() from another thread ends the wait soon.
-  auto frame = WaitInSlices(timeout, [&](std::chrono::milliseconds slice)
-                                         -> absl::StatusOr<std::optional<StreamFrame>> {
-    if (closed_.load()) {
-      return absl::CancelledError(absl::StrCat("the reader of stream '", name_, "' was closed"));
-    }
-    return reader->Next(std::min(slice, std::chrono::milliseconds(100)));
-  });
+  auto frame = WaitInSlices(
+      timeout, [&](std::chrono::milliseconds slice) -> absl::StatusOr<std::optional<StreamFrame>> {
+        if (closed_.load()) {
+          return absl::CancelledError(
+              absl::StrCat("the reader of stream '", name_, "' was closed"));
+        }
+        return reader->Next(std::min(slice, std::chrono::milliseconds(100)));
+      });
   {
     // The last owner of a reader closed meanwhile deletes its seat: a round trip.
     GilReleased released;
@@ -145,10 +147,9 @@ std::unique_ptr<PyTensor> PyStreamReader::Wrap(StreamFrame frame) {
 }
 
 std::unique_ptr<PyStreamWriter> OpenStreamWriter(PyClient& self, const std::string& name,
-                                                 py::handle shape, py::handle dtype,
-                                                 uint32_t slots, uint32_t max_readers,
-                                                 uint32_t frames_per_reader, py::handle readers,
-                                                 bool replace) {
+                                                 py::handle shape, py::handle dtype, uint32_t slots,
+                                                 uint32_t max_readers, uint32_t frames_per_reader,
+                                                 py::handle readers, bool replace) {
   std::shared_ptr<Client> client = self.Shared();
   StreamOptions options;
   options.slots = slots;

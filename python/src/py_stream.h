@@ -37,8 +37,8 @@ class PyStreamWriter {
   const std::string& name() const { return writer_->name(); }
 
  private:
-  std::shared_ptr<Client> client_;         // outlives writer_
-  std::shared_ptr<StreamWriter> writer_;   // shared with every loan
+  std::shared_ptr<Client> client_;        // outlives writer_
+  std::shared_ptr<StreamWriter> writer_;  // shared with every loan
 };
 
 class PyStreamReader {
@@ -50,7 +50,8 @@ class PyStreamReader {
   PyStreamReader& operator=(const PyStreamReader&) = delete;
 
   // The newest frame after the last one, or None when `timeout` seconds passed first (None:
-  // wait for ever). StreamEnded (OUT_OF_RANGE) once the writer closed the stream and nothing newer remains.
+  // wait for ever). StreamEnded (OUT_OF_RANGE) once the writer closed the stream and nothing newer
+  // remains.
   pybind11::object Next(std::optional<double> timeout);
   // __next__: the next frame; StopIteration once the stream is closed.
   pybind11::object Iterate();
@@ -62,7 +63,7 @@ class PyStreamReader {
  private:
   std::unique_ptr<PyTensor> Wrap(StreamFrame frame);
 
-  std::shared_ptr<Client> client_;         // outlives reader_
+  std::shared_ptr<Client> client_;  // outlives reader_
   // Null once closed; read and reset only with the GIL held. Shared with a next() waiting in
   // another thread, so a close() meanwhile never frees it under that wait: the waiter sees
   // closed_ at its next slice and lets go.

@@ -5,11 +5,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "tensorbroker/dtype_names.h"
 #include "python/src/lease_export.h"
 #include "python/src/py_device.h"
 #include "python/src/py_dtype.h"
 #include "python/src/status_error.h"
+#include "tensorbroker/dtype_names.h"
 
 namespace tensorbroker::python {
 
@@ -81,9 +81,7 @@ TensorPtr PyTensor::RetainLease() const {
   return TensorPtr(ValueOrThrow(client_->Retain(*handle)));
 }
 
-DLDevice PyTensor::ExportDevice() const {
-  return pinned() ? DLDevice{kDLCPU, 0} : device_;
-}
+DLDevice PyTensor::ExportDevice() const { return pinned() ? DLDevice{kDLCPU, 0} : device_; }
 
 std::string PyTensor::device() const { return DeviceName(device_); }
 
@@ -93,11 +91,12 @@ py::object PyTensor::DLPack(py::object stream, py::object max_version, py::objec
   // before seal), so the consumer's stream needs no wait: any valid stream is accepted as is.
   if (device_.device_type == kDLCUDA) {
     if (!IsNone(stream) && py::isinstance<py::int_>(stream) && stream.cast<int64_t>() == 0) {
-      throw py::value_error("stream 0 is ambiguous for CUDA (DLPack): use 1 for the legacy "
-                            "default stream, 2 for per-thread, -1 for none");
+      throw py::value_error(
+          "stream 0 is ambiguous for CUDA (DLPack): use 1 for the legacy "
+          "default stream, 2 for per-thread, -1 for none");
     }
-  } else if (!IsNone(stream) && !(py::isinstance<py::int_>(stream) &&
-                                  stream.cast<int64_t>() == -1)) {
+  } else if (!IsNone(stream) &&
+             !(py::isinstance<py::int_>(stream) && stream.cast<int64_t>() == -1)) {
     throw py::buffer_error(absl::StrCat("stream must be None: tensor '", info_.name, "' is in ",
                                         DeviceName(device_), " memory"));
   }
@@ -106,10 +105,9 @@ py::object PyTensor::DLPack(py::object stream, py::object max_version, py::objec
     py::tuple device = dl_device.cast<py::tuple>();
     if (device.size() != 2 || device[0].cast<int>() != shown.device_type ||
         device[1].cast<int>() != shown.device_id) {
-      throw py::buffer_error(absl::StrCat("dl_device ", std::string(py::str(dl_device)),
-                                          " is not available: the tensor is on (",
-                                          static_cast<int>(shown.device_type), ", ",
-                                          shown.device_id, "); copy it yourself"));
+      throw py::buffer_error(absl::StrCat(
+          "dl_device ", std::string(py::str(dl_device)), " is not available: the tensor is on (",
+          static_cast<int>(shown.device_type), ", ", shown.device_id, "); copy it yourself"));
     }
   }
   const bool copied = !IsNone(copy) && copy.cast<bool>();
@@ -159,9 +157,9 @@ py::object PyTensor::Array(py::object dtype, py::object copy) {
 std::unique_ptr<PyTensor> PyTensor::View(py::handle dtype) {
   const DLDataType target = DTypeFromPython(dtype);
   if (target.bits != dtype_.bits) {
-    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
-        "dtype: view() keeps the item size; ", DTypeName(target), " has ", target.bits / 8,
-        " bytes, ", DTypeName(dtype_), " has ", dtype_.bits / 8)));
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat("dtype: view() keeps the item size; ", DTypeName(target), " has ",
+                     target.bits / 8, " bytes, ", DTypeName(dtype_), " has ", dtype_.bits / 8)));
   }
   auto view = std::make_unique<PyTensor>(client_, RetainLease(), info_, /*created=*/false);
   view->dtype_ = target;
@@ -236,8 +234,8 @@ void PyTensor::Abort() {
 }
 
 std::string PyTensor::Repr() const {
-  std::string state = released() ? "released"
-                      : created_ ? "unsealed, writable"
+  std::string state = released()  ? "released"
+                      : created_  ? "unsealed, writable"
                       : writable_ ? "mutable"
                                   : "read-only";
   return absl::StrCat("<tensorbroker.Tensor '", info_.name, "' ", DTypeName(dtype_), "[",

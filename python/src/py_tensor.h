@@ -1,8 +1,8 @@
 // tensorbroker.Tensor: one lease on a broker tensor, from Client.get() (read-only unless the
 // tensor is mutable) or Client.create() (writable until seal()). NumPy and PyTorch reach its
 // memory without a copy through __dlpack__ and __array__; every capsule and every array made
-// from it holds its own reference to the client's lease, so they stay valid after release() or garbage collection of
-// this object.
+// from it holds its own reference to the client's lease, so they stay valid after release() or
+// garbage collection of this object.
 //
 // CUDA tensors export as kDLCUDA on this process's ordinal of the GPU. Pinned (page-locked) CPU
 // tensors export as kDLCPU, because PyTorch and NumPy take no kDLCUDAHost capsules; PyTorch still

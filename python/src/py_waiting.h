@@ -48,15 +48,14 @@ template <typename Attempt>
 auto WaitInSlices(std::optional<double> timeout, Attempt&& attempt)
     -> decltype(attempt(std::chrono::milliseconds(0))) {
   const bool forever = !timeout.has_value();
-  const auto deadline = std::chrono::steady_clock::now() +
-                        (forever ? std::chrono::milliseconds(0)
-                                 : SecondsToMillis(*timeout, "timeout"));
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      (forever ? std::chrono::milliseconds(0) : SecondsToMillis(*timeout, "timeout"));
   const std::chrono::milliseconds longest = OnMainThread() ? kWaitSlice : kLongestSlice;
   while (true) {
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline -
-                                                             std::chrono::steady_clock::now());
-    const auto slice =
-        forever ? longest : std::clamp(left, std::chrono::milliseconds(0), longest);
+    auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto slice = forever ? longest : std::clamp(left, std::chrono::milliseconds(0), longest);
     auto result = Unlocked([&] { return attempt(slice); });
     if (!result.ok() || result->has_value()) return result;
     if (!forever && std::chrono::steady_clock::now() >= deadline) return result;

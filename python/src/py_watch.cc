@@ -53,9 +53,8 @@ PyWatch::PyWatch(py::object client, std::unique_ptr<Watcher> watcher)
 
 py::object PyWatch::Next(std::optional<double> timeout) {
   std::shared_ptr<Watcher> watcher = watcher_;
-  auto event = WaitInSlices(timeout, [&](std::chrono::milliseconds slice) {
-    return watcher->Next(slice);
-  });
+  auto event =
+      WaitInSlices(timeout, [&](std::chrono::milliseconds slice) { return watcher->Next(slice); });
   if (!event.ok()) throw StatusError(event.status());
   if (!event->has_value()) return py::none();
   return py::cast(ToPython(**event, client_));

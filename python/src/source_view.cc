@@ -39,13 +39,16 @@ DLDataType DTypeOfFormat(absl::string_view format, Py_ssize_t itemsize, const ch
   if (format == "?") return {kDLBool, 8, 1};
   if (format == "e" || format == "f" || format == "d") return {kDLFloat, bits, 1};
   if (format == "Zf" || format == "Zd") return {kDLComplex, bits, 1};
-  if (format.size() == 1 && absl::string_view("bhilqn").find(format[0]) != absl::string_view::npos) {
+  if (format.size() == 1 &&
+      absl::string_view("bhilqn").find(format[0]) != absl::string_view::npos) {
     return {kDLInt, bits, 1};
   }
-  if (format.size() == 1 && absl::string_view("BHILQN").find(format[0]) != absl::string_view::npos) {
+  if (format.size() == 1 &&
+      absl::string_view("BHILQN").find(format[0]) != absl::string_view::npos) {
     return {kDLUInt, bits, 1};
   }
-  Invalid(field, absl::StrCat("buffer format '", format, "' is not a numeric type the broker "
+  Invalid(field, absl::StrCat("buffer format '", format,
+                              "' is not a numeric type the broker "
                               "knows (bool, int, uint, float or complex)"));
 }
 
@@ -130,21 +133,23 @@ std::unique_ptr<SourceView> SourceView::Of(py::handle object, const char* field)
     view->TakeBuffer(source, field);
     return view;
   }
-  throw py::type_error(absl::StrCat(
-      field, ": expected an object with __dlpack__ (numpy.ndarray, torch.Tensor, ...) or the "
-             "buffer protocol, got ", std::string(py::str(py::type::handle_of(object).attr("__name__")))));
+  throw py::type_error(
+      absl::StrCat(field,
+                   ": expected an object with __dlpack__ (numpy.ndarray, torch.Tensor, ...) or the "
+                   "buffer protocol, got ",
+                   std::string(py::str(py::type::handle_of(object).attr("__name__")))));
 }
 
 void SourceView::TakeCapsule(py::handle capsule, const char* field) {
   PyObject* raw = capsule.ptr();
   if (PyCapsule_IsValid(raw, "dltensor_versioned")) {
-    versioned_ = static_cast<DLManagedTensorVersioned*>(
-        PyCapsule_GetPointer(raw, "dltensor_versioned"));
+    versioned_ =
+        static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(raw, "dltensor_versioned"));
     PyCapsule_SetName(raw, "used_dltensor_versioned");  // ours now: the capsule must not delete
     if (versioned_->version.major != DLPACK_MAJOR_VERSION) {
-      Invalid(field, absl::StrCat("DLPack ", versioned_->version.major, ".",
-                                  versioned_->version.minor, " tensor; this build reads ",
-                                  DLPACK_MAJOR_VERSION, ".x"));
+      Invalid(field,
+              absl::StrCat("DLPack ", versioned_->version.major, ".", versioned_->version.minor,
+                           " tensor; this build reads ", DLPACK_MAJOR_VERSION, ".x"));
     }
     tensor_ = versioned_->dl_tensor;
   } else if (PyCapsule_IsValid(raw, "dltensor")) {

@@ -165,8 +165,8 @@ TEST_F(CliGetTest, BFloat16AndFloat8AreWrittenAsRawVoidWithANote) {
     std::string name, descr, dtype_name;
     std::vector<uint8_t> bytes;
   };
-  for (const Case& c : {Case{"raw/bf16", "|V2", "bfloat16", bf16},
-                        Case{"raw/f8", "|V1", "float8_e4m3fn", f8}}) {
+  for (const Case& c :
+       {Case{"raw/bf16", "|V2", "bfloat16", bf16}, Case{"raw/f8", "|V1", "float8_e4m3fn", f8}}) {
     const std::string path = Path("raw.npy");
     CliResult get = Cli({"get", c.name, path});
     ASSERT_EQ(get.exit_code, 0) << get.err;

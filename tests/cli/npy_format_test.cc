@@ -230,37 +230,28 @@ TEST(NpyFormatTest, MalformedHeadersGiveUsefulErrors) {
       {MakeNpy(1, "{'descr': '<f4', 'fortran_order': False}", data), "no 'shape'"},
       {MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", data),
        "unexpected key 'x'"},
-      {MakeNpy(1, "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,)}",
-               data),
+      {MakeNpy(1, "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,)}", data),
        "twice"},
-      {MakeNpy(1, "{'descr': '>f4', 'fortran_order': False, 'shape': (2,)}", data),
-       "big-endian"},
+      {MakeNpy(1, "{'descr': '>f4', 'fortran_order': False, 'shape': (2,)}", data), "big-endian"},
       {MakeNpy(1, "{'descr': '|O', 'fortran_order': False, 'shape': (2,)}", data), "object"},
       {MakeNpy(1, "{'descr': '<U5', 'fortran_order': False, 'shape': (2,)}", data), "string"},
-      {MakeNpy(1, "{'descr': '<M8[ns]', 'fortran_order': False, 'shape': (2,)}", data),
-       "datetime"},
-      {MakeNpy(1, "{'descr': '<f3', 'fortran_order': False, 'shape': (2,)}", data),
-       "item size"},
-      {MakeNpy(1, "{'descr': '<f', 'fortran_order': False, 'shape': (2,)}", data),
-       "item size"},
-      {MakeNpy(1, "{'descr': '|f4', 'fortran_order': False, 'shape': (2,)}", data),
-       "one-byte"},
+      {MakeNpy(1, "{'descr': '<M8[ns]', 'fortran_order': False, 'shape': (2,)}", data), "datetime"},
+      {MakeNpy(1, "{'descr': '<f3', 'fortran_order': False, 'shape': (2,)}", data), "item size"},
+      {MakeNpy(1, "{'descr': '<f', 'fortran_order': False, 'shape': (2,)}", data), "item size"},
+      {MakeNpy(1, "{'descr': '|f4', 'fortran_order': False, 'shape': (2,)}", data), "one-byte"},
       {MakeNpy(1, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,)}", data),
        "structured"},
       {MakeNpy(1, "{'descr': '<f4', 'fortran_order': maybe, 'shape': (2,)}", data),
        "True or False"},
-      {MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (-2,)}", data),
-       "negative"},
+      {MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (-2,)}", data), "negative"},
       {MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2.5,)}", data),
        "not an integer"},
-      {MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2)}", data),
-       "not a tuple"},
+      {MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2)}", data), "not a tuple"},
       {MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': [2]}", data), "tuple"},
       {MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}",
                data),
        "too large"},
-      {MakeNpy(1,
-               "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296)}",
+      {MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296)}",
                data),
        "too many elements"},
       {MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1073741824, 1073741825)}",
@@ -275,11 +266,9 @@ TEST(NpyFormatTest, MalformedHeadersGiveUsefulErrors) {
        "after the closing"},
       {MakeNpy(1, "{'descr': '<f4, 'fortran_order': False, 'shape': (2,)}", data), "descr"},
       {MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,)", data), "expected"},
-      {MakeNpy(1, "{'descr': '<f\\x34', 'fortran_order': False, 'shape': (2,)}", data),
-       "escape"},
+      {MakeNpy(1, "{'descr': '<f\\x34', 'fortran_order': False, 'shape': (2,)}", data), "escape"},
       {MakeNpy(1, valid_dict, std::string(7, '\0')), "truncated"},
-      {MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000, 1000000)}",
-               data),
+      {MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000, 1000000)}", data),
        "needs 4000000000000 data bytes but only 8 follow"},
   };
   for (const Case& c : cases) {
@@ -326,8 +315,7 @@ TEST(NpyFormatTest, DimensionsThatOverflowAreRefusedNamingTheField) {
        "in bytes"},
   };
   for (const Case& c : cases) {
-    const std::string dict =
-        "{'descr': '<f4', 'fortran_order': False, 'shape': " + c.shape + ", }";
+    const std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': " + c.shape + ", }";
     absl::StatusOr<NpyHeader> h = ParseHeader(MakeNpy(1, dict, ""));
     if (h.ok()) {
       ADD_FAILURE() << "accepted shape " << c.shape << " as (" << absl::StrJoin(h->shape, ", ")
@@ -340,8 +328,8 @@ TEST(NpyFormatTest, DimensionsThatOverflowAreRefusedNamingTheField) {
   // The largest size that fits (2^60 float32: 2^62 bytes) is accepted, an empty array with it too.
   for (const std::string& shape :
        {std::string("(1152921504606846976,)"), std::string("(0, 1152921504606846976)")}) {
-    absl::StatusOr<NpyHeader> h = ParseHeader(MakeNpy(
-        1, "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }", ""));
+    absl::StatusOr<NpyHeader> h = ParseHeader(
+        MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }", ""));
     EXPECT_TRUE(h.ok()) << shape << ": " << h.status();
   }
 }
@@ -349,8 +337,7 @@ TEST(NpyFormatTest, DimensionsThatOverflowAreRefusedNamingTheField) {
 TEST(NpyFormatTest, EveryTruncationAndRandomCorruptionIsHandled) {
   std::vector<int64_t> shape{3, 4};
   std::vector<float> values(12, 1.5f);
-  const std::string file =
-      Serialize(HostTensor(values.data(), {kDLFloat, 32, 1}, shape), "<f4");
+  const std::string file = Serialize(HostTensor(values.data(), {kDLFloat, 32, 1}, shape), "<f4");
   ASSERT_TRUE(ParseFile(file).ok());
   for (size_t len = 0; len < file.size(); ++len) {
     absl::StatusOr<NpyHeader> h = ParseFile(absl::string_view(file).substr(0, len));
@@ -373,9 +360,9 @@ TEST(NpyFormatTest, EveryTruncationAndRandomCorruptionIsHandled) {
 TEST(NpyFileTest, FortranOrderFileLoadsWithColumnMajorStrides) {
   // [[0, 1, 2], [3, 4, 5]] stored column-major: 0 3 1 4 2 5.
   const int32_t column_major[] = {0, 3, 1, 4, 2, 5};
-  const TempFile file(MakeNpy(1, "{'descr': '<i4', 'fortran_order': True, 'shape': (2, 3), }",
-                              absl::string_view(reinterpret_cast<const char*>(column_major),
-                                               sizeof(column_major))));
+  const TempFile file(MakeNpy(
+      1, "{'descr': '<i4', 'fortran_order': True, 'shape': (2, 3), }",
+      absl::string_view(reinterpret_cast<const char*>(column_major), sizeof(column_major))));
   absl::StatusOr<NpyArray> array = NpyArray::Load(file.path());
   ASSERT_TRUE(array.ok()) << array.status();
   EXPECT_TRUE(array->header().fortran_order);

@@ -26,9 +26,9 @@ TEST(FlockHeldIn, AHolderOfThatFileCountsAWaiterOrAnotherFileDoesNot) {
       "2: FLOCK  ADVISORY  WRITE 4711 00:1a:12345 0 EOF\n"
       "2: -> FLOCK  ADVISORY  WRITE 4712 fd:02:99 0 EOF\n";
   EXPECT_TRUE(FlockHeldIn(locks, makedev(0, 0x1a), 12345));
-  EXPECT_FALSE(FlockHeldIn(locks, makedev(0, 0x1a), 1234));    // another file
-  EXPECT_FALSE(FlockHeldIn(locks, makedev(0xfd, 2), 99));      // only waiting for it
-  EXPECT_FALSE(FlockHeldIn(locks, makedev(0, 0x19), 777));     // a POSIX lock, not flock
+  EXPECT_FALSE(FlockHeldIn(locks, makedev(0, 0x1a), 1234));  // another file
+  EXPECT_FALSE(FlockHeldIn(locks, makedev(0xfd, 2), 99));    // only waiting for it
+  EXPECT_FALSE(FlockHeldIn(locks, makedev(0, 0x19), 777));   // a POSIX lock, not flock
   EXPECT_FALSE(FlockHeldIn("", makedev(0, 0x1a), 12345));
 }
 
@@ -42,8 +42,9 @@ TEST_F(AwaitSocketPathTest, AMissingPathIsUnavailableNamingIt) {
   const absl::Status missing = AwaitSocketPath(path_, absl::ZeroDuration(), absl::ZeroDuration());
   EXPECT_TRUE(absl::IsUnavailable(missing)) << missing;
   EXPECT_EQ(missing.message(),
-            absl::StrCat(path_, " does not exist: no tensorbrokerd serves there (is it running? "
-                                "see --socket / $TENSORBROKER_SOCKET)"));
+            absl::StrCat(path_,
+                         " does not exist: no tensorbrokerd serves there (is it running? "
+                         "see --socket / $TENSORBROKER_SOCKET)"));
 }
 
 TEST_F(AwaitSocketPathTest, AnExistingPathIsLeftToTheConnect) {
@@ -56,19 +57,18 @@ TEST_F(AwaitSocketPathTest, AnExistingPathIsLeftToTheConnect) {
 // While a daemon holds the lock (this test here), a missing path is waited for up to the
 // timeout, well past the grace; a lock file nobody holds is waited for no longer than the grace.
 TEST_F(AwaitSocketPathTest, AHeldLockIsWaitedForToTheTimeoutAFreeOneIsNot) {
-  const int lock = ::open(absl::StrCat(path_, ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC,
-                          0644);
+  const int lock = ::open(absl::StrCat(path_, ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
   ASSERT_GE(lock, 0);
   ASSERT_EQ(::flock(lock, LOCK_EX | LOCK_NB), 0);
   absl::Time start = absl::Now();
-  EXPECT_TRUE(absl::IsUnavailable(
-      AwaitSocketPath(path_, absl::Milliseconds(400), absl::ZeroDuration())));
+  EXPECT_TRUE(
+      absl::IsUnavailable(AwaitSocketPath(path_, absl::Milliseconds(400), absl::ZeroDuration())));
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(400));  // it waited, whatever the load
-  ::close(lock);  // released
+  ::close(lock);                                            // released
   // Unheld: only the grace. (No upper bound on how long that took: a loaded machine may be
   // slow; the outcome is what matters.)
-  EXPECT_TRUE(absl::IsUnavailable(
-      AwaitSocketPath(path_, absl::Seconds(600), absl::ZeroDuration())));
+  EXPECT_TRUE(
+      absl::IsUnavailable(AwaitSocketPath(path_, absl::Seconds(600), absl::ZeroDuration())));
 }
 
 }  // namespace

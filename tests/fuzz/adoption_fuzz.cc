@@ -48,7 +48,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const absl::string_view content = frame.substr(std::min(name_length, frame.size()));
     UniqueFd fd;
     switch (kind & 3) {
-      case 0: fd = fuzz::RecordDescriptor(content); break;
+      case 0:
+        fd = fuzz::RecordDescriptor(content);
+        break;
       case 1: {
         const int which = (kind >> 2) & 1;
         fd = fuzz::SegmentDescriptor(which);
@@ -58,7 +60,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
         break;
       }
-      case 2: fd = fuzz::RecordDescriptor(content, /*sealed=*/false); break;
+      case 2:
+        fd = fuzz::RecordDescriptor(content, /*sealed=*/false);
+        break;
       default: {
         int pipe[2];
         FUZZ_CHECK(::pipe2(pipe, O_CLOEXEC) == 0, "pipe2");
@@ -75,8 +79,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   auto pool = fuzz::NewPool();
-  Adoption adoption = AdoptStoredDescriptors(std::move(handed), pool.get(),
-                                               fuzz::ServiceManagerStore());
+  Adoption adoption =
+      AdoptStoredDescriptors(std::move(handed), pool.get(), fuzz::ServiceManagerStore());
   const std::vector<std::string> removed = fuzz::NotifyListener::Get().TakeRemoved();
   FUZZ_CHECK(adoption.others.size() == others.size(), "%zu others back of %zu",
              adoption.others.size(), others.size());

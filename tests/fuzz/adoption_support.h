@@ -54,10 +54,10 @@ class NotifyListener {
   std::vector<std::string> TakeRemoved() {
     // A mark of our own: once the reader has seen it, it has seen everything sent before it.
     const uint64_t mark = ++marks_sent_;
-    FUZZ_CHECK(::sendto(sender_, &mark, sizeof(mark), 0,
-                        reinterpret_cast<const sockaddr*>(&address_), address_size_) ==
-                   sizeof(mark),
-               "sending the mark: %s", std::strerror(errno));
+    FUZZ_CHECK(
+        ::sendto(sender_, &mark, sizeof(mark), 0, reinterpret_cast<const sockaddr*>(&address_),
+                 address_size_) == sizeof(mark),
+        "sending the mark: %s", std::strerror(errno));
     std::unique_lock<std::mutex> lock(mu_);
     seen_.wait(lock, [&] { return marks_seen_ == mark; });
     return std::exchange(removed_, {});
@@ -71,10 +71,10 @@ class NotifyListener {
     address_size_ = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
     socket_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     sender_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    FUZZ_CHECK(socket_ >= 0 && sender_ >= 0 &&
-                   ::bind(socket_, reinterpret_cast<const sockaddr*>(&address_), address_size_) ==
-                       0,
-               "notify socket: %s", std::strerror(errno));
+    FUZZ_CHECK(
+        socket_ >= 0 && sender_ >= 0 &&
+            ::bind(socket_, reinterpret_cast<const sockaddr*>(&address_), address_size_) == 0,
+        "notify socket: %s", std::strerror(errno));
     ::setenv("NOTIFY_SOCKET", ("@" + name).c_str(), 1);
     std::thread([this] { Read(); }).detach();
   }
@@ -90,8 +90,7 @@ class NotifyListener {
       } else if (absl::StrContains(message->bytes, "FDSTOREREMOVE=1")) {
         const size_t at = message->bytes.find("FDNAME=");
         if (at != std::string::npos) {
-          removed_.push_back(message->bytes.substr(at + 7, message->bytes.find('\n', at) -
-                                                               at - 7));
+          removed_.push_back(message->bytes.substr(at + 7, message->bytes.find('\n', at) - at - 7));
         }
       }
     }
@@ -138,9 +137,9 @@ inline UniqueFd SegmentDescriptor(int which) {
 inline UniqueFd RecordDescriptor(absl::string_view bytes, bool sealed = true) {
   UniqueFd fd(::memfd_create("tb-record", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   FUZZ_CHECK(fd.valid(), "memfd_create");
-  FUZZ_CHECK(::pwrite(fd.get(), bytes.data(), bytes.size(), 0) ==
-                 static_cast<ssize_t>(bytes.size()),
-             "pwrite");
+  FUZZ_CHECK(
+      ::pwrite(fd.get(), bytes.data(), bytes.size(), 0) == static_cast<ssize_t>(bytes.size()),
+      "pwrite");
   if (sealed) {
     FUZZ_CHECK(::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW) == 0,
                "F_ADD_SEALS");
@@ -200,8 +199,7 @@ inline void CheckAdopted(daemon::Adoption adoption,
     auto& taken = blocks[block.segment];
     auto next = taken.lower_bound(block.offset);
     FUZZ_CHECK(next == taken.end() || next->first >= block.offset + block.size, "blocks overlap");
-    FUZZ_CHECK(next == taken.begin() || std::prev(next)->second <= block.offset,
-               "blocks overlap");
+    FUZZ_CHECK(next == taken.begin() || std::prev(next)->second <= block.offset, "blocks overlap");
     if (block.size > 0) taken.emplace(block.offset, block.offset + block.size);
     bytes += tensor.spec.nbytes;
   }

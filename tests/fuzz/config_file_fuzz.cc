@@ -25,17 +25,16 @@ constexpr uint64_t kDefaultCapacity = uint64_t{1} << 30;
 const std::string kPath = "fuzz.conf";
 
 bool Clean(const std::string& text) {
-  return text.find_first_of("#\n") == std::string::npos &&
-         absl::StripAsciiWhitespace(text) == text;
+  return text.find_first_of("#\n") == std::string::npos && absl::StripAsciiWhitespace(text) == text;
 }
 
 void CheckSettings(const std::vector<Setting>& settings) {
   std::set<std::string> keys;
   int last_line = 0;
   for (const Setting& setting : settings) {
-    FUZZ_CHECK(!setting.key.empty() && Clean(setting.key) &&
-                   setting.key.find('=') == std::string::npos,
-               "key '%s'", setting.key.c_str());
+    FUZZ_CHECK(
+        !setting.key.empty() && Clean(setting.key) && setting.key.find('=') == std::string::npos,
+        "key '%s'", setting.key.c_str());
     FUZZ_CHECK(Clean(setting.value), "value '%s'", setting.value.c_str());
     FUZZ_CHECK(keys.insert(setting.key).second, "key '%s' twice", setting.key.c_str());
     int line = 0;

@@ -14,15 +14,14 @@
 
 #include "absl/strings/string_view.h"
 
-#define FUZZ_CHECK(condition, ...)                                                 \
-  do {                                                                             \
-    if (!(condition)) {                                                            \
-      std::fprintf(stderr, "%s:%d: invariant violated: %s: ", __FILE__, __LINE__, \
-                   #condition);                                                    \
-      std::fprintf(stderr, __VA_ARGS__);                                           \
-      std::fprintf(stderr, "\n");                                                  \
-      std::abort();                                                                \
-    }                                                                              \
+#define FUZZ_CHECK(condition, ...)                                                             \
+  do {                                                                                         \
+    if (!(condition)) {                                                                        \
+      std::fprintf(stderr, "%s:%d: invariant violated: %s: ", __FILE__, __LINE__, #condition); \
+      std::fprintf(stderr, __VA_ARGS__);                                                       \
+      std::fprintf(stderr, "\n");                                                              \
+      std::abort();                                                                            \
+    }                                                                                          \
   } while (0)
 
 namespace tensorbroker::fuzz {

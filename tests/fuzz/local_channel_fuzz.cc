@@ -80,7 +80,9 @@ class Host final : public LocalConnectionHost, public SessionEventSink {
     return now;
   }
   void WaitEnded(uint64_t, uint64_t, absl::Time) override {}  // no deadlines kept here
-  std::function<void()> WatchWaker(uint64_t) override { return [] {}; }  // pumped by each input
+  std::function<void()> WatchWaker(uint64_t) override {
+    return [] {};
+  }                                             // pumped by each input
   void AnswerOthersFirst(uint64_t) override {}  // one connection: nobody else to answer
   // A server without handover hooks.
   absl::StatusOr<std::vector<NamedFd>> PrepareHandover(const PeerCredentials&) override {
@@ -127,11 +129,10 @@ void CheckDescriptors(const v1::LocalReply& reply, const std::vector<UniqueFd>& 
   for (size_t i = 0; i < fds.size(); ++i) {
     const v1::SegmentDescriptor& listed = reply.descriptors(static_cast<int>(i));
     struct stat st {};
-    FUZZ_CHECK(::fstat(fds[i].get(), &st) == 0 &&
-                   static_cast<uint64_t>(st.st_size) == listed.size(),
-               "descriptor of %s: %lld bytes, listed %llu", listed.segment().c_str(),
-               static_cast<long long>(st.st_size),
-               static_cast<unsigned long long>(listed.size()));
+    FUZZ_CHECK(
+        ::fstat(fds[i].get(), &st) == 0 && static_cast<uint64_t>(st.st_size) == listed.size(),
+        "descriptor of %s: %lld bytes, listed %llu", listed.segment().c_str(),
+        static_cast<long long>(st.st_size), static_cast<unsigned long long>(listed.size()));
     const int mode = ::fcntl(fds[i].get(), F_GETFL) & O_ACCMODE;
     FUZZ_CHECK((mode == O_RDWR) == listed.writable(), "descriptor of %s: access mode %d",
                listed.segment().c_str(), mode);

@@ -30,9 +30,9 @@ bool HeadComplete(absl::string_view request) {
 void CheckAnswer(absl::string_view request, const std::string& answer, int renders) {
   FUZZ_CHECK(absl::StartsWith(answer, "HTTP/1.1 "), "answer '%s'", answer.c_str());
   const absl::string_view status = absl::string_view(answer).substr(9, 3);
-  FUZZ_CHECK(status == "200" || status == "400" || status == "404" || status == "405" ||
-                 status == "431",
-             "status %s", std::string(status).c_str());
+  FUZZ_CHECK(
+      status == "200" || status == "400" || status == "404" || status == "405" || status == "431",
+      "status %s", std::string(status).c_str());
   const size_t head_end = answer.find("\r\n\r\n");
   FUZZ_CHECK(head_end != std::string::npos, "answer has no end of head");
   const absl::string_view head = absl::string_view(answer).substr(0, head_end + 2);
@@ -42,8 +42,7 @@ void CheckAnswer(absl::string_view request, const std::string& answer, int rende
   FUZZ_CHECK(at != absl::string_view::npos, "no Content-Length");
   const absl::string_view value = head.substr(at + 18, head.find("\r\n", at + 18) - at - 18);
   size_t length = 0;
-  FUZZ_CHECK(absl::SimpleAtoi(value, &length), "Content-Length '%s'",
-             std::string(value).c_str());
+  FUZZ_CHECK(absl::SimpleAtoi(value, &length), "Content-Length '%s'", std::string(value).c_str());
   // The method as the request line (leading whitespace stripped) starts.
   const absl::string_view line =
       absl::StripLeadingAsciiWhitespace(request.substr(0, request.find('\n')));

@@ -34,11 +34,11 @@ const std::string& FilePath(int* fd_out) {
 
 void CheckArray(NpyArray& array, size_t file_size, absl::string_view file) {
   const NpyHeader& header = array.header();
-  FUZZ_CHECK(header.data_offset <= file_size &&
-                 header.data_nbytes <= file_size - header.data_offset,
-             "data [%llu, +%llu) past the file's %zu bytes",
-             static_cast<unsigned long long>(header.data_offset),
-             static_cast<unsigned long long>(header.data_nbytes), file_size);
+  FUZZ_CHECK(
+      header.data_offset <= file_size && header.data_nbytes <= file_size - header.data_offset,
+      "data [%llu, +%llu) past the file's %zu bytes",
+      static_cast<unsigned long long>(header.data_offset),
+      static_cast<unsigned long long>(header.data_nbytes), file_size);
   const DLTensor tensor = array.tensor();
   const std::vector<int64_t> strides(tensor.strides, tensor.strides + tensor.ndim);
   auto layout = ComputeLayout(header.shape, header.dtype, strides);
@@ -76,8 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int fd = -1;
   const std::string& path = tensorbroker::npy::FilePath(&fd);
   FUZZ_CHECK(fd >= 0, "memfd_create failed");
-  FUZZ_CHECK(::ftruncate(fd, 0) == 0 &&
-                 ::pwrite(fd, data, size, 0) == static_cast<ssize_t>(size),
+  FUZZ_CHECK(::ftruncate(fd, 0) == 0 && ::pwrite(fd, data, size, 0) == static_cast<ssize_t>(size),
              "cannot write the file");
   auto array = tensorbroker::npy::NpyArray::Load(path);
   if (array.ok()) {

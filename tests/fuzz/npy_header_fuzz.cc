@@ -38,8 +38,10 @@ void CheckHeader(absl::string_view bytes, const NpyHeader& header) {
   bool empty = false;
   for (int64_t dim : header.shape) {
     FUZZ_CHECK(dim >= 0, "negative dimension");
-    if (dim == 0) empty = true;
-    else product *= static_cast<uint64_t>(dim);
+    if (dim == 0)
+      empty = true;
+    else
+      product *= static_cast<uint64_t>(dim);
     FUZZ_CHECK(empty || product <= (uint64_t{1} << 62), "size past 2^62 accepted");
   }
   const uint64_t expected = empty ? 0 : static_cast<uint64_t>(product);

@@ -9,10 +9,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <thread>
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/cuda_devices.h"
@@ -21,9 +21,9 @@
 namespace tensorbroker::testing {
 namespace {
 
-#define ASSERT_CUDA(expr)                                                     \
-  do {                                                                        \
-    const cudaError_t tb_cuda_ = (expr);                                      \
+#define ASSERT_CUDA(expr)                                                              \
+  do {                                                                                 \
+    const cudaError_t tb_cuda_ = (expr);                                               \
     ASSERT_EQ(tb_cuda_, cudaSuccess) << #expr << ": " << cudaGetErrorString(tb_cuda_); \
   } while (0)
 

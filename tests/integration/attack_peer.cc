@@ -138,14 +138,14 @@ int main(int argc, char** argv) {
   const int ro = DescriptorOf(sealed->dl_tensor.data);
   const off_t size = ::lseek(ro, 0, SEEK_END);
   Report("reopen_rw", ::open(absl::StrCat("/proc/self/fd/", ro).c_str(), O_RDWR));
-  void* writable = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED,
-                          ro, 0);
+  void* writable =
+      ::mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED, ro, 0);
   Report("mmap_write", writable == MAP_FAILED ? -1 : 0);
   const long page = ::sysconf(_SC_PAGESIZE);
-  void* view_page = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(sealed->dl_tensor.data) /
-                                            page * page);
-  Report("mprotect_write", ::mprotect(view_page, static_cast<size_t>(page),
-                                      PROT_READ | PROT_WRITE));
+  void* view_page =
+      reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(sealed->dl_tensor.data) / page * page);
+  Report("mprotect_write",
+         ::mprotect(view_page, static_cast<size_t>(page), PROT_READ | PROT_WRITE));
   Report("ftruncate_ro", ::ftruncate(ro, 0));
   Report("fallocate_ro", ::fallocate(ro, 0, 0, size + page));
   Report("punch_hole_ro", ::fallocate(ro, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, page));

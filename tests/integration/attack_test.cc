@@ -50,8 +50,8 @@ std::map<std::string, std::string> RunAttack(const std::vector<std::string>& arg
 class RootSession {
  public:
   explicit RootSession(const std::string& socket)
-      : stub_(v1::Broker::NewStub(grpc::CreateChannel("unix:" + socket,
-                                                      grpc::InsecureChannelCredentials()))),
+      : stub_(v1::Broker::NewStub(
+            grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials()))),
         stream_(stub_->Session(&context_)) {
     v1::SessionEvent event;
     if (stream_->Write(v1::SessionRequest()) && stream_->Read(&event) && event.has_opened()) {
@@ -97,12 +97,12 @@ TEST_F(AttackTest, AnotherUidCannotReachRootsTensorsOrSession) {
     if (prefix.empty()) prefix = DaemonPrefixOf(segment);
   }
   ASSERT_FALSE(prefix.empty()) << "no segment of the daemon seen in /proc";
-  auto said = RunAttack({"--socket", socket(), "--victim", "victim/a", "--victim-session",
-                         session.id(), "--daemon-pid", std::to_string(daemon_->pid()),
-                         "--segment-prefix", prefix},
-                        &transcript, &status);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      << DescribeWaitStatus(status) << "\n" << transcript;
+  auto said =
+      RunAttack({"--socket", socket(), "--victim", "victim/a", "--victim-session", session.id(),
+                 "--daemon-pid", std::to_string(daemon_->pid()), "--segment-prefix", prefix},
+                &transcript, &status);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << DescribeWaitStatus(status) << "\n"
+                                                             << transcript;
   ASSERT_EQ(said["uid"], "65534") << transcript;
   // Nothing to open by name; the daemon's descriptors are not reachable through /proc.
   EXPECT_EQ(said["named"], "0") << transcript;

@@ -101,10 +101,10 @@ TEST_F(CancelTest, OneTokenCancelsManyWaitsOfManyThreads) {
   std::vector<std::thread> waiters;
   for (int i = 0; i < kWaiters; ++i) {
     waiters.emplace_back([&, i] {
-      results[i] = client()
-                       .Get(absl::StrCat("cancel/many/", i),
-                            WaitFor(std::chrono::minutes(10), cancel))
-                       .status();
+      results[i] =
+          client()
+              .Get(absl::StrCat("cancel/many/", i), WaitFor(std::chrono::minutes(10), cancel))
+              .status();
     });
   }
   ASSERT_TRUE(PollUntil([&] { return WaitingGets(client()) == kWaiters; }, kHangGuard));

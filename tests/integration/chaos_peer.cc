@@ -15,8 +15,8 @@
 // producer's bytes; "error OP CODE message" for an answer the workload never expects (a name
 // that is absent or already taken is expected). Exit: 0 at stdin EOF with no corrupt read or
 // error, 1 otherwise; 2 on bad usage.
-#include <dlpack/dlpack.h>
 #include <dirent.h>
+#include <dlpack/dlpack.h>
 #include <malloc.h>
 #include <poll.h>
 #include <unistd.h>
@@ -132,8 +132,8 @@ class Worker {
   // Every element of `view` must be its producer's.
   void Check(const View& view) {
     const DLTensor& t = view.tensor->dl_tensor;
-    const auto* values = reinterpret_cast<const uint64_t*>(
-        static_cast<const char*>(t.data) + t.byte_offset);
+    const auto* values =
+        reinterpret_cast<const uint64_t*>(static_cast<const char*>(t.data) + t.byte_offset);
     const uint64_t elements = static_cast<uint64_t>(t.shape[0]);
     if (auto bad = FirstUnstampedElement(view.name, values, elements)) {
       ++counters_.corrupt;
@@ -298,10 +298,9 @@ int ClientSoak(Client& client, const std::string& name, long cycles) {
     return 1;
   }
   const Footprint end = Measure();
-  Say(absl::StrCat("soak cycles=", cycles, " fds=", warm.fds, "/", end.fds,
-                   " maps=", warm.maps.segments, "/", end.maps.segments,
-                   " other_maps=", warm.maps.others, "/", end.maps.others, " heap=", warm.heap, "/",
-                   end.heap));
+  Say(absl::StrCat("soak cycles=", cycles, " fds=", warm.fds, "/", end.fds, " maps=",
+                   warm.maps.segments, "/", end.maps.segments, " other_maps=", warm.maps.others,
+                   "/", end.maps.others, " heap=", warm.heap, "/", end.heap));
   return 0;
 }
 

@@ -30,8 +30,7 @@ void KillPeer(PeerProcess& peer) {
   peer.Signal(SIGKILL);
   auto status = peer.Wait();
   ASSERT_TRUE(status.ok()) << status.status();
-  EXPECT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGKILL)
-      << DescribeWaitStatus(*status);
+  EXPECT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGKILL) << DescribeWaitStatus(*status);
 }
 
 TEST_F(CrashTest, KilledConsumerLeasesAreReleasedWithinOneSecond) {
@@ -48,8 +47,8 @@ TEST_F(CrashTest, KilledConsumerLeasesAreReleasedWithinOneSecond) {
   EXPECT_EQ(pre_a, 1);
   EXPECT_EQ(pre_b, 0);
 
-  ASSERT_OK_AND_ASSIGN(auto peer, PeerProcess::Start(socket(), {"hold", "crash/a", "crash/b",
-                                                               "--count", "3"}));
+  ASSERT_OK_AND_ASSIGN(
+      auto peer, PeerProcess::Start(socket(), {"hold", "crash/a", "crash/b", "--count", "3"}));
   ASSERT_OK_AND_ASSIGN(std::string line, peer.ReadLine());
   ASSERT_EQ(line, "held");
   // Three Gets of each: one lease per version in that process.
@@ -70,20 +69,20 @@ TEST_F(CrashTest, KilledConsumerLeasesAreReleasedWithinOneSecond) {
                sa->leases == static_cast<uint32_t>(pre_a) &&
                sb->leases == static_cast<uint32_t>(pre_b);
       },
-      kReclaimBound - std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() -
-                                                               killed_at),
+      kReclaimBound -
+          std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - killed_at),
       kPollStep);
-  const auto reclaim_ms = std::chrono::duration<double, std::milli>(
-                              std::chrono::steady_clock::now() - killed_at)
-                              .count();
+  const auto reclaim_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - killed_at)
+          .count();
   std::printf("[ measured ] leases of a SIGKILLed consumer reclaimed %.1f ms after the kill\n",
               reclaim_ms);
   RecordProperty("reclaim_ms", static_cast<int>(reclaim_ms));
   ASSERT_OK_AND_ASSIGN(BrokerStats after, client().Stats());
   EXPECT_TRUE(reclaimed) << "1 s after SIGKILL: leases(crash/a)=" << LeasesOf(client(), "crash/a")
-                         << " (want " << pre_a << "), leases(crash/b)="
-                         << LeasesOf(client(), "crash/b") << " (want " << pre_b
-                         << "), clients=" << after.clients << " (want 1)";
+                         << " (want " << pre_a
+                         << "), leases(crash/b)=" << LeasesOf(client(), "crash/b") << " (want "
+                         << pre_b << "), clients=" << after.clients << " (want 1)";
   // The survivors are untouched.
   EXPECT_EQ(FloatsOf(mine->dl_tensor), a);
   EXPECT_EQ(after.tensors, 2u);
@@ -106,8 +105,8 @@ TEST_F(CrashTest, KilledConsumerOfADeletedTensorFreesItsMemory) {
         auto s = client().Stats();
         return s.ok() && s->used_bytes == before.used_bytes && s->leases == 0;
       },
-      kReclaimBound - std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() -
-                                                               killed_at),
+      kReclaimBound -
+          std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - killed_at),
       kPollStep);
   ASSERT_OK_AND_ASSIGN(BrokerStats after, client().Stats());
   EXPECT_TRUE(freed) << "1 s after SIGKILL: used_bytes=" << after.used_bytes << " (want "
@@ -139,11 +138,10 @@ TEST_F(CrashTest, KilledProducerUnsealedCreateIsAbortedAndTheNameFreed) {
   const bool aborted = PollUntil(
       [&] {
         auto s = client().Stats();
-        return s.ok() && s->pending == 0 && s->clients == 1 &&
-               s->used_bytes == before.used_bytes;
+        return s.ok() && s->pending == 0 && s->clients == 1 && s->used_bytes == before.used_bytes;
       },
-      kReclaimBound - std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() -
-                                                               killed_at),
+      kReclaimBound -
+          std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - killed_at),
       kPollStep);
   ASSERT_OK_AND_ASSIGN(BrokerStats after, client().Stats());
   EXPECT_TRUE(aborted) << "1 s after SIGKILL: pending=" << after.pending
@@ -165,8 +163,7 @@ TEST_F(CrashTest, KilledProducerUnsealedCreateIsAbortedAndTheNameFreed) {
 }
 
 TEST_F(CrashTest, ProducerThatExitsNormallyWithoutSealingAlsoAborts) {
-  ASSERT_OK_AND_ASSIGN(auto peer,
-                       PeerProcess::Start(socket(), {"create-hold", "crash/q", "4096"}));
+  ASSERT_OK_AND_ASSIGN(auto peer, PeerProcess::Start(socket(), {"create-hold", "crash/q", "4096"}));
   ASSERT_OK_AND_ASSIGN(std::string line, peer.ReadLine());
   ASSERT_EQ(line, "created");
   peer.CloseStdin();  // the peer releases its Create lease and exits without Seal

@@ -32,11 +32,11 @@ TEST(DaemonWaitTest, DaemonProcessFailsAtOnceWithTheExitStatusAndLogOfADaemonTha
   ASSERT_FALSE(daemon.ok());
   EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInternal) << daemon.status();
   const absl::string_view message = daemon.status().message();
-  EXPECT_TRUE(absl::StartsWith(
-      message, "tensorbrokerd exited (exit status 2) before it was serving on "))
+  EXPECT_TRUE(
+      absl::StartsWith(message, "tensorbrokerd exited (exit status 2) before it was serving on "))
       << message;
-  EXPECT_TRUE(absl::EndsWith(message, absl::StrCat("/broker.sock; its log:\n  | ", kCapacityError,
-                                                   "\n")))
+  EXPECT_TRUE(
+      absl::EndsWith(message, absl::StrCat("/broker.sock; its log:\n  | ", kCapacityError, "\n")))
       << message;
   EXPECT_LT(took, kAtOnce);
 }

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "tests/integration/test_util.h"
 
 namespace tensorbroker::testing {

@@ -38,8 +38,7 @@ TEST_F(DeviceTest, CreateOnCudaIsFailedPreconditionWithTheReason) {
   options.device = {kDLCUDA, 0};
   auto created = client().Create("gpu/x", {4}, dtypes::kFloat32, options);
   EXPECT_CODE(created, StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(absl::StrContains(created.status().message(), NoGpuReason()))
-      << created.status();
+  EXPECT_TRUE(absl::StrContains(created.status().message(), NoGpuReason())) << created.status();
   EXPECT_TRUE(absl::StrContains(created.status().message(), "cuda:0")) << created.status();
   ExpectNothingLeft();
 }
@@ -99,11 +98,11 @@ TEST_F(DeviceTest, PinnedCreateIsFailedPreconditionAndAbortsTheReservation) {
   // kDLCUDAHost means the same: CPU memory, mapped pinned.
   CreateOptions host;
   host.device = {kDLCUDAHost, 0};
-  EXPECT_CODE(client().Create("pin/y", {8}, dtypes::kInt32, host),
-              StatusCode::kFailedPrecondition);
+  EXPECT_CODE(client().Create("pin/y", {8}, dtypes::kInt32, host), StatusCode::kFailedPrecondition);
   ExpectNothingLeft();
   // The name is free again.
-  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, client().Create("pin/y", {8}, dtypes::kInt32));
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw,
+                       client().Create("pin/y", {8}, dtypes::kInt32));
   TensorPtr created(raw);
   ASSERT_OK(client().Seal("pin/y"));
 }
@@ -126,7 +125,8 @@ TEST_F(DeviceTest, GetOnAnotherDeviceIsFailedPreconditionNamingWhereItIs) {
 }
 
 TEST_F(DeviceTest, SealStreamOnlyConcernsCudaTensors) {
-  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, client().Create("cpu/s", {2}, dtypes::kInt8));
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw,
+                       client().Create("cpu/s", {2}, dtypes::kInt8));
   TensorPtr created(raw);
   SealOptions options;
   options.cuda_stream = 12345;  // never touched for a CPU tensor

@@ -102,11 +102,11 @@ TEST_F(FloodTest, AnotherUidFloodingDescriptorRequestsCannotTakeTheDaemonDown) {
 
   ASSERT_OK_AND_ASSIGN(
       UidProcess attacker,
-      UidProcess::Start(65534, 0,
-                        {TENSORBROKER_FLOOD_PEER_PATH, "--socket", socket(), "--name",
-                         "flood/bait", "--connections", std::to_string(kMaxConnections + 8),
-                         "--requests", "20000"},
-                        {}));
+      UidProcess::Start(
+          65534, 0,
+          {TENSORBROKER_FLOOD_PEER_PATH, "--socket", socket(), "--name", "flood/bait",
+           "--connections", std::to_string(kMaxConnections + 8), "--requests", "20000"},
+          {}));
   ASSERT_TRUE(PollUntil([&] { return Lines(attacker.ErrSoFar()).count("flooding") > 0; },
                         std::chrono::seconds(120)))
       << attacker.ErrSoFar();
@@ -130,33 +130,33 @@ TEST_F(FloodTest, AnotherUidFloodingDescriptorRequestsCannotTakeTheDaemonDown) {
     TensorPtr got(raw);
     EXPECT_EQ(FloatsOf(got->dl_tensor), values);
     if (round % 5 == 0) {
-      ASSERT_OK_AND_ASSIGN(ProcessOutput health,
-                           RunAs(0, 0, {TENSORBROKER_CLI_PATH, "--socket", socket(), "health"},
-                                 {}));
+      ASSERT_OK_AND_ASSIGN(
+          ProcessOutput health,
+          RunAs(0, 0, {TENSORBROKER_CLI_PATH, "--socket", socket(), "health"}, {}));
       EXPECT_EQ(health.out, "SERVING\n") << health.err;
       EXPECT_TRUE(WIFEXITED(health.status) && WEXITSTATUS(health.status) == 0) << health.err;
     }
     most = std::max(most, OpenDescriptors(daemon_pid));
   }
   EXPECT_LE(most, bound) << "baseline " << baseline;
-  std::cout << "flood: baseline " << baseline << " descriptors, at most " << most
-            << " while " << said["connected"] << " connections flooded " << requests
-            << " requests (bound " << bound << ")\n";
+  std::cout << "flood: baseline " << baseline << " descriptors, at most " << most << " while "
+            << said["connected"] << " connections flooded " << requests << " requests (bound "
+            << bound << ")\n";
 
   // Every reply the attacker is owed comes once it reads: nothing dropped, one descriptor each.
   ASSERT_OK_AND_ASSIGN(ProcessOutput finished, attacker.Finish(SIGUSR1));
   said = Lines(finished.err);
   ASSERT_TRUE(WIFEXITED(finished.status) && WEXITSTATUS(finished.status) == 0) << finished.err;
-  EXPECT_EQ(said["drained"], absl::StrCat("replies=", requests, " ok=", requests,
-                                          " fds=", requests, " dropped=0"));
+  EXPECT_EQ(said["drained"],
+            absl::StrCat("replies=", requests, " ok=", requests, " fds=", requests, " dropped=0"));
   ASSERT_EQ(said.count("done"), 1u) << finished.err;
 
   // The victim's bytes are intact and the daemon is back to its baseline.
   ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, client().Get("flood/bait"));
   TensorPtr bait_again(raw);
   EXPECT_EQ(FloatsOf(bait_again->dl_tensor), bait);
-  EXPECT_TRUE(PollUntil([&] { return OpenDescriptors(daemon_pid) == baseline; },
-                        std::chrono::seconds(10)))
+  EXPECT_TRUE(
+      PollUntil([&] { return OpenDescriptors(daemon_pid) == baseline; }, std::chrono::seconds(10)))
       << OpenDescriptors(daemon_pid) << " open, baseline " << baseline;
   EXPECT_OK(client().Ping());
   // A figure, not a check (sanitizer builds keep freed memory in quarantine): queued replies
@@ -183,11 +183,10 @@ TEST_F(ShortOfDescriptorsTest, AnotherUidsTensorsLeaveTheDaemonDescriptorsForIts
   ASSERT_EQ(::chmod(dir.c_str(), 0755), 0);
   const pid_t daemon_pid = daemon_->pid();
   // Mutable tensors, each a segment of its own, until the daemon refuses.
-  ASSERT_OK_AND_ASSIGN(ProcessOutput attack,
-                       RunAs(65534, 0,
-                             {TENSORBROKER_FLOOD_PEER_PATH, "--socket", socket(), "--tensors",
-                              std::to_string(kLimit)},
-                             {}));
+  ASSERT_OK_AND_ASSIGN(ProcessOutput attack, RunAs(65534, 0,
+                                                   {TENSORBROKER_FLOOD_PEER_PATH, "--socket",
+                                                    socket(), "--tensors", std::to_string(kLimit)},
+                                                   {}));
   std::map<std::string, std::string> said = Lines(attack.err);
   ASSERT_TRUE(WIFEXITED(attack.status) && WEXITSTATUS(attack.status) == 0) << attack.err;
   ASSERT_EQ(said["uid"], "65534");

@@ -37,8 +37,7 @@ class HarnessedDaemonTest : public ::testing::Test {
   }
 
   // Starts tensorbrokerd on socket_ with `args` (after --socket) and waits for READY=1.
-  void Start(const std::vector<std::string>& args = {"--capacity", "256M", "--log-level",
-                                                       "info"}) {
+  void Start(const std::vector<std::string>& args = {"--capacity", "256M", "--log-level", "info"}) {
     ASSERT_OK(StartDaemon(args));
   }
   // Start() as a status: WaitForDaemon's failure when the daemon does not get ready.

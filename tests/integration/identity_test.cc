@@ -24,8 +24,8 @@
 #include "tensorbroker/v1/broker.grpc.pb.h"
 #include "tests/integration/squatter.h"
 #include "tests/integration/test_util.h"
-#include "tests/support/temp_dir.h"
 #include "tests/integration/uid_process.h"
+#include "tests/support/temp_dir.h"
 
 namespace tensorbroker::testing {
 namespace {

@@ -25,9 +25,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "tests/integration/test_util.h"
 #include "tests/integration/harnessed_daemon_test.h"
 #include "tests/integration/stamped_tensor.h"
+#include "tests/integration/test_util.h"
 
 namespace tensorbroker::testing {
 namespace {
@@ -46,9 +46,7 @@ using Model = std::map<std::string, Expected>;  // names published, and what the
 
 class KillLoopTest : public HarnessedDaemonTest {
  protected:
-  void Start() {
-    HarnessedDaemonTest::Start({"--capacity", "512M", "--log-level", "warning"});
-  }
+  void Start() { HarnessedDaemonTest::Start({"--capacity", "512M", "--log-level", "warning"}); }
 };
 
 // What `name` holds now: its stamp and size, checked element by element; nullopt when absent.
@@ -64,8 +62,8 @@ std::optional<Expected> Read(Client& client, const std::string& name) {
   EXPECT_EQ(values[0], NameHash(name)) << name << ": another tensor's bytes";
   Expected seen{values[1], elements};
   if (std::optional<uint64_t> bad = FirstUnstampedElement(name, values, elements)) {
-    ADD_FAILURE() << name << ": element " << *bad << " of " << elements << " is "
-                  << values[*bad] << ", not what its producer wrote (half-written or reused memory)";
+    ADD_FAILURE() << name << ": element " << *bad << " of " << elements << " is " << values[*bad]
+                  << ", not what its producer wrote (half-written or reused memory)";
   }
   return seen;
 }
@@ -108,8 +106,8 @@ TEST_F(KillLoopTest, SigkillAtRandomPointsLeavesAConsistentAdoptedState) {
     std::string in_flight;  // the name of the operation the kill interrupted
     Model before;           // the model before it
     while (true) {
-      const std::string name = absl::StrCat("t/", std::uniform_int_distribution<int>(
-                                                     0, kNames - 1)(random));
+      const std::string name =
+          absl::StrCat("t/", std::uniform_int_distribution<int>(0, kNames - 1)(random));
       before = model;
       in_flight = name;
       const int op = std::uniform_int_distribution<int>(0, 9)(random);
@@ -127,8 +125,8 @@ TEST_F(KillLoopTest, SigkillAtRandomPointsLeavesAConsistentAdoptedState) {
           FillStamped(name, stamp, values.data(), elements);
           PutOptions put;
           put.replace = true;
-          status = client->Put(name, HostTensor(values.data(), shape, dtypes::kUInt64), put)
-                       .status();
+          status =
+              client->Put(name, HostTensor(values.data(), shape, dtypes::kUInt64), put).status();
         } else {
           CreateOptions create;
           create.replace = true;
@@ -162,8 +160,8 @@ TEST_F(KillLoopTest, SigkillAtRandomPointsLeavesAConsistentAdoptedState) {
     std::optional<Expected> now = Read(*checker, in_flight);
     const auto was = before.find(in_flight);
     const auto would = model.find(in_flight);  // set only if the call returned OK
-    bool as_before = was == before.end() ? !now.has_value()
-                                         : now.has_value() && now->stamp == was->second.stamp;
+    bool as_before =
+        was == before.end() ? !now.has_value() : now.has_value() && now->stamp == was->second.stamp;
     bool as_after = would != model.end() && now.has_value() && now->stamp == would->second.stamp;
     // A put or seal interrupted after the daemon published, before the client heard: the new
     // stamp, which the model never recorded. Its bytes were checked by Read all the same.

@@ -89,8 +89,8 @@ TEST_F(LayoutTest, BroadcastAndSlicedPutsAreMaterialisedCompact) {
   std::vector<float> row = {7, 8, 9};
   std::vector<int64_t> shape = {2, 3};
   std::vector<int64_t> strides = {0, 1};
-  ASSERT_OK(client().Put("nc/bcast", HostTensor(row.data(), shape, dtypes::kFloat32,
-                                                strides.data())));
+  ASSERT_OK(
+      client().Put("nc/bcast", HostTensor(row.data(), shape, dtypes::kFloat32, strides.data())));
   ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, client().Get("nc/bcast"));
   TensorPtr b(raw);
   EXPECT_EQ(FloatsOf(b->dl_tensor), (std::vector<float>{7, 8, 9, 7, 8, 9}));
@@ -102,8 +102,8 @@ TEST_F(LayoutTest, BroadcastAndSlicedPutsAreMaterialisedCompact) {
   for (int i = 0; i < 18; ++i) m[i] = static_cast<int16_t>(100 + i);
   std::vector<int64_t> s_shape = {3, 3};
   std::vector<int64_t> s_strides = {6, 2};
-  ASSERT_OK(client().Put("nc/slice", HostTensor(m.data(), s_shape, dtypes::kInt16,
-                                                s_strides.data(), 2)));
+  ASSERT_OK(
+      client().Put("nc/slice", HostTensor(m.data(), s_shape, dtypes::kInt16, s_strides.data(), 2)));
   ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw2, client().Get("nc/slice"));
   TensorPtr s(raw2);
   std::vector<int16_t> got(9);
@@ -116,8 +116,8 @@ TEST_F(LayoutTest, BroadcastAndSlicedPutsAreMaterialisedCompact) {
   for (int i = 0; i < 24; ++i) cube[i] = static_cast<uint8_t>(i);
   std::vector<int64_t> p_shape = {4, 2, 3};
   std::vector<int64_t> p_strides = {1, 12, 4};
-  ASSERT_OK(client().Put("nc/perm", HostTensor(cube.data(), p_shape, dtypes::kUInt8,
-                                               p_strides.data())));
+  ASSERT_OK(
+      client().Put("nc/perm", HostTensor(cube.data(), p_shape, dtypes::kUInt8, p_strides.data())));
   std::vector<uint8_t> expected;
   for (int a = 0; a < 4; ++a) {
     for (int b2 = 0; b2 < 2; ++b2) {
@@ -183,14 +183,14 @@ struct DTypeCase {
 
 const std::vector<DTypeCase>& AllDTypes() {
   static const auto* cases = new std::vector<DTypeCase>{
-      {"bool", {6, 8, 1}},        {"int8", {0, 8, 1}},         {"int16", {0, 16, 1}},
-      {"int32", {0, 32, 1}},      {"int64", {0, 64, 1}},       {"uint8", {1, 8, 1}},
-      {"uint16", {1, 16, 1}},     {"uint32", {1, 32, 1}},      {"uint64", {1, 64, 1}},
-      {"float16", {2, 16, 1}},    {"float32", {2, 32, 1}},     {"float64", {2, 64, 1}},
-      {"bfloat16", {4, 16, 1}},   {"complex64", {5, 64, 1}},   {"complex128", {5, 128, 1}},
-      {"float8_7", {7, 8, 1}},    {"float8_8", {8, 8, 1}},     {"float8_9", {9, 8, 1}},
-      {"float8_10", {10, 8, 1}},  {"float8_11", {11, 8, 1}},   {"float8_12", {12, 8, 1}},
-      {"float8_13", {13, 8, 1}},  {"float8_14", {14, 8, 1}},
+      {"bool", {6, 8, 1}},       {"int8", {0, 8, 1}},       {"int16", {0, 16, 1}},
+      {"int32", {0, 32, 1}},     {"int64", {0, 64, 1}},     {"uint8", {1, 8, 1}},
+      {"uint16", {1, 16, 1}},    {"uint32", {1, 32, 1}},    {"uint64", {1, 64, 1}},
+      {"float16", {2, 16, 1}},   {"float32", {2, 32, 1}},   {"float64", {2, 64, 1}},
+      {"bfloat16", {4, 16, 1}},  {"complex64", {5, 64, 1}}, {"complex128", {5, 128, 1}},
+      {"float8_7", {7, 8, 1}},   {"float8_8", {8, 8, 1}},   {"float8_9", {9, 8, 1}},
+      {"float8_10", {10, 8, 1}}, {"float8_11", {11, 8, 1}}, {"float8_12", {12, 8, 1}},
+      {"float8_13", {13, 8, 1}}, {"float8_14", {14, 8, 1}},
   };
   return *cases;
 }

@@ -41,8 +41,8 @@ TEST_F(LeaseTest, OneLeasePerProcessAndVersionFallingWhenTheProcesssLastDeleterR
   ASSERT_OK_AND_ASSIGN(std::string held, peer.ReadLine());
   ASSERT_EQ(held, "held");
   EXPECT_EQ(LeasesOf(client(), "lease/a"), 2);
-  ASSERT_OK_AND_ASSIGN(auto legacy_peer, PeerProcess::Start(socket(), {"hold", "lease/a",
-                                                                      "--count", "2", "--legacy"}));
+  ASSERT_OK_AND_ASSIGN(auto legacy_peer, PeerProcess::Start(socket(), {"hold", "lease/a", "--count",
+                                                                       "2", "--legacy"}));
   ASSERT_OK_AND_ASSIGN(std::string held2, legacy_peer.ReadLine());
   ASSERT_EQ(held2, "held");
   EXPECT_EQ(LeasesOf(client(), "lease/a"), 3);
@@ -198,8 +198,7 @@ TEST_F(LeaseTest, ReplaceWhileLeasedKeepsOldVersionForHoldersAndPublishesTheNewO
   // Without replace the name is taken, for Put and for Create.
   EXPECT_CODE(PutFloats(client(), "rep/x", std::vector<float>(1000, 9.0f)),
               absl::StatusCode::kAlreadyExists);
-  EXPECT_CODE(client().Create("rep/x", {1000}, dtypes::kFloat32),
-              absl::StatusCode::kAlreadyExists);
+  EXPECT_CODE(client().Create("rep/x", {1000}, dtypes::kFloat32), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(FloatsOf(h1->dl_tensor), std::vector<float>(1000, 1.0f));
 
   // Put with replace: version 2.
@@ -219,7 +218,8 @@ TEST_F(LeaseTest, ReplaceWhileLeasedKeepsOldVersionForHoldersAndPublishesTheNewO
   EXPECT_EQ(LeasesOf(client(), "rep/x"), 1);
   ASSERT_OK_AND_ASSIGN(PeerResult got2, RunPeer(socket(), {"get", "rep/x", "--expect-fill", "2"}));
   EXPECT_TRUE(WIFEXITED(got2.status) && WEXITSTATUS(got2.status) == 0)
-      << DescribeWaitStatus(got2.status) << "\n" << got2.out;
+      << DescribeWaitStatus(got2.status) << "\n"
+      << got2.out;
 
   // Create with replace: invisible until Seal, then version 3.
   CreateOptions create_replace;
@@ -239,7 +239,8 @@ TEST_F(LeaseTest, ReplaceWhileLeasedKeepsOldVersionForHoldersAndPublishesTheNewO
   EXPECT_EQ(LeasesOf(client(), "rep/x"), 2) << "the Create lease and one Get on v3";
   ASSERT_OK_AND_ASSIGN(PeerResult got3, RunPeer(socket(), {"get", "rep/x", "--expect-fill", "3"}));
   EXPECT_TRUE(WIFEXITED(got3.status) && WEXITSTATUS(got3.status) == 0)
-      << DescribeWaitStatus(got3.status) << "\n" << got3.out;
+      << DescribeWaitStatus(got3.status) << "\n"
+      << got3.out;
 
   // Every holder still reads its own version.
   EXPECT_EQ(FloatsOf(h1->dl_tensor), std::vector<float>(1000, 1.0f));
@@ -291,8 +292,8 @@ TEST_F(LeaseTest, RetainSharesTheLeaseOnTheSameVersionEvenAfterReplaceAndDelete)
 }
 
 TEST_F(LeaseTest, RetainOfAnUnsealedTensorIsWritableAndCountsOnTheSealedVersion) {
-  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, client().Create("retain/w", {4},
-                                                                       dtypes::kFloat32));
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw,
+                       client().Create("retain/w", {4}, dtypes::kFloat32));
   TensorPtr created(raw);
   ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw2, client().Retain(*created));
   TensorPtr view(raw2);

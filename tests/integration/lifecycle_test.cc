@@ -57,8 +57,8 @@ void Populate(Client& c, const std::string& tag, TensorPtr* held) {
   ASSERT_OK(c.Seal(tag + "/large"));
   CreateOptions mut;
   mut.is_mutable = true;
-  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * m, c.Create(tag + "/mutable", {10},
-                                                              dtypes::kInt32, mut));
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * m,
+                       c.Create(tag + "/mutable", {10}, dtypes::kInt32, mut));
   TensorPtr m_ptr(m);
   ASSERT_OK(c.Seal(tag + "/mutable"));
   ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * h, c.Get(tag + "/small"));
@@ -138,8 +138,7 @@ TEST(LifecycleTest, RestartAfterSigkillOnTheSameSocketCleansUpBothInstances) {
       ASSERT_FALSE(first_segments.empty());
       prefix = PrefixOfDaemon(first_segments);
       ASSERT_OK_AND_ASSIGN(int status, first.Stop(SIGKILL));
-      EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
-          << DescribeWaitStatus(status);
+      EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << DescribeWaitStatus(status);
       // A killed daemon leaves nothing to clean: its segments had no names, and the pages a
       // client maps stay readable.
       EXPECT_EQ(ListSegmentFiles(prefix), std::set<std::string>{});
@@ -194,8 +193,8 @@ TEST(LifecycleTest, ClientProcessOutlivingARestartedDaemonUsesTheNewSegments) {
       const uint8_t fill = round == 0 ? 0x11 : 0x22;
       for (int64_t n : {int64_t{4096}, int64_t{24} << 20}) {  // pooled and dedicated
         const std::string name = "restart/" + std::to_string(n);
-        ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * w, client->Create(name, {n},
-                                                                          dtypes::kUInt8));
+        ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * w,
+                             client->Create(name, {n}, dtypes::kUInt8));
         TensorPtr writer(w);
         std::memset(MutableDataOf(writer->dl_tensor), fill, static_cast<size_t>(n));
         ASSERT_OK(client->Seal(name));
@@ -243,9 +242,8 @@ TEST(LifecycleTest, SecondDaemonOnTheSameSocketFailsAndTheFirstKeepsServing) {
     _exit(127);
   }
   int status = 0;
-  const bool exited = PollUntil(
-      [&] { return waitpid(pid, &status, WNOHANG) == pid; }, std::chrono::seconds(30),
-      std::chrono::milliseconds(10));
+  const bool exited = PollUntil([&] { return waitpid(pid, &status, WNOHANG) == pid; },
+                                std::chrono::seconds(30), std::chrono::milliseconds(10));
   if (!exited) {
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);

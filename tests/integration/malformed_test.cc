@@ -21,8 +21,8 @@ using absl::StatusCode;
 
 const std::vector<std::string>& BadNames() {
   static const auto* names = new std::vector<std::string>{
-      "", "/abs", "a//b", "a/../b", "has space", std::string(256, 'n'), "..", "a/", "tab\tx",
-      "uni\xc3\xa9"};
+      "",   "/abs", "a//b",   "a/../b",     "has space", std::string(256, 'n'),
+      "..", "a/",   "tab\tx", "uni\xc3\xa9"};
   return *names;
 }
 
@@ -221,8 +221,8 @@ class MalformedTest : public BrokerTest {
   // A raw call's exact code and a message naming `field`, then the daemon still serves.
   void ExpectRaw(const grpc::Status& s, grpc::StatusCode code, const std::string& field,
                  const std::string& what) {
-    EXPECT_EQ(s.error_code(), code) << what << ": got code " << s.error_code() << " '"
-                                    << s.error_message() << "'";
+    EXPECT_EQ(s.error_code(), code)
+        << what << ": got code " << s.error_code() << " '" << s.error_message() << "'";
     EXPECT_TRUE(absl::StrContains(s.error_message(), field))
         << what << ": message '" << s.error_message() << "' does not name '" << field << "'";
     ExpectServing(what);
@@ -275,8 +275,7 @@ TEST_F(MalformedTest, BadNamesAreInvalidArgumentEverywhere) {
   EXPECT_EQ(info.name, longest);
   // Bad List prefixes.
   ExpectRaw(raw_->List("has space"), grpc::StatusCode::INVALID_ARGUMENT, "prefix", "raw List");
-  ExpectClient(client().List("has space").status(), StatusCode::kInvalidArgument, "prefix",
-               "List");
+  ExpectClient(client().List("has space").status(), StatusCode::kInvalidArgument, "prefix", "List");
   ASSERT_OK_AND_ASSIGN(BrokerStats stats, client().Stats());
   EXPECT_EQ(stats.pending, 0u);
   EXPECT_EQ(stats.tensors, 1u);
@@ -312,8 +311,8 @@ TEST_F(MalformedTest, BadShapesAndDtypesAreInvalidArgument) {
     if (c.code <= 255) {
       const DLDataType dtype{static_cast<uint8_t>(c.code), static_cast<uint8_t>(c.bits),
                              static_cast<uint16_t>(c.lanes)};
-      ExpectClient(client().Create("bad/x", c.shape, dtype).status(),
-                   StatusCode::kInvalidArgument, c.field, "Create " + c.what);
+      ExpectClient(client().Create("bad/x", c.shape, dtype).status(), StatusCode::kInvalidArgument,
+                   c.field, "Create " + c.what);
     }
   }
   // Put of a host tensor with a bad shape or dtype, through the client.
@@ -344,8 +343,7 @@ TEST_F(MalformedTest, DevicesAreValidatedAndCudaWithoutAGpuIsRefusedWithTheReaso
               "raw Create CUDA");
     v1::TensorGrant ignored;
     grpc::Status refused = raw_->Create(cuda, &ignored);
-    EXPECT_NE(refused.error_message().find(std::string(gpus.status().message())),
-              std::string::npos)
+    EXPECT_NE(refused.error_message().find(std::string(gpus.status().message())), std::string::npos)
         << refused.error_message();
   }
   // Malformed device fields are INVALID_ARGUMENT on any machine, GPU or not.
@@ -361,8 +359,8 @@ TEST_F(MalformedTest, DevicesAreValidatedAndCudaWithoutAGpuIsRefusedWithTheReaso
   v1::CreateRequest negative_ordinal = CreateReq(session_, "bad/x", {4});
   negative_ordinal.mutable_device()->set_device_type(kDLCUDA);
   negative_ordinal.mutable_device()->set_device_id(-1);
-  ExpectRaw(raw_->Create(negative_ordinal), grpc::StatusCode::INVALID_ARGUMENT,
-            "device.device_id", "raw Create cuda:-1");
+  ExpectRaw(raw_->Create(negative_ordinal), grpc::StatusCode::INVALID_ARGUMENT, "device.device_id",
+            "raw Create cuda:-1");
   v1::CreateRequest cpu_one = CreateReq(session_, "bad/x", {4});
   cpu_one.mutable_device()->set_device_type(kDLCPU);
   cpu_one.mutable_device()->set_device_id(1);
@@ -458,10 +456,10 @@ TEST_F(MalformedTest, SessionAndLeaseErrors) {
   const std::string other_session = other.OpenSession();
   ASSERT_FALSE(other_session.empty());
   // NOT_FOUND, as for an unknown id: lease ids of other sessions must not be probed.
-  ExpectRaw(other.Release(other_session, grant.lease_id()), grpc::StatusCode::NOT_FOUND,
-            "lease", "Release of another session's lease");
-  ExpectRaw(other.Retain(other_session, grant.lease_id()), grpc::StatusCode::NOT_FOUND,
-            "lease_id", "Retain of another session's lease");
+  ExpectRaw(other.Release(other_session, grant.lease_id()), grpc::StatusCode::NOT_FOUND, "lease",
+            "Release of another session's lease");
+  ExpectRaw(other.Retain(other_session, grant.lease_id()), grpc::StatusCode::NOT_FOUND, "lease_id",
+            "Retain of another session's lease");
   EXPECT_EQ(LeasesOf(client(), "sess/a"), 1);
   ASSERT_TRUE(raw_->Release(session_, grant.lease_id()).ok());
   EXPECT_EQ(LeasesOf(client(), "sess/a"), 0);
@@ -484,20 +482,20 @@ TEST_F(MalformedTest, SealAndAbortInTheWrongState) {
   ExpectRaw(raw_->Seal(session_, "seal/put"), grpc::StatusCode::NOT_FOUND, "seal/put",
             "raw Seal of a Put tensor");
   // Pending in another session: this session may not touch it (PERMISSION_DENIED).
-  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, client().Create("seal/other", {4},
-                                                                       dtypes::kFloat32));
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw,
+                       client().Create("seal/other", {4}, dtypes::kFloat32));
   TensorPtr pending(raw);
-  ExpectRaw(raw_->Seal(session_, "seal/other"), grpc::StatusCode::PERMISSION_DENIED,
-            "seal/other", "raw Seal of another session's tensor");
-  ExpectRaw(raw_->Abort(session_, "seal/other"), grpc::StatusCode::PERMISSION_DENIED,
-            "seal/other", "raw Abort of another session's tensor");
+  ExpectRaw(raw_->Seal(session_, "seal/other"), grpc::StatusCode::PERMISSION_DENIED, "seal/other",
+            "raw Seal of another session's tensor");
+  ExpectRaw(raw_->Abort(session_, "seal/other"), grpc::StatusCode::PERMISSION_DENIED, "seal/other",
+            "raw Abort of another session's tensor");
   // Delete of a pending name is the wrong state.
   ExpectClient(client().Delete("seal/other"), StatusCode::kFailedPrecondition, "seal/other",
                "Delete of a pending name");
   // Sealing twice: FAILED_PRECONDITION (proto: "a second Seal").
   ASSERT_OK(client().Seal("seal/other"));
-  ExpectClient(client().Seal("seal/other").status(), StatusCode::kFailedPrecondition,
-               "seal/other", "second Seal");
+  ExpectClient(client().Seal("seal/other").status(), StatusCode::kFailedPrecondition, "seal/other",
+               "second Seal");
   v1::TensorGrant grant;
   ASSERT_TRUE(raw_->Create(CreateReq(session_, "seal/raw", {2}), &grant).ok());
   ASSERT_TRUE(raw_->Seal(session_, "seal/raw").ok());

@@ -121,9 +121,8 @@ absl::StatusOr<std::string> PeerProcess::ReadLine(std::chrono::milliseconds time
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("peer printed no line within ", timeout.count(), " ms; partial: '",
-                       buffer_, "'"));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "peer printed no line within ", timeout.count(), " ms; partial: '", buffer_, "'"));
     }
     pollfd pfd{stdout_fd_, POLLIN, 0};
     const int r = poll(&pfd, 1, static_cast<int>(left.count()));

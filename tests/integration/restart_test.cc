@@ -22,17 +22,17 @@
 
 #include <atomic>
 #include <filesystem>
-#include <thread>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "tensorbroker/stream.h"
-#include "tests/integration/test_util.h"
 #include "tensorbroker/v1/state.pb.h"
 #include "tests/integration/harnessed_daemon_test.h"
+#include "tests/integration/test_util.h"
 
 namespace tensorbroker::testing {
 namespace {
@@ -89,8 +89,10 @@ class RestartTest : public HarnessedDaemonTest {
 
   void ExpectAdopted(Client& c, const std::vector<TensorInfo>& kept) {
     const std::vector<std::pair<std::string, std::vector<float>>> bytes = {
-        {"small/a", Floats(100, 1)},     {"small/b", Floats(7, 1000)},
-        {"large/c", Floats(5 << 20, 3)}, {"mutable/d", Floats(16, -5)},
+        {"small/a", Floats(100, 1)},
+        {"small/b", Floats(7, 1000)},
+        {"large/c", Floats(5 << 20, 3)},
+        {"mutable/d", Floats(16, -5)},
         {"replaced/e", Floats(4, 20)}};
     for (const auto& [name, values] : bytes) EXPECT_EQ(GetFloats(c, name), values) << name;
     for (const TensorInfo& before : kept) {
@@ -158,7 +160,8 @@ TEST_F(RestartTest, WithSocketActivationAClientConnectingWhileTheDaemonIsDownIsS
   const std::string local = socket_ + ".fd";
   ASSERT_OK(harness_->Listen(socket_, SOCK_STREAM));
   ASSERT_OK(harness_->Listen(local, SOCK_SEQPACKET));
-  struct stat grpc_before {}, local_before {};
+  struct stat grpc_before {
+  }, local_before{};
   ASSERT_EQ(::stat(socket_.c_str(), &grpc_before), 0);
   ASSERT_EQ(::stat(local.c_str(), &local_before), 0);
   Start();
@@ -170,7 +173,8 @@ TEST_F(RestartTest, WithSocketActivationAClientConnectingWhileTheDaemonIsDownIsS
   const int status = Stop(SIGTERM);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << DescribeWaitStatus(status);
   // The daemon served on the sockets it was handed and left their files to the socket unit.
-  struct stat grpc_after {}, local_after {};
+  struct stat grpc_after {
+  }, local_after{};
   ASSERT_EQ(::stat(socket_.c_str(), &grpc_after), 0);
   ASSERT_EQ(::stat(local.c_str(), &local_after), 0);
   EXPECT_EQ(grpc_after.st_ino, grpc_before.st_ino);
@@ -207,8 +211,8 @@ TEST_F(RestartTest, AClientRidesThroughARestartAndLeasesWhatItHoldsAgain) {
   ASSERT_OK(PutFloats(*c, "other", Floats(10, 500)));
   ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, c->Get("held"));
   TensorPtr held(raw);
-  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * creating, c->Create("creating", {4},
-                                                                      dtypes::kFloat32));
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * creating,
+                       c->Create("creating", {4}, dtypes::kFloat32));
   TensorPtr pending(creating);
   Stop(SIGTERM);
   Start();
@@ -289,7 +293,7 @@ TEST_F(RestartTest, AStreamRingGoesOnAcrossARestartAndEphemeralNamesAreNotAdopte
   EXPECT_TRUE(seats.empty());
   EXPECT_EQ(writer->readers(), 1u);  // the orphaned seat still counts
   held.reset();
-  reader.reset();                    // lets go: the writer forgets it at its next Loan
+  reader.reset();  // lets go: the writer forgets it at its next Loan
   publish(21);
   EXPECT_EQ(writer->readers(), 0u);
   EXPECT_OK(writer->Close());
@@ -396,8 +400,8 @@ TEST_F(RestartTest, ASealThatFindsTheDaemonGoneIsAbortedAndTheNextCallsWork) {
   ConnectOptions options;
   options.socket_path = socket_;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> c, Client::Connect(options));
-  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * creating, c->Create("creating", {4},
-                                                                      dtypes::kFloat32));
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * creating,
+                       c->Create("creating", {4}, dtypes::kFloat32));
   TensorPtr pending(creating);
   Stop(SIGKILL);
   Start();

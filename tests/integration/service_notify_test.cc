@@ -120,7 +120,8 @@ TEST(ServiceNotifyTest, ReadyOnlyWhenServingWatchdogAtTheAskedRateStoppingOnSigt
   // With the next ping's status (at most 2 s on, 3 s of slack).
   std::vector<Message> later = manager.Collect(std::chrono::milliseconds(5000));
   bool counts_one = false;
-  for (const Message& m : later) counts_one |= absl::StartsWith(m.text, "STATUS=serving 1 tensor(s)");
+  for (const Message& m : later)
+    counts_one |= absl::StartsWith(m.text, "STATUS=serving 1 tensor(s)");
   EXPECT_TRUE(counts_one);
   client->reset();
 

@@ -1,6 +1,6 @@
 // Zero-copy sharing across real processes: a consumer peer's data pointer maps the same
-// memfd segment (same inode) at the same offset as the producer's (read-only for sealed tensors, a write
-// faults), pointers are 256-byte aligned, small tensors share pooled segments, and a mutable
+// memfd segment (same inode) at the same offset as the producer's (read-only for sealed tensors, a
+// write faults), pointers are 256-byte aligned, small tensors share pooled segments, and a mutable
 // tensor's writes are seen both ways between two processes.
 #include <signal.h>
 #include <sys/wait.h>
@@ -34,8 +34,8 @@ DLManagedTensorVersioned* CreateFilled(Client& client, const std::string& name, 
   return *t;
 }
 
-void ExpectConsumerSharesPages(Client& client, const std::string& socket,
-                               const std::string& name, int64_t n, float fill) {
+void ExpectConsumerSharesPages(Client& client, const std::string& socket, const std::string& name,
+                               int64_t n, float fill) {
   DLManagedTensorVersioned* produced = CreateFilled(client, name, n, fill);
   ASSERT_NE(produced, nullptr);
   TensorPtr producer_lease(produced);
@@ -53,20 +53,23 @@ void ExpectConsumerSharesPages(Client& client, const std::string& socket,
   ASSERT_OK_AND_ASSIGN(PeerResult got,
                        RunPeer(socket, {"get", name, "--expect-fill", absl::StrCat(fill)}));
   ASSERT_TRUE(WIFEXITED(got.status) && WEXITSTATUS(got.status) == 0)
-      << DescribeWaitStatus(got.status) << "\n" << got.out;
+      << DescribeWaitStatus(got.status) << "\n"
+      << got.out;
   const auto fields = ParseFields(got.out.substr(0, got.out.find('\n')));
   EXPECT_EQ(fields.at(""), "got");
   EXPECT_EQ(fields.at("shape"), absl::StrCat(n));
   EXPECT_EQ(fields.at("strides"), "1");
   EXPECT_EQ(fields.at("nbytes"), absl::StrCat(n * 4));
   EXPECT_EQ(fields.at("hash"), HashBytes(DataOf(d), static_cast<size_t>(n) * 4));
-  EXPECT_EQ(fields.at("readonly"), "1") << "a sealed tensor must carry DLPACK_FLAG_BITMASK_READ_ONLY";
+  EXPECT_EQ(fields.at("readonly"), "1")
+      << "a sealed tensor must carry DLPACK_FLAG_BITMASK_READ_ONLY";
   EXPECT_EQ(fields.at("aligned"), "1");
 
   // Then where its pointer lives: the same file, the same offset, read-only and shared.
   ASSERT_OK_AND_ASSIGN(PeerResult maps, RunPeer(socket, {"maps", name}));
   ASSERT_TRUE(WIFEXITED(maps.status) && WEXITSTATUS(maps.status) == 0)
-      << DescribeWaitStatus(maps.status) << "\n" << maps.out;
+      << DescribeWaitStatus(maps.status) << "\n"
+      << maps.out;
   const auto m = ParseFields(maps.out.substr(0, maps.out.find('\n')));
   ASSERT_EQ(m.at(""), "map") << maps.out;
   EXPECT_EQ(m.at("path"), mine.path);
@@ -165,7 +168,8 @@ TEST_F(SharingTest, MutableTensorWritesAreSeenAcrossProcessesBothWays) {
   // A short-lived writer process.
   ASSERT_OK_AND_ASSIGN(PeerResult w, RunPeer(socket(), {"write-mutable", "mut/x", "3", "42.5"}));
   ASSERT_TRUE(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0)
-      << DescribeWaitStatus(w.status) << "\n" << w.out;
+      << DescribeWaitStatus(w.status) << "\n"
+      << w.out;
   EXPECT_EQ(w.out, "written\n");
   EXPECT_EQ(p[3], 42.5f);
 

@@ -67,8 +67,8 @@ absl::StatusOr<Mapping> FindMapping(uintptr_t address, pid_t pid) {
     m.path = path;
     return m;
   }
-  return absl::NotFoundError(absl::StrFormat("no mapping of %s holds address 0x%x", ProcDir(pid),
-                                             address));
+  return absl::NotFoundError(
+      absl::StrFormat("no mapping of %s holds address 0x%x", ProcDir(pid), address));
 }
 
 std::set<std::string> ListSegmentFiles(const std::string& prefix) {

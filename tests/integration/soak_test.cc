@@ -30,10 +30,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "tests/integration/peer_process.h"
-#include "tests/support/process_footprint.h"
 #include "tests/integration/stamped_tensor.h"
 #include "tests/integration/test_util.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/process_footprint.h"
 
 namespace tensorbroker::testing {
 namespace {
@@ -50,9 +50,8 @@ constexpr size_t kRssAnonSlackKib = 64 << 10;
 std::chrono::seconds SoakLength() {
   const char* value = std::getenv("TENSORBROKER_SOAK_SECONDS");
   int seconds = 0;
-  return std::chrono::seconds(value != nullptr && absl::SimpleAtoi(value, &seconds) && seconds > 0
-                                  ? seconds
-                                  : 60);
+  return std::chrono::seconds(
+      value != nullptr && absl::SimpleAtoi(value, &seconds) && seconds > 0 ? seconds : 60);
 }
 
 // What the workers did, from their "progress" lines.
@@ -66,7 +65,7 @@ struct Worker {
   std::string role;
   int slot = 0;
   PeerProcess process;
-  pid_t pid = 0;  // kept after the process is reaped
+  pid_t pid = 0;                             // kept after the process is reaped
   std::map<std::string, uint64_t> progress;  // ops, reads, bytes
 };
 
@@ -126,8 +125,8 @@ class ChaosSoak {
          std::to_string(random_())});
     ASSERT_TRUE(process.ok()) << process.status();
     auto ready = process->ReadLine();
-    ASSERT_TRUE(ready.ok() && *ready == "ready") << role << ": " << ready.status() << " "
-                                                 << (ready.ok() ? *ready : "");
+    ASSERT_TRUE(ready.ok() && *ready == "ready")
+        << role << ": " << ready.status() << " " << (ready.ok() ? *ready : "");
     const pid_t pid = process->pid();
     workers_.push_back(Worker{role, slot, *std::move(process), pid, {}});
     ++totals_.started;
@@ -180,8 +179,8 @@ void DeleteAllAndSettle(Client& client) {
   PollUntil(
       [&] {
         auto stats = client.Stats();
-        return stats.ok() && stats->leases == 0 && stats->pending == 0 &&
-               stats->used_bytes == 0 && stats->tensors == 0;
+        return stats.ok() && stats->leases == 0 && stats->pending == 0 && stats->used_bytes == 0 &&
+               stats->tensors == 0;
       },
       std::chrono::seconds(30), std::chrono::milliseconds(50));
 }
@@ -217,7 +216,8 @@ TEST(ChaosSoakTest, ClientsKilledAtRandomLeaveNoLeasePendingTensorOrByteBehind) 
   ProcessFootprint peak = baseline;
   while (Clock::now() < end) {
     const auto next_kill =
-        Clock::now() + std::chrono::milliseconds(std::uniform_int_distribution<int>(500, 1500)(random));
+        Clock::now() +
+        std::chrono::milliseconds(std::uniform_int_distribution<int>(500, 1500)(random));
     while (Clock::now() < next_kill) {
       soak.DrainAll();
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -251,14 +251,14 @@ TEST(ChaosSoakTest, ClientsKilledAtRandomLeaveNoLeasePendingTensorOrByteBehind) 
   std::cout << "soak: chaos " << absl::StrFormat("%.0f", seconds) << " s: " << totals.started
             << " client processes, " << totals.killed << " SIGKILLed; " << totals.ops
             << " operations (of processes that reported), " << totals.reads
-            << " reads checked byte for byte ("
-            << absl::StrFormat("%.1f", totals.bytes / 1048576.0) << " MiB), none corrupt\n"
+            << " reads checked byte for byte (" << absl::StrFormat("%.1f", totals.bytes / 1048576.0)
+            << " MiB), none corrupt\n"
             << "soak: daemon before: " << Describe(baseline) << "\n"
             << "soak: daemon at peak: " << Describe(peak) << "\n"
             << "soak: daemon after:  " << Describe(after) << "\n"
             << "soak: after deleting every name: leases " << stats.leases << ", pending "
-            << stats.pending << ", used bytes " << stats.used_bytes << ", tensors "
-            << stats.tensors << std::endl;
+            << stats.pending << ", used bytes " << stats.used_bytes << ", tensors " << stats.tensors
+            << std::endl;
 }
 
 // Parses "a/b" into its two numbers.
@@ -281,19 +281,18 @@ TEST(ClientSoakTest, HundredThousandGetReadReleaseCyclesKeepDescriptorsMappingsA
   std::vector<int64_t> shape = {4096};
   ASSERT_OK(client->Put("soak/one", HostTensor(values.data(), shape, dtypes::kUInt64)));
 
-  ASSERT_OK_AND_ASSIGN(PeerProcess consumer,
-                       PeerProcess::StartProgram(TENSORBROKER_CHAOS_PEER_PATH,
-                                                 daemon.socket_path(),
-                                                 {"client-soak", "soak/one",
-                                                  std::to_string(kCycles)}));
+  ASSERT_OK_AND_ASSIGN(
+      PeerProcess consumer,
+      PeerProcess::StartProgram(TENSORBROKER_CHAOS_PEER_PATH, daemon.socket_path(),
+                                {"client-soak", "soak/one", std::to_string(kCycles)}));
   ASSERT_OK_AND_ASSIGN(std::string ready, consumer.ReadLine());
   ASSERT_EQ(ready, "ready");
   const auto start = Clock::now();
   ASSERT_OK_AND_ASSIGN(std::string line, consumer.ReadLine(std::chrono::seconds(500)));
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   ASSERT_OK_AND_ASSIGN(int status, consumer.Wait());
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << DescribeWaitStatus(status) << ": "
-                                                              << line;
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << DescribeWaitStatus(status) << ": " << line;
   // "soak cycles=N fds=A/B maps=A/B other_maps=A/B heap=A/B": after a tenth of the cycles, and
   // at the end; maps are the mappings of broker memory.
   std::map<std::string, std::string> fields;
@@ -318,9 +317,8 @@ TEST(ClientSoakTest, HundredThousandGetReadReleaseCyclesKeepDescriptorsMappingsA
   EXPECT_EQ(LeasesOf(*client, "soak/one"), 0);
   std::cout << "soak: client " << kCycles << " Get/read/Retain/release cycles in "
             << absl::StrFormat("%.1f", seconds) << " s: descriptors " << fds.first << " -> "
-            << fds.second << ", mappings of broker memory " << maps.first << " -> "
-            << maps.second << " (others " << other_maps.first << " -> " << other_maps.second
-            << ")"
+            << fds.second << ", mappings of broker memory " << maps.first << " -> " << maps.second
+            << " (others " << other_maps.first << " -> " << other_maps.second << ")"
             << ", heap in use " << heap.first << " -> " << heap.second << " bytes" << std::endl;
 }
 

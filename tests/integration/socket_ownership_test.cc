@@ -53,8 +53,8 @@ class SocketOwnershipTest : public ::testing::Test {
   }
 
   std::vector<std::string> DaemonArgs() const {
-    return {DaemonBinaryPath(), "--config",  "/dev/null", "--socket",
-            socket_,            "--capacity", "64M",       "--log-level", "info"};
+    return {DaemonBinaryPath(), "--config", "/dev/null",   "--socket", socket_,
+            "--capacity",       "64M",      "--log-level", "info"};
   }
   static std::vector<std::string> Env() { return {"TENSORBROKER_DAEMON_USER=65534"}; }
 
@@ -106,7 +106,8 @@ class SocketOwnershipTest : public ::testing::Test {
 void ExpectRefusalNaming(const ProcessOutput& refused, const std::string& socket, pid_t holder,
                          const std::string& user) {
   EXPECT_TRUE(WIFEXITED(refused.status) && WEXITSTATUS(refused.status) == 1)
-      << DescribeWaitStatus(refused.status) << "\n" << refused.err;
+      << DescribeWaitStatus(refused.status) << "\n"
+      << refused.err;
   const std::regex expected(absl::StrCat(
       "<3>tensorbrokerd: --socket ", socket, " is served by another tensorbrokerd: pid ", holder,
       " \\(tensorbrokerd, user ", user, "(, systemd unit [^)]+)?\\); stop it with `kill ", holder,
@@ -184,8 +185,9 @@ TEST_F(SocketOwnershipTest, SocketFilesAndLockOfAKilledRootDaemonAreReplacedByTh
   ASSERT_OK_AND_ASSIGN(ProcessOutput out, service.Finish(SIGTERM));
   EXPECT_TRUE(WIFEXITED(out.status) && WEXITSTATUS(out.status) == 0) << out.err;
   for (const std::string& line :
-       {absl::StrCat("<5>replaced the lock file ", socket_, ".lock left behind by uid 0 (root), pid ",
-                     root_pid, ", which no longer holds it\n"),
+       {absl::StrCat("<5>replaced the lock file ", socket_,
+                     ".lock left behind by uid 0 (root), pid ", root_pid,
+                     ", which no longer holds it\n"),
         absl::StrCat("<6>removed the socket file ", socket_,
                      " of uid 0 (root) left behind by a daemon no longer running\n"),
         absl::StrCat("<6>removed the socket file ", socket_,

@@ -36,8 +36,7 @@ inline void FillStamped(const std::string& name, uint64_t stamp, uint64_t* value
 // element 1: the first index that does not match (element 0 for another name's bytes), or
 // nullopt when every element is the producer's.
 inline std::optional<uint64_t> FirstUnstampedElement(const std::string& name,
-                                                     const uint64_t* values,
-                                                     uint64_t elements) {
+                                                     const uint64_t* values, uint64_t elements) {
   const uint64_t hash = NameHash(name);
   if (elements < 2 || values[0] != hash) return 0;
   const uint64_t stamp = values[1];

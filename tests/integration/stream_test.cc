@@ -221,8 +221,7 @@ TEST_F(StreamTest, AReaderRefusesWhatIsNotAWellFormedRing) {
   ASSERT_TRUE(client().Seal("forged").ok());
   refused = StreamReader::Open(client(), "forged", milliseconds(100));
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
-  EXPECT_NE(refused.status().message().find("slots = 4000"), std::string::npos)
-      << refused.status();
+  EXPECT_NE(refused.status().message().find("slots = 4000"), std::string::npos) << refused.status();
   EXPECT_TRUE(client().Ping().ok());
 }
 
@@ -328,8 +327,7 @@ TEST_F(StreamTest, AHeadThatNeverSettlesIsWaitedOutNotSpunOn) {
   EXPECT_LT(took, kHangGuard);  // a guard against the spin, not a measurement
   // A head past the slots is refused outright.
   __atomic_store_n(&control->head, client_internal::PackHead(6, 9), __ATOMIC_RELEASE);
-  EXPECT_EQ(reader->Next(milliseconds(200)).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(reader->Next(milliseconds(200)).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(StreamTest, AnEphemeralNameGoesWithTheSessionThatCreatedIt) {

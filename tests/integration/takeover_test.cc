@@ -52,8 +52,10 @@ TEST_F(TakeoverTest, ANewDaemonTakesOverTensorsSocketsAndClientsWithNoFailedCall
       const auto start = std::chrono::steady_clock::now();
       auto got = (*c)->Get("small");
       const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(
-                             std::chrono::steady_clock::now() - start).count();
-      for (int64_t seen = slowest_us.load(); us > seen && !slowest_us.compare_exchange_weak(seen, us);) {
+                             std::chrono::steady_clock::now() - start)
+                             .count();
+      for (int64_t seen = slowest_us.load();
+           us > seen && !slowest_us.compare_exchange_weak(seen, us);) {
       }
       if (!got.ok()) {
         if (failures++ == 0) first_failure = got.status().ToString();
@@ -115,12 +117,13 @@ TEST_F(TakeoverTest, WithNothingRunningTakeoverFailsAndSaysSo) {
   auto started = DaemonProcess::StartOn(elsewhere, {"--takeover"});
   ASSERT_FALSE(started.ok());
   // The start fails quoting the daemon's exit status and its log, which says why.
-  EXPECT_EQ(started.status().message(),
-            absl::StrCat("tensorbrokerd exited (exit status 1) before it was serving on ",
-                         elsewhere, "; its log:\n  | <3>tensorbrokerd: --takeover: no daemon to "
-                         "take over on ", elsewhere, ".fd: No such file or directory\n"));
+  EXPECT_EQ(
+      started.status().message(),
+      absl::StrCat("tensorbrokerd exited (exit status 1) before it was serving on ", elsewhere,
+                   "; its log:\n  | <3>tensorbrokerd: --takeover: no daemon to "
+                   "take over on ",
+                   elsewhere, ".fd: No such file or directory\n"));
 }
-
 
 // During a takeover (or a restart) a client's Session stream and its local channel may reach
 // different daemons: the local one knows no such session. Connect then opens again, until its

@@ -167,10 +167,10 @@ class Peer {
   Answer Handle(const std::vector<std::string>& words) {
     // Each command and the fewest words it takes, itself included.
     static const std::map<std::string, size_t> kArity = {
-        {"whoami", 1},      {"put", 4},          {"create", 3},    {"seal", 2},
-        {"abort", 2},       {"delete", 2},       {"get", 3},       {"stat", 2},
-        {"read", 2},        {"list", 3},         {"stats", 1},     {"release", 2},
-        {"retain", 2},      {"local_open", 1},   {"local_get", 3}, {"local_retain", 2},
+        {"whoami", 1},      {"put", 4},           {"create", 3},       {"seal", 2},
+        {"abort", 2},       {"delete", 2},        {"get", 3},          {"stat", 2},
+        {"read", 2},        {"list", 3},          {"stats", 1},        {"release", 2},
+        {"retain", 2},      {"local_open", 1},    {"local_get", 3},    {"local_retain", 2},
         {"local_fetch", 2}, {"local_release", 2}, {"local_cancel", 2}, {"watch", 5}};
     const std::string& verb = words[0];
     auto arity = kArity.find(verb);
@@ -195,8 +195,7 @@ class Peer {
     if (verb == "local_get") return LocalGet(words[1], words[2]);
     if (verb == "local_cancel") return LocalCancelUpTo(Number(words[1]));
     if (verb == "watch") {
-      return Watch(words[1] == "-" ? "" : words[1], words[2], Number(words[3]),
-                   Number(words[4]));
+      return Watch(words[1] == "-" ? "" : words[1], words[2], Number(words[3]), Number(words[4]));
     }
     return LocalLeaseCall(verb, Number(words[1]));
   }
@@ -329,7 +328,7 @@ class Peer {
   }
 
   Answer Watch(const std::string& prefix, const std::string& after, uint64_t count,
-              uint64_t wait_ms) {
+               uint64_t wait_ms) {
     v1::WatchRequest request;
     request.set_prefix(prefix);
     if (after != "-") request.set_after_version(Number(after));
@@ -339,8 +338,8 @@ class Peer {
     std::vector<std::string> events;
     v1::WatchEvent event;
     while (events.size() < count && reader->Read(&event)) {
-      events.push_back(absl::StrCat(v1::WatchEvent::Kind_Name(event.kind()), ":", event.name(),
-                                    ":", event.version()));
+      events.push_back(absl::StrCat(v1::WatchEvent::Kind_Name(event.kind()), ":", event.name(), ":",
+                                    event.version()));
     }
     if (events.size() == count) context.TryCancel();
     Answer answer = events.size() == count ? Answer{} : FromGrpc(reader->Finish());

@@ -102,10 +102,13 @@ class LoggedDaemon {
   // Waits until the log has a line containing `text` (the bound only guards against a line that
   // never comes); fails at once when the daemon exits first.
   absl::Status WaitForLogLine(const std::string& text, absl::Duration deadline) {
-    return WaitForDaemon(Watched(), absl::StrCat("logging '", text, "'"), [&] {
-      return absl::StrContains(Log(), text) ? absl::OkStatus()
-                                            : absl::NotFoundError("no such line yet");
-    }, deadline);
+    return WaitForDaemon(
+        Watched(), absl::StrCat("logging '", text, "'"),
+        [&] {
+          return absl::StrContains(Log(), text) ? absl::OkStatus()
+                                                : absl::NotFoundError("no such line yet");
+        },
+        deadline);
   }
 
   // SIGTERM, then its wait status; SIGKILL after 30 s (a hang guard: gRPC's own shutdown may
@@ -668,8 +671,8 @@ TEST_F(TenancyTest, AWatcherOfAnotherUidSeesOnlyTheEventsOfWhatItMayRead) {
   PutOptions replace;
   replace.replace = true;
   replace.readers = {"uid:0"};
-  ASSERT_OK_AND_ASSIGN(TensorInfo secret2, PutBytes("w/secret", std::vector<uint8_t>(10, 0x5f),
-                                                     replace));
+  ASSERT_OK_AND_ASSIGN(TensorInfo secret2,
+                       PutBytes("w/secret", std::vector<uint8_t>(10, 0x5f), replace));
   ASSERT_OK(root().Delete("w/open"));
   ASSERT_OK_AND_ASSIGN(OtherUser nobody, Nobody());
   // Everything after "w/start" that it may see: two events, then nothing more in 1 s.
@@ -998,8 +1001,8 @@ TEST_F(TenancyTest, APutThatSendsOnlyItsHeaderIsAbortedAndItsMemoryFreed) {
         << absl::StrJoin(args, " ") << ": " << cli.err;
   }
   EXPECT_CODE(root().Stat("p/put"), absl::StatusCode::kNotFound);
-  EXPECT_TRUE(LogHas(absl::StrCat("'p/put' deleted (version ", last_version, ", owner ",
-                                  root_name_, ") by ", root_name_)))
+  EXPECT_TRUE(LogHas(absl::StrCat("'p/put' deleted (version ", last_version, ", owner ", root_name_,
+                                  ") by ", root_name_)))
       << daemon_->Log();
 }
 

@@ -12,8 +12,9 @@
 //                                             "r IDX" prints "value V"; exits at stdin EOF
 //   write-sealed NAME                         Get and write through the pointer (must fault)
 //   hold NAME... [--count K] [--legacy]       Get every NAME K times (GetLegacy with --legacy),
-//                                             Ping, print "held"; on stdin "release" run the deleters,
-//                                             Ping (the releases arrive) and print "released"
+//                                             Ping, print "held"; on stdin "release" run the
+//                                             deleters, Ping (the releases arrive) and print
+//                                             "released"
 //   create-hold NAME NBYTES                   Create (uint8 [NBYTES]) without sealing, print
 //                                             "created"; on stdin "seal" seal it; exit at EOF
 //   session                                   Connect, print "connected", exit at stdin EOF
@@ -336,8 +337,8 @@ int RoleWatch(const Args& a) {
     if (!event.ok()) Fail(event.status());
     if (!event->has_value()) Fail(absl::DeadlineExceededError("no event within 30 s"));
     const tensorbroker::WatchEvent& e = **event;
-    Say(absl::StrCat("event ", tensorbroker::WatchEventKindName(e.kind), " ", e.sequence, " ", e.name, " ",
-                     e.version));
+    Say(absl::StrCat("event ", tensorbroker::WatchEventKindName(e.kind), " ", e.sequence, " ",
+                     e.name, " ", e.version));
   }
   return 0;
 }

@@ -35,28 +35,28 @@ absl::Status StatusOf(const absl::StatusOr<T>& s) {
 
 #define TB_CONCAT_INNER(a, b) a##b
 #define TB_CONCAT(a, b) TB_CONCAT_INNER(a, b)
-#define ASSERT_OK(expr)                                                  \
-  do {                                                                   \
+#define ASSERT_OK(expr)                                                      \
+  do {                                                                       \
     const absl::Status tb_status_ = ::tensorbroker::testing::StatusOf(expr); \
-    ASSERT_TRUE(tb_status_.ok()) << #expr << ": " << tb_status_;         \
+    ASSERT_TRUE(tb_status_.ok()) << #expr << ": " << tb_status_;             \
   } while (0)
-#define EXPECT_OK(expr)                                                  \
-  do {                                                                   \
+#define EXPECT_OK(expr)                                                      \
+  do {                                                                       \
     const absl::Status tb_status_ = ::tensorbroker::testing::StatusOf(expr); \
-    EXPECT_TRUE(tb_status_.ok()) << #expr << ": " << tb_status_;         \
+    EXPECT_TRUE(tb_status_.ok()) << #expr << ": " << tb_status_;             \
   } while (0)
 // Only in functions returning void (TEST bodies).
 #define ASSERT_OK_AND_ASSIGN(lhs, expr) \
   TB_ASSERT_OK_AND_ASSIGN_IMPL(TB_CONCAT(tb_statusor_, __LINE__), lhs, expr)
-#define TB_ASSERT_OK_AND_ASSIGN_IMPL(tmp, lhs, expr)  \
-  auto tmp = (expr);                                  \
+#define TB_ASSERT_OK_AND_ASSIGN_IMPL(tmp, lhs, expr)      \
+  auto tmp = (expr);                                      \
   ASSERT_TRUE(tmp.ok()) << #expr << ": " << tmp.status(); \
   lhs = *std::move(tmp)
 // The exact gRPC code of a failed call.
-#define EXPECT_CODE(expr, code_)                                          \
-  do {                                                                    \
+#define EXPECT_CODE(expr, code_)                                             \
+  do {                                                                       \
     const absl::Status tb_status_ = ::tensorbroker::testing::StatusOf(expr); \
-    EXPECT_EQ(tb_status_.code(), code_) << #expr << ": " << tb_status_;   \
+    EXPECT_EQ(tb_status_.code(), code_) << #expr << ": " << tb_status_;      \
   } while (0)
 
 // A contiguous-by-default DLTensor view of host memory; `shape` and `strides` must outlive it.
@@ -83,7 +83,9 @@ inline uint64_t ElementsOf(const DLTensor& t) {
   for (int i = 0; i < t.ndim; ++i) n *= static_cast<uint64_t>(t.shape[i]);
   return n;
 }
-inline uint64_t CompactBytesOf(const DLTensor& t) { return ElementsOf(t) * ((t.dtype.bits + 7) / 8); }
+inline uint64_t CompactBytesOf(const DLTensor& t) {
+  return ElementsOf(t) * ((t.dtype.bits + 7) / 8);
+}
 
 // The bytes of a compact tensor.
 inline std::vector<uint8_t> BytesOf(const DLTensor& t) {

@@ -3,8 +3,8 @@
 // thread; many threads can Get and release concurrently on one Client with exact lease counts.
 #include <atomic>
 #include <mutex>
-#include <string>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 

@@ -163,16 +163,16 @@ absl::Status WaitUntilListening(const std::string& socket_path, UidProcess& proc
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   socket_path.copy(address.sun_path, sizeof(address.sun_path) - 1);
-  return WaitForDaemon({[&] { return process.ExitStatus(); }, [&] { return process.ErrSoFar(); }},
-                       absl::StrCat("listening on ", socket_path), [&] {
-                         UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-                         if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&address),
-                                       sizeof(address)) == 0) {
-                           return absl::OkStatus();
-                         }
-                         return absl::UnavailableError(
-                             absl::StrCat("connect: ", std::strerror(errno)));
-                       });
+  return WaitForDaemon(
+      {[&] { return process.ExitStatus(); }, [&] { return process.ErrSoFar(); }},
+      absl::StrCat("listening on ", socket_path), [&] {
+        UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) ==
+            0) {
+          return absl::OkStatus();
+        }
+        return absl::UnavailableError(absl::StrCat("connect: ", std::strerror(errno)));
+      });
 }
 
 }  // namespace tensorbroker::testing

@@ -121,8 +121,7 @@ TEST_F(WatchTest, AWatcherSeesEveryEventUnderItsPrefixInOrder) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     watcher->Close();
   });
-  EXPECT_EQ(watcher->Next(std::chrono::seconds(30)).status().code(),
-            absl::StatusCode::kCancelled);
+  EXPECT_EQ(watcher->Next(std::chrono::seconds(30)).status().code(), absl::StatusCode::kCancelled);
   closer.join();
   watcher.reset();
   EXPECT_TRUE(PollUntil([&] { return Watchers() == 0; }, kHangGuard));
@@ -199,8 +198,8 @@ TEST_F(WatchTest, AStalledWatcherGetsOneLostEventAndHoldsNothingUp) {
   EXPECT_EQ(lost, 1);
   EXPECT_LT(events.size(), 2000u) << "the stalled watcher was queued for, not left behind";
   std::cout << "stalled watcher: daemon RssAnon " << rss_before << " KiB after " << kWarmUp
-            << " versions, at most " << rss_most << " KiB over the next " << kMeasured
-            << "; then " << events.size() << " events, one LOST\n";
+            << " versions, at most " << rss_most << " KiB over the next " << kMeasured << "; then "
+            << events.size() << " events, one LOST\n";
 }
 
 TEST_F(WatchTest, AWatcherKilledMidStreamLeavesNothingBehind) {
@@ -218,13 +217,14 @@ TEST_F(WatchTest, AWatcherKilledMidStreamLeavesNothingBehind) {
   EXPECT_EQ(Watchers(), 1u);
   peer.Signal(SIGKILL);
   (void)peer.Wait();
-  EXPECT_TRUE(PollUntil([&] {
-    auto stats = client().Stats();
-    return stats.ok() && stats->watchers == 0 && stats->clients == baseline.clients;
-  }, kHangGuard));
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        auto stats = client().Stats();
+        return stats.ok() && stats->watchers == 0 && stats->clients == baseline.clients;
+      },
+      kHangGuard));
   // No more than before (gRPC's own threads may have ended meanwhile, with their descriptors).
-  EXPECT_TRUE(PollUntil([&] { return FootprintOf(daemon_->pid()).fds <= before.fds; },
-                        kHangGuard))
+  EXPECT_TRUE(PollUntil([&] { return FootprintOf(daemon_->pid()).fds <= before.fds; }, kHangGuard))
       << "daemon fds " << FootprintOf(daemon_->pid()).fds << ", were " << before.fds;
   // The daemon still serves.
   EXPECT_GT(Publish("k/x", 2).version, first.version);

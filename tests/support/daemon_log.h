@@ -56,7 +56,7 @@ class DaemonLog {
   const int echo_fd_;
   mutable std::mutex mu_;
   mutable std::condition_variable ended_changed_;
-  std::string text_;   // guarded by mu_
+  std::string text_;    // guarded by mu_
   bool ended_ = false;  // guarded by mu_
   std::thread reader_;
 };

@@ -75,13 +75,12 @@ absl::StatusOr<DaemonProcess> DaemonProcess::StartOn(const std::string& socket_p
   daemon.pid_ = *pid;
   daemon.socket_path_ = socket_path;
   daemon.log_ = *std::move(log);
-  const WatchedDaemon watched{
-      [&daemon]() -> std::optional<int> {
-        std::optional<int> status = ReapIfExited(daemon.pid_);
-        if (status.has_value()) daemon.pid_ = -1;  // nothing left to stop
-        return status;
-      },
-      [&daemon] { return daemon.Log(); }};
+  const WatchedDaemon watched{[&daemon]() -> std::optional<int> {
+                                std::optional<int> status = ReapIfExited(daemon.pid_);
+                                if (status.has_value()) daemon.pid_ = -1;  // nothing left to stop
+                                return status;
+                              },
+                              [&daemon] { return daemon.Log(); }};
   if (absl::Status s = WaitForDaemon(watched, absl::StrCat("serving on ", socket_path),
                                      [&] { return PingOn(socket_path); });
       !s.ok()) {

@@ -24,9 +24,9 @@ size_t CountEntries(const std::string& directory) {
 
 void KeepAsanQuarantineSmall() {
   const char* options = std::getenv("ASAN_OPTIONS");
-  const std::string small = absl::StrCat(options != nullptr ? options : "",
-                                         options != nullptr && *options != '\0' ? ":" : "",
-                                         "quarantine_size_mb=16:thread_local_quarantine_size_kb=256");
+  const std::string small = absl::StrCat(
+      options != nullptr ? options : "", options != nullptr && *options != '\0' ? ":" : "",
+      "quarantine_size_mb=16:thread_local_quarantine_size_kb=256");
   ::setenv("ASAN_OPTIONS", small.c_str(), 1);
 }
 
@@ -37,7 +37,9 @@ ProcessFootprint FootprintOf(pid_t pid) {
   footprint.threads = CountEntries(proc + "/task");
   std::ifstream status(proc + "/status");
   for (std::string line; std::getline(status, line);) {
-    const auto kib = [&line] { return std::strtoul(line.c_str() + line.find(':') + 1, nullptr, 10); };
+    const auto kib = [&line] {
+      return std::strtoul(line.c_str() + line.find(':') + 1, nullptr, 10);
+    };
     if (line.rfind("RssAnon:", 0) == 0) footprint.rss_anon_kib = kib();
     if (line.rfind("RssShmem:", 0) == 0) footprint.rss_shmem_kib = kib();
   }

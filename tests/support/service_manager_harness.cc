@@ -1,8 +1,8 @@
 #include "tests/support/service_manager_harness.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -17,8 +17,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
@@ -214,8 +214,8 @@ std::vector<int> ServiceManagerHarness::StoredFds(const std::string& name) const
 }
 
 absl::StatusOr<pid_t> ServiceManagerHarness::Start(
-    const std::vector<std::string>& argv,
-    const std::vector<std::pair<std::string, int>>& sockets, int stderr_fd) {
+    const std::vector<std::string>& argv, const std::vector<std::pair<std::string, int>>& sockets,
+    int stderr_fd) {
   std::lock_guard<std::recursive_mutex> lock(mu_);  // no descriptor goes while we fork
   std::vector<std::pair<std::string, int>> passed;
   for (const UniqueFd& socket : sockets_) passed.emplace_back("tensorbroker", socket.get());

@@ -18,8 +18,8 @@ TEST(ParseByteSize, AcceptsSuffixesAndPlainBytes) {
 }
 
 TEST(ParseByteSize, RejectsGarbageNamingTheFlag) {
-  for (const char* text : {"", "M", "12X", "-5", "1e9", "99999999999999999999", "4GG",
-                           "18446744073709551615T"}) {
+  for (const char* text :
+       {"", "M", "12X", "-5", "1e9", "99999999999999999999", "4GG", "18446744073709551615T"}) {
     auto parsed = ParseByteSize(text, "--capacity");
     ASSERT_FALSE(parsed.ok()) << text;
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);

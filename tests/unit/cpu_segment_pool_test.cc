@@ -75,8 +75,7 @@ TEST_F(CpuSegmentPoolTest, TheKernelEnforcesSizeModeAndReadOnly) {
   std::vector<std::string> removed;
   auto a = pool.Allocate(10, BlockKind::kImmutable, kAlice, &removed);
   ASSERT_TRUE(a.ok());
-  EXPECT_EQ(::fcntl(a->read_write_fd, F_GET_SEALS),
-            F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  EXPECT_EQ(::fcntl(a->read_write_fd, F_GET_SEALS), F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
   EXPECT_EQ(::ftruncate(a->read_write_fd, 0), -1);
   EXPECT_EQ(errno, EPERM);
   EXPECT_EQ(::fallocate(a->read_write_fd, 0, 0, static_cast<off_t>(a->segment_size) + 4096), -1);
@@ -142,8 +141,8 @@ TEST_F(CpuSegmentPoolTest, ASegmentRemovedBeforeAnIdleOneLeavesTheIdleOneKept) {
   auto pooled = pool.Allocate(64, BlockKind::kImmutable, kAlice, &removed);       // segment 1
   ASSERT_TRUE(mutable_block.ok() && pooled.ok());
   ASSERT_LT(mutable_block->segment, pooled->segment);  // visited first by the removal
-  pool.Free(*pooled, &removed);                          // idle, kept for reuse
-  pool.Free(*mutable_block, &removed);                   // removed, then segment 1 is judged
+  pool.Free(*pooled, &removed);                        // idle, kept for reuse
+  pool.Free(*mutable_block, &removed);                 // removed, then segment 1 is judged
   EXPECT_EQ(removed, std::vector<std::string>{mutable_block->segment});
   EXPECT_EQ(pool.Stats().segments, 1u);
   auto again = pool.Allocate(64, BlockKind::kImmutable, kAlice, &removed);
@@ -201,7 +200,8 @@ TEST_F(CpuSegmentPoolTest, CapacityIsEnforcedAndIdleSegmentsMakeRoom) {
   EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(too_big.status().message().find("capacity"), std::string::npos);
   pool.Free(*small, &removed);  // idle now, kept...
-  auto fits = pool.Allocate(1920 << 10, BlockKind::kImmutable, kAlice, &removed);  // ...until needed
+  auto fits =
+      pool.Allocate(1920 << 10, BlockKind::kImmutable, kAlice, &removed);  // ...until needed
   ASSERT_TRUE(fits.ok()) << fits.status();
   EXPECT_EQ(removed.size(), 1u);
   pool.Free(*fits, &removed);
@@ -213,8 +213,7 @@ TEST_F(CpuSegmentPoolTest, MoreThanTheMachineHasIsResourceExhaustedAtOnce) {
   auto huge = pool.Allocate(uint64_t{1} << 46, BlockKind::kImmutable, kAlice, &removed);
   ASSERT_FALSE(huge.ok());
   EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted) << huge.status();
-  EXPECT_NE(huge.status().message().find("memory available"), std::string::npos)
-      << huge.status();
+  EXPECT_NE(huge.status().message().find("memory available"), std::string::npos) << huge.status();
 }
 
 // Adoption takes back only what MemfdSegment::Create made: a sealed, 0600 memfd of this user,
@@ -257,12 +256,13 @@ TEST_F(CpuSegmentPoolTest, AdoptionRefusesWhatIsNotOneOfItsSegments) {
   auto block = pool.AdoptBlock(prefix_ + "made", 256, 256, BlockKind::kImmutable, kAlice);
   ASSERT_TRUE(block.ok()) << block.status();
   EXPECT_EQ(block->data[44], 42);
-  EXPECT_EQ(pool.AdoptBlock(prefix_ + "made", 256, 256, BlockKind::kImmutable, kAlice)
-                .status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(pool.AdoptBlock(prefix_ + "made", 512, 256, BlockKind::kImmutable, kBob)
-                .status().code(),
-            absl::StatusCode::kInvalidArgument) << "another sharing key";
+  EXPECT_EQ(
+      pool.AdoptBlock(prefix_ + "made", 256, 256, BlockKind::kImmutable, kAlice).status().code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      pool.AdoptBlock(prefix_ + "made", 512, 256, BlockKind::kImmutable, kBob).status().code(),
+      absl::StatusCode::kInvalidArgument)
+      << "another sharing key";
   std::vector<std::string> removed;
   pool.RemoveUnclaimed(&removed);
   EXPECT_TRUE(removed.empty()) << "a segment holding an adopted block stays";
@@ -302,8 +302,9 @@ TEST_F(CpuSegmentPoolTest, AdoptedSegmentsTakeNoNewBlockUntilTheGraceEnds) {
   auto again = MemfdSegment::Create(prefix_ + "old2", pooled);
   ASSERT_TRUE(again.ok()) << again.status();
   CpuSegmentPool fresh(Options(64 << 20));
-  ASSERT_TRUE(fresh.AdoptSegment(prefix_ + "old2",
-                                 UniqueFd(::fcntl(again->read_write_fd(), F_DUPFD_CLOEXEC, 0)))
+  ASSERT_TRUE(fresh
+                  .AdoptSegment(prefix_ + "old2",
+                                UniqueFd(::fcntl(again->read_write_fd(), F_DUPFD_CLOEXEC, 0)))
                   .ok());
   auto only = fresh.AdoptBlock(prefix_ + "old2", 0, 1024, BlockKind::kImmutable, kAlice);
   ASSERT_TRUE(only.ok()) << only.status();

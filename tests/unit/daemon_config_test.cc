@@ -34,7 +34,8 @@ TEST(ConfigFile, KeyValueLinesCommentsAndBlanks) {
 TEST(ConfigFile, MalformedLinesNameFileAndLine) {
   EXPECT_EQ(ParseConfigText("capacity 4G\n", "t.conf").status().message(),
             "t.conf:1: expected 'key = value', got 'capacity 4G'");
-  EXPECT_EQ(ParseConfigText("\n= 4G\n", "t.conf").status().message(), "t.conf:2: no key before '='");
+  EXPECT_EQ(ParseConfigText("\n= 4G\n", "t.conf").status().message(),
+            "t.conf:2: no key before '='");
   EXPECT_EQ(ParseConfigText("capacity = 1G\ncapacity = 2G\n", "t.conf").status().message(),
             "t.conf:2: 'capacity' is set twice in this file");
   EXPECT_EQ(ReadConfigFile("/nonexistent/tb.conf").status().code(), absl::StatusCode::kNotFound);
@@ -53,23 +54,26 @@ TEST(ListenAddress, HostPortBracketedIpv6AndEveryInterface) {
   ASSERT_TRUE(any.ok()) << any.status();
   EXPECT_EQ(any->host, "");
   EXPECT_EQ(any->port, 65535);
-
 }
 
 TEST(ListenAddress, MalformedAddressesNameTheFieldAndWhy) {
   const std::pair<const char*, const char*> cases[] = {
       {"", "--metrics-listen '': is empty; give HOST:PORT, e.g. 127.0.0.1:9464"},
       {"9464", "--metrics-listen '9464': needs HOST:PORT (or :PORT for every interface)"},
-      {"::1:9464", "--metrics-listen '::1:9464': an IPv6 address goes in brackets, e.g. [::1]:9464"},
-      {"[::1]", "--metrics-listen '[::1]': an IPv6 address is written [ADDRESS]:PORT, e.g. [::1]:9464"},
+      {"::1:9464",
+       "--metrics-listen '::1:9464': an IPv6 address goes in brackets, e.g. [::1]:9464"},
+      {"[::1]",
+       "--metrics-listen '[::1]': an IPv6 address is written [ADDRESS]:PORT, e.g. [::1]:9464"},
       {"[]:80", "--metrics-listen '[]:80': the IPv6 address is empty"},
       {"1.2.3.4:", "--metrics-listen '1.2.3.4:': the port is not a number from 0 to 65535"},
       {":65536", "--metrics-listen ':65536': the port is not a number from 0 to 65535"},
       {"[::]:+80", "--metrics-listen '[::]:+80': the port is not a number from 0 to 65535"},
-      {"localhost:80", "--metrics-listen 'localhost:80': the host is not an IPv4 address (IPv6 "
-                       "goes in brackets, e.g. [::1]:9464)"},
-      {"1.2.3:80", "--metrics-listen '1.2.3:80': the host is not an IPv4 address (IPv6 goes in "
-                   "brackets, e.g. [::1]:9464)"},
+      {"localhost:80",
+       "--metrics-listen 'localhost:80': the host is not an IPv4 address (IPv6 "
+       "goes in brackets, e.g. [::1]:9464)"},
+      {"1.2.3:80",
+       "--metrics-listen '1.2.3:80': the host is not an IPv4 address (IPv6 goes in "
+       "brackets, e.g. [::1]:9464)"},
       {"[localhost]:80", "--metrics-listen '[localhost]:80': the host is not an IPv6 address"},
   };
   for (const auto& [text, message] : cases) {
@@ -99,8 +103,8 @@ TEST(DaemonSettings, UnknownKeysAndBadValuesNameWhereTheyCameFrom) {
 }
 
 TEST(DaemonSettings, CommandLineFlagsAndModes) {
-  const char* argv[] = {"tensorbrokerd", "--capacity=2G", "--log-level", "debug",
-                        "--config",      "/x.conf",      "--print-config"};
+  const char* argv[] = {"tensorbrokerd", "--capacity=2G", "--log-level",   "debug",
+                        "--config",      "/x.conf",       "--print-config"};
   auto command_line = ParseCommandLine(7, argv);
   ASSERT_TRUE(command_line.ok()) << command_line.status();
   EXPECT_TRUE(command_line->print_config);
@@ -132,11 +136,12 @@ class ConfigFileOnDisk : public ::testing::Test {
 };
 
 TEST_F(ConfigFileOnDisk, FlagsOverrideTheFileAndPrintConfigReadsBack) {
-  Write("socket = /tmp/from-file.sock\ncapacity = 64M\nlog-level = warning\n"
-        "metrics-listen = [::1]:9464\n");
+  Write(
+      "socket = /tmp/from-file.sock\ncapacity = 64M\nlog-level = warning\n"
+      "metrics-listen = [::1]:9464\n");
   const std::string config_flag = "--config=" + path_;
-  const char* argv[] = {"tensorbrokerd", config_flag.c_str(), "--log-level", "debug",
-                        "--cuda-capacity", "1G"};
+  const char* argv[] = {"tensorbrokerd", config_flag.c_str(), "--log-level",
+                        "debug",         "--cuda-capacity",   "1G"};
   auto command_line = ParseCommandLine(6, argv);
   ASSERT_TRUE(command_line.ok()) << command_line.status();
   auto options = LoadDaemonOptions(*command_line, kDefaultCapacity);
@@ -168,11 +173,12 @@ TEST_F(ConfigFileOnDisk, FlagsOverrideTheFileAndPrintConfigReadsBack) {
 }
 
 TEST_F(ConfigFileOnDisk, TenancySettingsParseAndPrintBack) {
-  Write("admin-group = root\ndefault-readers = uid:0, gid:0\nquota-bytes = 1G\n"
-        "quota-tensors = 100\npending-timeout = 1500ms\nhandshake-timeout = 3\n"
-        "max-connections = 64\nreaders[team/] = uid:1000,user:root\n"
-        "publishers[team/] = group:root\nquota-bytes[root] = 2G\n"
-        "quota-tensors[uid:1000] = 7\n");
+  Write(
+      "admin-group = root\ndefault-readers = uid:0, gid:0\nquota-bytes = 1G\n"
+      "quota-tensors = 100\npending-timeout = 1500ms\nhandshake-timeout = 3\n"
+      "max-connections = 64\nreaders[team/] = uid:1000,user:root\n"
+      "publishers[team/] = group:root\nquota-bytes[root] = 2G\n"
+      "quota-tensors[uid:1000] = 7\n");
   CommandLine command_line;
   command_line.config_path = path_;
   command_line.config_given = true;
@@ -208,9 +214,11 @@ TEST_F(ConfigFileOnDisk, TenancySettingsParseAndPrintBack) {
 TEST_F(ConfigFileOnDisk, BadTenancySettingsNameTheKey) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"quota-bytes[nosuchuser] = 1G", ": quota-bytes[nosuchuser][0]: no user named 'nosuchuser'"},
-      {"readers[team/] = bogus", ": readers[team/][0]: 'bogus' is not uid:N, gid:N, user:NAME, group:NAME or *"},
+      {"readers[team/] = bogus",
+       ": readers[team/][0]: 'bogus' is not uid:N, gid:N, user:NAME, group:NAME or *"},
       {"readers[] = *", ": readers[]: the prefix is empty"},
-      {"pending-timeout = soon", ": pending-timeout: 'soon' is not a duration (e.g. 60s, 1m30s, 500ms)"},
+      {"pending-timeout = soon",
+       ": pending-timeout: 'soon' is not a duration (e.g. 60s, 1m30s, 500ms)"},
       {"max-connections = 0", ": max-connections must be more than 0"},
       {"admin-group = nosuchgroup", ": admin-group[0]: no group named 'nosuchgroup'"},
   };

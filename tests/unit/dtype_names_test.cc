@@ -48,8 +48,8 @@ TEST(DeviceNames, ParseIsTheInverseOfDeviceNameForCpuAndCuda) {
   ASSERT_TRUE(bare.ok());
   EXPECT_EQ(bare->device_type, kDLCUDA);
   EXPECT_EQ(bare->device_id, 0);
-  for (const char* bad : {"", "CPU", "gpu", "cuda:", "cuda:-1", "cuda:x", "cuda:0:1",
-                          "cuda_host", "cuda:99999999999"}) {
+  for (const char* bad : {"", "CPU", "gpu", "cuda:", "cuda:-1", "cuda:x", "cuda:0:1", "cuda_host",
+                          "cuda:99999999999"}) {
     auto parsed = ParseDeviceName(bad, "--device");
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_EQ(parsed.status().message().substr(0, 8), "--device") << bad;

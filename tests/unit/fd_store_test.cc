@@ -56,8 +56,8 @@ TEST_F(FdStoreTest, StoredDescriptorsAreKeptByNameAndRemovedByName) {
   UniqueFd a = Memfd(), b = Memfd();
   ASSERT_TRUE(store.Store("seg-a", a.get()).ok());
   ASSERT_TRUE(store.Store("rec-7", b.get()).ok());
-  ASSERT_TRUE(harness_->WaitFor([&] { return harness_->StoredNames().size() == 2; },
-                                absl::Seconds(10)));
+  ASSERT_TRUE(
+      harness_->WaitFor([&] { return harness_->StoredNames().size() == 2; }, absl::Seconds(10)));
   EXPECT_EQ(harness_->StoredNames(), (std::vector<std::string>{"rec-7", "seg-a"}));
   // The service manager holds the same open files, not copies of their contents.
   ASSERT_EQ(harness_->StoredFds("seg-a").size(), 1u);
@@ -65,8 +65,8 @@ TEST_F(FdStoreTest, StoredDescriptorsAreKeptByNameAndRemovedByName) {
   EXPECT_EQ(InodeOf(harness_->StoredFds("rec-7")[0]), InodeOf(b.get()));
 
   ASSERT_TRUE(store.Remove("seg-a").ok());
-  ASSERT_TRUE(harness_->WaitFor([&] { return harness_->StoredNames().size() == 1; },
-                                absl::Seconds(10)));
+  ASSERT_TRUE(
+      harness_->WaitFor([&] { return harness_->StoredNames().size() == 1; }, absl::Seconds(10)));
   EXPECT_EQ(harness_->StoredNames(), std::vector<std::string>{"rec-7"});
   EXPECT_EQ(store.Store("bad:name", a.get()).code(), absl::StatusCode::kInvalidArgument);
 }
@@ -74,15 +74,20 @@ TEST_F(FdStoreTest, StoredDescriptorsAreKeptByNameAndRemovedByName) {
 TEST_F(FdStoreTest, TheNextProcessGetsTheKeptDescriptorsFrom3OnNamedAndForItself) {
   UniqueFd kept = Memfd();
   ASSERT_TRUE(FdStore::FromEnvironment().Store("seg-1", kept.get()).ok());
-  ASSERT_TRUE(harness_->WaitFor([&] { return harness_->StoredNames().size() == 1; },
-                                absl::Seconds(10)));
+  ASSERT_TRUE(
+      harness_->WaitFor([&] { return harness_->StoredNames().size() == 1; }, absl::Seconds(10)));
   UniqueFd socket = Memfd();  // stands in for a listening socket: passed first
   const std::string check = absl::StrCat(
       "test \"$LISTEN_PID\" = \"$$\" && test \"$LISTEN_FDS\" = 2 && "
       "test \"$LISTEN_FDNAMES\" = grpc:seg-1 && "
-      "test \"$(stat -L -c %i /proc/$$/fd/3)\" = ", InodeOf(socket.get()), " && "
-      "test \"$(stat -L -c %i /proc/$$/fd/4)\" = ", InodeOf(kept.get()), " && "
-      "test \"$NOTIFY_SOCKET\" = ", harness_->notify_socket());
+      "test \"$(stat -L -c %i /proc/$$/fd/3)\" = ",
+      InodeOf(socket.get()),
+      " && "
+      "test \"$(stat -L -c %i /proc/$$/fd/4)\" = ",
+      InodeOf(kept.get()),
+      " && "
+      "test \"$NOTIFY_SOCKET\" = ",
+      harness_->notify_socket());
   auto pid = harness_->Start({"/bin/sh", "-c", check}, {{"grpc", socket.get()}});
   ASSERT_TRUE(pid.ok()) << pid.status();
   int status = 0;
@@ -98,8 +103,8 @@ int TakeInChild(const std::string& listen_pid, const std::string& names) {
     UniqueFd a = Memfd(), b = Memfd();
     const ino_t ia = InodeOf(a.get()), ib = InodeOf(b.get());
     if (::dup2(a.get(), 3) < 0 || ::dup2(b.get(), 4) < 0) ::_exit(10);
-    ::setenv("LISTEN_PID", listen_pid == "self" ? std::to_string(::getpid()).c_str()
-                                                : listen_pid.c_str(), 1);
+    ::setenv("LISTEN_PID",
+             listen_pid == "self" ? std::to_string(::getpid()).c_str() : listen_pid.c_str(), 1);
     ::setenv("LISTEN_FDS", "2", 1);
     ::setenv("LISTEN_FDNAMES", names.c_str(), 1);
     auto taken = TakeListenFds();
@@ -192,8 +197,7 @@ TEST(TensorRecord, AnythingElseIsRefusedSayingWhy) {
   };
   EXPECT_EQ(ReadTensorRecord(seal("\xff\xff\xff\xff garbage").get()).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ReadTensorRecord(seal("").get()).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadTensorRecord(seal("").get()).status().code(), absl::StatusCode::kInvalidArgument);
   v1::TensorRecord future = SampleRecord();
   future.set_format(2);
   auto other = ReadTensorRecord(seal(future.SerializeAsString()).get());
@@ -203,10 +207,9 @@ TEST(TensorRecord, AnythingElseIsRefusedSayingWhy) {
   v1::TensorRecord huge = SampleRecord();
   huge.mutable_info()->set_name(std::string(kMaxTensorRecordBytes, 'n'));
   EXPECT_EQ(WriteTensorRecord(huge).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ReadTensorRecord(seal(std::string(kMaxTensorRecordBytes + 1, '\0')).get())
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      ReadTensorRecord(seal(std::string(kMaxTensorRecordBytes + 1, '\0')).get()).status().code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -16,9 +16,9 @@ TEST(LeaseTable, AddRemoveAndOwnership) {
   EXPECT_NE(a, b);
   EXPECT_EQ(leases.size(), 2u);
   // Another session's lease reads exactly like an unknown one.
-  EXPECT_EQ(leases.Remove("s2", a).status(),
-            absl::NotFoundError(
-                absl::StrCat("lease_id ", a, " is not a live lease of this session")));
+  EXPECT_EQ(
+      leases.Remove("s2", a).status(),
+      absl::NotFoundError(absl::StrCat("lease_id ", a, " is not a live lease of this session")));
   EXPECT_EQ(leases.ObjectOf("s2", a).status(), leases.Remove("s2", a).status());
   auto object = leases.Remove("s1", a);
   ASSERT_TRUE(object.ok());

@@ -51,7 +51,8 @@ std::string ReadAll(int fd) {
   std::string out;
   char buffer[65536];
   ssize_t n;
-  while ((n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0) out.append(buffer, static_cast<size_t>(n));
+  while ((n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0)
+    out.append(buffer, static_cast<size_t>(n));
   return out;
 }
 
@@ -93,8 +94,8 @@ TEST(MetricsHttpServer, RequestsArriveInPiecesAndMalformedOnesAreAnswered) {
   EXPECT_TRUE(absl::StartsWith(ReadAll(garbage.get()), "HTTP/1.1 400 Bad Request\r\n"));
   UniqueFd huge = Connect(address);
   SendAll(huge.get(), "GET /metrics HTTP/1.1\r\nX: " + std::string(10000, 'a'));
-  EXPECT_TRUE(absl::StartsWith(ReadAll(huge.get()),
-                               "HTTP/1.1 431 Request Header Fields Too Large\r\n"));
+  EXPECT_TRUE(
+      absl::StartsWith(ReadAll(huge.get()), "HTTP/1.1 431 Request Header Fields Too Large\r\n"));
 }
 
 TEST(MetricsHttpServer, AnAddressInUseIsRefusedNamingTheFlag) {

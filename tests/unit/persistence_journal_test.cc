@@ -102,8 +102,7 @@ TEST_F(PersistenceJournalTest, APublishedVersionIsKeptWithItsSegmentAndSaysEvery
   EXPECT_EQ(record->info().version(), 1u);
   EXPECT_EQ(std::vector<int64_t>(record->info().shape().begin(), record->info().shape().end()),
             (std::vector<int64_t>{2, 2}));
-  EXPECT_EQ(std::vector<int64_t>(record->info().strides().begin(),
-                                 record->info().strides().end()),
+  EXPECT_EQ(std::vector<int64_t>(record->info().strides().begin(), record->info().strides().end()),
             (std::vector<int64_t>{2, 1}));
   EXPECT_EQ(record->info().nbytes(), 16u);
   EXPECT_EQ(record->info().dtype().code(), kDLFloat);
@@ -111,9 +110,9 @@ TEST_F(PersistenceJournalTest, APublishedVersionIsKeptWithItsSegmentAndSaysEvery
   EXPECT_EQ(record->info().leases(), 0u);
   EXPECT_TRUE(record->info().sealed());
   EXPECT_EQ(record->info().owner_uid(), 0u);
-  EXPECT_EQ(std::vector<std::string>(record->info().readers().begin(),
-                                     record->info().readers().end()),
-            (std::vector<std::string>{"uid:1000", "gid:27"}));
+  EXPECT_EQ(
+      std::vector<std::string>(record->info().readers().begin(), record->info().readers().end()),
+      (std::vector<std::string>{"uid:1000", "gid:27"}));
   EXPECT_EQ(record->publisher_uid(), 0u);
   EXPECT_EQ(record->segment(), grant.block.segment);
   EXPECT_EQ(record->offset(), grant.block.offset);
@@ -207,8 +206,8 @@ TEST_F(PersistenceJournalTest, AKeptHistoryIsRecordedAndAdoptedVersionByVersion)
     return UniqueFd(::fcntl(harness_->StoredFds(name).at(0), F_DUPFD_CLOEXEC, 0));
   };
   std::vector<NamedFd> handed;
-  for (const std::string& name : {segment, std::string("r-3"), std::string("r-4"),
-                                  std::string("r-6")}) {
+  for (const std::string& name :
+       {segment, std::string("r-3"), std::string("r-4"), std::string("r-6")}) {
     handed.push_back({name, copy(name)});
   }
   CpuSegmentPoolOptions options;

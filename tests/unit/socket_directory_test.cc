@@ -216,10 +216,10 @@ TEST(SocketDirectory, DaemonRefusesADirectoryItMayNotWrite) {
       ::_exit(2);
     }
     const absl::Status status = daemon::PrepareSocketDirectory(dir.path() + "/broker.sock");
-    const std::string text = absl::StrCat(absl::StatusCodeToString(status.code()), ": ",
-                                          status.message());
-    const bool written = ::write(pipe_fds[1], text.data(), text.size()) ==
-                         static_cast<ssize_t>(text.size());
+    const std::string text =
+        absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message());
+    const bool written =
+        ::write(pipe_fds[1], text.data(), text.size()) == static_cast<ssize_t>(text.size());
     ::_exit(written ? 0 : 3);
   }
   ::close(pipe_fds[1]);
@@ -231,10 +231,10 @@ TEST(SocketDirectory, DaemonRefusesADirectoryItMayNotWrite) {
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  EXPECT_EQ(said, absl::StrCat("FAILED_PRECONDITION: --socket ", dir.path(),
-                               "/broker.sock: directory ", dir.path(),
-                               " (owner uid 0 (root), mode 0755) does not let this daemon's ",
-                               DescribeUid(kOther), " create files there: Permission denied"));
+  EXPECT_EQ(said,
+            absl::StrCat("FAILED_PRECONDITION: --socket ", dir.path(), "/broker.sock: directory ",
+                         dir.path(), " (owner uid 0 (root), mode 0755) does not let this daemon's ",
+                         DescribeUid(kOther), " create files there: Permission denied"));
 }
 
 TEST(SocketDirectory, AnAbsentPerUserDirectoryHasNothingToDistrust) {

@@ -155,8 +155,7 @@ TEST(SocketHolder, DescriptionsSayWhoAndHowToStopIt) {
   EXPECT_EQ(DescribeProcess(elsewhere),
             "pid 321 (not visible from here: another PID namespace, such as a container's)");
   EXPECT_EQ(HowToStop(elsewhere), "stop it where it runs");
-  EXPECT_EQ(DescribeProcess(ProcessView{}),
-            "a process in a PID namespace not visible from here");
+  EXPECT_EQ(DescribeProcess(ProcessView{}), "a process in a PID namespace not visible from here");
 }
 
 TEST(SocketHolder, ThisProcessIsViewedAsProcSaysIt) {

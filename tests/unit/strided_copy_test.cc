@@ -10,8 +10,8 @@
 namespace tensorbroker {
 namespace {
 
-DLTensor View(std::vector<float>& data, std::vector<int64_t>& shape,
-              std::vector<int64_t>* strides, uint64_t byte_offset = 0) {
+DLTensor View(std::vector<float>& data, std::vector<int64_t>& shape, std::vector<int64_t>* strides,
+              uint64_t byte_offset = 0) {
   DLTensor t{};
   t.data = data.data();
   t.device = {kDLCPU, 0};
@@ -25,7 +25,7 @@ DLTensor View(std::vector<float>& data, std::vector<int64_t>& shape,
 
 TEST(CopyToCompact, Transpose) {
   std::vector<float> src(12);
-  std::iota(src.begin(), src.end(), 0.f);  // 3x4 row-major
+  std::iota(src.begin(), src.end(), 0.f);           // 3x4 row-major
   std::vector<int64_t> shape{4, 3}, strides{1, 4};  // its transpose
   std::vector<float> dst(12, -1.f);
   CopyToCompact(View(src, shape, &strides), reinterpret_cast<uint8_t*>(dst.data()));
@@ -34,7 +34,7 @@ TEST(CopyToCompact, Transpose) {
 
 TEST(CopyToCompact, StepSliceWithByteOffset) {
   std::vector<float> src(16);
-  std::iota(src.begin(), src.end(), 0.f);  // 4x4
+  std::iota(src.begin(), src.end(), 0.f);           // 4x4
   std::vector<int64_t> shape{2, 2}, strides{8, 2};  // x[::2, ::2] starting at [0, 1]
   std::vector<float> dst(4);
   CopyToCompact(View(src, shape, &strides, sizeof(float)), reinterpret_cast<uint8_t*>(dst.data()));
@@ -42,7 +42,7 @@ TEST(CopyToCompact, StepSliceWithByteOffset) {
 }
 
 TEST(CopyToCompact, NegativeStrides) {
-  std::vector<float> src{0, 1, 2, 3, 4, 5};  // 2x3
+  std::vector<float> src{0, 1, 2, 3, 4, 5};           // 2x3
   std::vector<int64_t> shape{2, 3}, strides{-3, -1};  // x[::-1, ::-1]
   std::vector<float> dst(6);
   CopyToCompact(View(src, shape, &strides, 5 * sizeof(float)),
@@ -161,9 +161,8 @@ TEST(StreamCompact, StopsWhenTheSinkSaysSo) {
   std::vector<float> src(8, 1.f);
   std::vector<int64_t> shape{8};
   int calls = 0;
-  EXPECT_FALSE(StreamCompact(View(src, shape, nullptr), 4, [&](const uint8_t*, size_t) {
-    return ++calls < 2;
-  }));
+  EXPECT_FALSE(StreamCompact(View(src, shape, nullptr), 4,
+                             [&](const uint8_t*, size_t) { return ++calls < 2; }));
   EXPECT_EQ(calls, 2);
 }
 

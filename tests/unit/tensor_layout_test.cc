@@ -30,22 +30,23 @@ TEST(ValidateName, RejectsBadNamesNamingTheField) {
 }
 
 TEST(ValidateDType, AcceptsEveryDLPackDType) {
-  const DLDataType ok[] = {{kDLBool, 8, 1},   {kDLInt, 8, 1},      {kDLInt, 16, 1},
-                           {kDLInt, 32, 1},   {kDLInt, 64, 1},     {kDLUInt, 8, 1},
-                           {kDLUInt, 64, 1},  {kDLFloat, 16, 1},   {kDLFloat, 32, 1},
-                           {kDLFloat, 64, 1}, {kDLBfloat, 16, 1},  {kDLComplex, 64, 1},
+  const DLDataType ok[] = {{kDLBool, 8, 1},      {kDLInt, 8, 1},     {kDLInt, 16, 1},
+                           {kDLInt, 32, 1},      {kDLInt, 64, 1},    {kDLUInt, 8, 1},
+                           {kDLUInt, 64, 1},     {kDLFloat, 16, 1},  {kDLFloat, 32, 1},
+                           {kDLFloat, 64, 1},    {kDLBfloat, 16, 1}, {kDLComplex, 64, 1},
                            {kDLComplex, 128, 1}, {kDLComplex, 32, 1}};
-  for (const DLDataType& d : ok) EXPECT_TRUE(ValidateDType(d).ok()) << int(d.code) << "/" << int(d.bits);
+  for (const DLDataType& d : ok)
+    EXPECT_TRUE(ValidateDType(d).ok()) << int(d.code) << "/" << int(d.bits);
   for (uint8_t code = kFloat8FirstCode; code <= kFloat8LastCode; ++code) {
     EXPECT_TRUE(ValidateDType({code, 8, 1}).ok()) << int(code);
   }
 }
 
 TEST(ValidateDType, RejectsUnknownCodesBitsAndLanes) {
-  const DLDataType bad[] = {{99, 32, 1},       {kDLFloat, 32, 2}, {kDLFloat, 8, 1},
-                            {kDLInt, 4, 1},    {kDLBool, 1, 1},   {kDLBfloat, 32, 1},
-                            {kDLComplex, 16, 1}, {3 /*opaque handle*/, 64, 1}, {15, 6, 1},
-                            {kDLFloat, 32, 0}};
+  const DLDataType bad[] = {
+      {99, 32, 1},     {kDLFloat, 32, 2},  {kDLFloat, 8, 1},    {kDLInt, 4, 1},
+      {kDLBool, 1, 1}, {kDLBfloat, 32, 1}, {kDLComplex, 16, 1}, {3 /*opaque handle*/, 64, 1},
+      {15, 6, 1},      {kDLFloat, 32, 0}};
   for (const DLDataType& d : bad) {
     absl::Status s = ValidateDType(d);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);

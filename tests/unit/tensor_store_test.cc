@@ -36,9 +36,7 @@ class TensorStoreTest : public ::testing::Test {
     store_ = std::make_unique<TensorStore>(std::make_unique<CpuSegmentPool>(options));
     session_ = store_->OpenSession(kRoot, 1, "test", &sink_);
   }
-  ~TensorStoreTest() override {
-    store_.reset();
-  }
+  ~TensorStoreTest() override { store_.reset(); }
   static TensorSpec Spec(const std::string& name, uint64_t floats, bool replace = false) {
     TensorSpec spec;
     spec.name = name;
@@ -206,8 +204,7 @@ TEST_F(TensorStoreTest, SessionsBelongToTheirUid) {
   const std::string mine = store_->OpenSession(kAlice, 2, "uid 1000", nullptr);
   EXPECT_TRUE(store_->CheckSessionUser(mine, 1000).ok());
   EXPECT_EQ(store_->CheckSessionUser(mine, 1001).code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(store_->CheckSessionUser("nope", 1000).code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->CheckSessionUser("nope", 1000).code(), absl::StatusCode::kFailedPrecondition);
   // Create takes the session's uid as the tensor's owner, whatever the spec says.
   TensorSpec spec = Spec("owned", 4);
   spec.owner_uid = 7;
@@ -245,8 +242,8 @@ TEST_F(TensorStoreTest, GetOrWaitAnswersWithoutAThreadWhenPublished) {
   ASSERT_TRUE(missing.has_value());
   EXPECT_EQ(missing->status().code(), absl::StatusCode::kNotFound);
   // A cancelled wait is never answered.
-  auto cancelled = store_->GetOrWait(session_, "never", {}, absl::Now() + absl::Seconds(30), &waiter,
-                                     [&](absl::StatusOr<TensorGrant>) { FAIL(); });
+  auto cancelled = store_->GetOrWait(session_, "never", {}, absl::Now() + absl::Seconds(30),
+                                     &waiter, [&](absl::StatusOr<TensorGrant>) { FAIL(); });
   ASSERT_FALSE(cancelled.has_value());
   EXPECT_TRUE(store_->CancelWait(waiter));
   ASSERT_TRUE(store_->Release(session_, created->lease_id).ok());
@@ -278,9 +275,9 @@ TEST_F(TensorStoreTest, AfterVersionAnswersANewerVersionAtOnceElseWaitsForTheNex
   EXPECT_EQ(at_once->status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(at_once->status().message(), absl::StrCat("name 's' has no version after ", v1));
   std::vector<absl::StatusOr<TensorGrant>> answers;
-  ASSERT_FALSE(store_->GetOrWait(session_, "s", after_v1, absl::Now() + absl::Seconds(30),
-                                 &waiter,
-                                 [&](absl::StatusOr<TensorGrant> r) { answers.push_back(r); })
+  ASSERT_FALSE(store_
+                   ->GetOrWait(session_, "s", after_v1, absl::Now() + absl::Seconds(30), &waiter,
+                               [&](absl::StatusOr<TensorGrant> r) { answers.push_back(r); })
                    .has_value());
   EXPECT_EQ(store_->Stats(kRoot).waiting_gets, 1u);
   // A delete is not a newer version: it keeps waiting. A new publication answers it.
@@ -299,9 +296,10 @@ TEST_F(TensorStoreTest, AfterVersionAnswersANewerVersionAtOnceElseWaitsForTheNex
   VersionWanted after_current;
   after_current.after_version = store_->Stat(kRoot, "s")->version;
   answers.clear();
-  ASSERT_FALSE(store_->GetOrWait(session_, "s", after_current, absl::Now() + absl::Seconds(30),
-                                 &waiter,
-                                 [&](absl::StatusOr<TensorGrant> r) { answers.push_back(r); })
+  ASSERT_FALSE(store_
+                   ->GetOrWait(session_, "s", after_current, absl::Now() + absl::Seconds(30),
+                               &waiter,
+                               [&](absl::StatusOr<TensorGrant> r) { answers.push_back(r); })
                    .has_value());
   Publish("s", 4.0f, /*replace=*/true);
   ASSERT_EQ(answers.size(), 1u);
@@ -311,8 +309,8 @@ TEST_F(TensorStoreTest, AfterVersionAnswersANewerVersionAtOnceElseWaitsForTheNex
   auto ran_out = store_->Get(session_, "s", absl::Now() + absl::Milliseconds(20), after_current);
   EXPECT_EQ(ran_out.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(ran_out.status().message(),
-            absl::StrCat("name 's' was not published after version ",
-                         *after_current.after_version, " before the wait ran out"));
+            absl::StrCat("name 's' was not published after version ", *after_current.after_version,
+                         " before the wait ran out"));
 }
 
 TEST_F(TensorStoreTest, VersionAndAfterVersionTogetherAreRefused) {
@@ -320,9 +318,9 @@ TEST_F(TensorStoreTest, VersionAndAfterVersionTogetherAreRefused) {
   VersionWanted both;
   both.version = 1;
   both.after_version = 0;
-  EXPECT_EQ(store_->Get(session_, "s", absl::InfinitePast(), both).status(),
-            absl::InvalidArgumentError(
-                "version: give either a version or an after_version, not both"));
+  EXPECT_EQ(
+      store_->Get(session_, "s", absl::InfinitePast(), both).status(),
+      absl::InvalidArgumentError("version: give either a version or an after_version, not both"));
   VersionWanted oldest_alone;
   oldest_alone.oldest = true;
   EXPECT_EQ(store_->Get(session_, "s", absl::InfinitePast(), oldest_alone).status(),
@@ -420,8 +418,9 @@ TEST_F(TensorStoreTest, WaitsEndWithTheirSessionAndOnShutdown) {
   store_->CloseSession(other);
   ASSERT_EQ(answers.size(), 1u);
   EXPECT_EQ(answers[0].code(), absl::StatusCode::kFailedPrecondition);
-  ASSERT_FALSE(store_->GetOrWait(session_, "x", {}, absl::Now() + absl::Seconds(30), &waiter, record)
-                   .has_value());
+  ASSERT_FALSE(
+      store_->GetOrWait(session_, "x", {}, absl::Now() + absl::Seconds(30), &waiter, record)
+          .has_value());
   store_->Shutdown();
   ASSERT_EQ(answers.size(), 2u);
   EXPECT_EQ(answers[1].code(), absl::StatusCode::kUnavailable);
@@ -446,12 +445,10 @@ TEST_F(TensorStoreTest, DescriptorsFollowTheLease) {
   // Only the lease's holder may ask; to anyone else the id is unknown.
   EXPECT_EQ(store_->DescriptorFor(session_, got->lease_id).status().code(),
             absl::StatusCode::kNotFound);
-  EXPECT_EQ(store_->DescriptorFor(consumer, 999999).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->DescriptorFor(consumer, 999999).status().code(), absl::StatusCode::kNotFound);
   store_->CloseSession(consumer);
   ASSERT_TRUE(store_->Release(session_, created->lease_id).ok());
 }
-
 
 // A store with quotas and a short pending timeout, for the tenancy rules.
 class TenancyTest : public ::testing::Test {
@@ -577,8 +574,8 @@ TEST_F(TenancyTest, PendingTensorsPastTheTimeoutAreAbortedAndTheirNamesFreed) {
   auto created = store_->Create(alice_, Spec("slow", 8, PrincipalSet::Anyone()));
   ASSERT_TRUE(created.ok());
   int expired_puts = 0;
-  auto put = store_->BeginPut(kBob, Spec("stalled", 8, PrincipalSet::Anyone()),
-                              [&] { ++expired_puts; });
+  auto put =
+      store_->BeginPut(kBob, Spec("stalled", 8, PrincipalSet::Anyone()), [&] { ++expired_puts; });
   ASSERT_TRUE(put.ok());
   EXPECT_EQ(store_->ExpirePending(absl::Now()), 0u);
   EXPECT_EQ(store_->ExpirePending(absl::Now() + absl::Seconds(6)), 2u);
@@ -619,8 +616,7 @@ TEST_F(TenancyTest, LogicalSizeMayNotExceedTheCapacityWhateverTheStrides) {
   TensorSpec spec = Spec("huge", 1, PrincipalSet::Anyone());
   spec.shape = {int64_t{1} << 31, int64_t{1} << 31};
   spec.strides = {0, 0};
-  EXPECT_EQ(store_->Create(alice_, spec).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->Create(alice_, spec).status().code(), absl::StatusCode::kInvalidArgument);
   spec.shape = {int64_t{1} << 40, int64_t{1} << 40};
   EXPECT_EQ(store_->Create(alice_, spec).status().code(), absl::StatusCode::kInvalidArgument);
 }
@@ -649,26 +645,27 @@ TEST_F(TensorStoreTest, EachUidHasAtMostSoManyWaitingGets) {
   auto refused = store_->GetOrWait(alice, "never/more", {}, later, &waiter,
                                    [](absl::StatusOr<TensorGrant>) {});
   ASSERT_TRUE(refused.has_value());
-  EXPECT_EQ(refused->status(),
-            absl::ResourceExhaustedError(absl::StrCat(
-                "waiting Gets: uid 1000 has ", kMaxWaitingGetsPerUid,
-                " already (the most one user may have)")));
+  EXPECT_EQ(refused->status(), absl::ResourceExhaustedError(absl::StrCat(
+                                   "waiting Gets: uid 1000 has ", kMaxWaitingGetsPerUid,
+                                   " already (the most one user may have)")));
   // Root is not held back by Alice; and Alice waits again once one of hers ended.
-  EXPECT_FALSE(store_->GetOrWait(session_, "never/root", {}, later, &waiter,
-                                 [](absl::StatusOr<TensorGrant>) {})
+  EXPECT_FALSE(store_
+                   ->GetOrWait(session_, "never/root", {}, later, &waiter,
+                               [](absl::StatusOr<TensorGrant>) {})
                    .has_value());
   EXPECT_TRUE(store_->CancelWait(waiter));
   EXPECT_TRUE(store_->CancelWait(waiters.front()));
-  EXPECT_FALSE(store_->GetOrWait(alice, "never/more", {}, later, &waiter,
-                                 [](absl::StatusOr<TensorGrant>) {})
-                   .has_value());
+  EXPECT_FALSE(
+      store_->GetOrWait(alice, "never/more", {}, later, &waiter, [](absl::StatusOr<TensorGrant>) {})
+          .has_value());
   EXPECT_EQ(store_->Stats(kRoot).waiting_gets, kMaxWaitingGetsPerUid);
   // A session that closes answers its waits: their places free.
   store_->CloseSession(alice);
   store_->CloseSession(alice_too);
   EXPECT_EQ(store_->Stats(kRoot).waiting_gets, 0u);
-  EXPECT_FALSE(store_->GetOrWait(store_->OpenSession(kAlice, 4, "again", nullptr), "never/x", {},
-                                 later, &waiter, [](absl::StatusOr<TensorGrant>) {})
+  EXPECT_FALSE(store_
+                   ->GetOrWait(store_->OpenSession(kAlice, 4, "again", nullptr), "never/x", {},
+                               later, &waiter, [](absl::StatusOr<TensorGrant>) {})
                    .has_value());
 }
 
@@ -680,9 +677,8 @@ TEST_F(TensorStoreTest, EachUidHasAtMostSoManyWatches) {
     watchers.push_back(*watcher);
   }
   EXPECT_EQ(store_->Watch(kAlice, "w/", std::nullopt, [] {}).status(),
-            absl::ResourceExhaustedError(absl::StrCat(
-                "watches: uid 1000 has ", kMaxWatchesPerUid,
-                " already (the most one user may have)")));
+            absl::ResourceExhaustedError(absl::StrCat("watches: uid 1000 has ", kMaxWatchesPerUid,
+                                                      " already (the most one user may have)")));
   auto roots = store_->Watch(kRoot, "w/", std::nullopt, [] {});
   ASSERT_TRUE(roots.ok());
   store_->Unwatch(watchers.back());
@@ -704,10 +700,10 @@ TEST_F(TensorStoreTest, EachUidHasAtMostSoManyReadsInProgress) {
     ASSERT_TRUE(read.ok()) << i << ": " << read.status();
     reads.push_back(read->lease_id);
   }
-  EXPECT_EQ(store_->BeginRead(kAlice, "r").status(),
-            absl::ResourceExhaustedError(absl::StrCat(
-                "reads in progress: uid 1000 has ", kMaxReadsPerUid,
-                " already (the most one user may have)")));
+  EXPECT_EQ(
+      store_->BeginRead(kAlice, "r").status(),
+      absl::ResourceExhaustedError(absl::StrCat("reads in progress: uid 1000 has ", kMaxReadsPerUid,
+                                                " already (the most one user may have)")));
   auto roots = store_->BeginRead(kRoot, "r");
   ASSERT_TRUE(roots.ok());
   store_->EndRead(reads.back());

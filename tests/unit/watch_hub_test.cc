@@ -362,7 +362,7 @@ TEST(WatchHub, ParkedWatcherIsWokenOnlyByEventsItMaySee) {
   WakeCounter wakes;
   const uint64_t id = hub.Add(User(kOwner), "a/", std::nullopt, 0, wakes.wake());
   EXPECT_TRUE(TakeOk(hub, id).empty());
-  Append(hub, Published(1, "b/x"));       // another prefix
+  Append(hub, Published(1, "b/x"));        // another prefix
   Append(hub, Published(2, "a/x", 2000));  // another owner, not a reader
   EXPECT_EQ(wakes.count(), 0);
   Append(hub, Published(3, "a/y"));
@@ -406,8 +406,7 @@ TEST(WatchHub, AppendRefusesWhatBreaksTheOrder) {
 
 TEST(WatchHub, UnknownIdsRemoveAndCount) {
   WatchHub hub(8);
-  EXPECT_EQ(hub.Take(1, 10).status(),
-            absl::NotFoundError("watcher 1 is not watching"));
+  EXPECT_EQ(hub.Take(1, 10).status(), absl::NotFoundError("watcher 1 is not watching"));
   WakeCounter wakes;
   const uint64_t a = hub.Add(User(kOwner), "a/", std::nullopt, 0, wakes.wake());
   const uint64_t b = hub.Add(User(kOwner), "a/", std::nullopt, 0, [] {});
@@ -514,8 +513,8 @@ class Taker {
       // It starts right after what was seen, or after hidden sequences the cursor skipped.
       if (event.lost_first <= position || NextVisible(position) < event.lost_first ||
           event.lost_last < event.lost_first || event.sequence != event.lost_last) {
-        Fail(check, absl::StrCat("bad lost ", event.lost_first, "..", event.lost_last,
-                                 " at ", position));
+        Fail(check,
+             absl::StrCat("bad lost ", event.lost_first, "..", event.lost_last, " at ", position));
       }
       ++check.lost;
       position = event.lost_last;

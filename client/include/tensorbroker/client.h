@@ -80,9 +80,9 @@ class GetCancellation {
  private:
   friend class client_internal::CancelScope;
   mutable std::mutex mu_;
-  bool cancelled_ = false;                                // guarded by mu_
-  uint64_t next_hook_ = 0;                                // guarded by mu_
-  std::map<uint64_t, std::function<void()>> hooks_;       // guarded by mu_: Gets on the wire
+  bool cancelled_ = false;                           // guarded by mu_
+  uint64_t next_hook_ = 0;                           // guarded by mu_
+  std::map<uint64_t, std::function<void()>> hooks_;  // guarded by mu_: Gets on the wire
 };
 
 struct CreateOptions {
@@ -253,8 +253,7 @@ class Client {
   // (DLPACK_FLAG_BITMASK_READ_ONLY is set then, and the pages are mapped read-only).
   absl::StatusOr<DLManagedTensorVersioned*> Get(
       const std::string& name, std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
-  absl::StatusOr<DLManagedTensorVersioned*> Get(const std::string& name,
-                                                const GetOptions& options);
+  absl::StatusOr<DLManagedTensorVersioned*> Get(const std::string& name, const GetOptions& options);
   // The same for consumers still on the pre-1.0 DLPack ABI.
   absl::StatusOr<DLManagedTensor*> GetLegacy(
       const std::string& name, std::chrono::milliseconds timeout = std::chrono::milliseconds(0));

@@ -70,8 +70,7 @@ class StreamWriter {
  public:
   // Publishes the ring under `name` (ALREADY_EXISTS when the name is taken and !replace) and
   // starts accepting readers. INVALID_ARGUMENT for options out of range.
-  static absl::StatusOr<std::unique_ptr<StreamWriter>> Open(Client& client,
-                                                            const std::string& name,
+  static absl::StatusOr<std::unique_ptr<StreamWriter>> Open(Client& client, const std::string& name,
                                                             const std::vector<int64_t>& shape,
                                                             DLDataType dtype,
                                                             const StreamOptions& options = {});

@@ -47,8 +47,8 @@ struct TensorInfo {
   uint64_t version = 0;
   uint32_t leases = 0;
   int64_t created_unix_ms = 0;
-  uint32_t owner_uid = 0;              // the uid that published the name first
-  std::vector<std::string> readers;    // who may read it: {"*"} or "uid:N" / "gid:N" entries
+  uint32_t owner_uid = 0;            // the uid that published the name first
+  std::vector<std::string> readers;  // who may read it: {"*"} or "uid:N" / "gid:N" entries
   // History: how many versions of the name stay readable by number, and which do now (ascending;
   // the last is the current one): from Stat, List, Put and Seal; empty from Get (Describe) and
   // for a pending tensor.
@@ -74,7 +74,7 @@ struct WatchEvent {
   std::string name;       // empty for kLost
   uint64_t version = 0;
   uint64_t previous_version = 0;  // kReplaced
-  TensorInfo info;        // the version concerned, as it was at the event (leases: 0)
+  TensorInfo info;                // the version concerned, as it was at the event (leases: 0)
   uint64_t lost_first = 0;
   uint64_t lost_last = 0;
 };
@@ -82,11 +82,16 @@ struct WatchEvent {
 // "published", "replaced", "deleted", "expired", "lost".
 inline const char* WatchEventKindName(WatchEvent::Kind kind) {
   switch (kind) {
-    case WatchEvent::Kind::kPublished: return "published";
-    case WatchEvent::Kind::kReplaced: return "replaced";
-    case WatchEvent::Kind::kDeleted: return "deleted";
-    case WatchEvent::Kind::kExpired: return "expired";
-    case WatchEvent::Kind::kLost: return "lost";
+    case WatchEvent::Kind::kPublished:
+      return "published";
+    case WatchEvent::Kind::kReplaced:
+      return "replaced";
+    case WatchEvent::Kind::kDeleted:
+      return "deleted";
+    case WatchEvent::Kind::kExpired:
+      return "expired";
+    case WatchEvent::Kind::kLost:
+      return "lost";
   }
   return "unknown";
 }
@@ -103,10 +108,10 @@ struct PoolUsage {
 // One gRPC method's calls since the daemon started (Stats): counts by status code and a latency
 // histogram (streams that last a session are counted, not timed).
 struct MethodStats {
-  std::string method;                              // "Create", ..., or "unknown" (not an API method)
-  std::vector<std::pair<int, uint64_t>> calls;     // (grpc status code, count), by code
-  std::vector<double> bucket_bounds_seconds;       // upper bounds; +Inf is the last count
-  std::vector<uint64_t> bucket_counts;             // per bucket, not cumulative; one more
+  std::string method;                           // "Create", ..., or "unknown" (not an API method)
+  std::vector<std::pair<int, uint64_t>> calls;  // (grpc status code, count), by code
+  std::vector<double> bucket_bounds_seconds;    // upper bounds; +Inf is the last count
+  std::vector<uint64_t> bucket_counts;          // per bucket, not cumulative; one more
   double latency_sum_seconds = 0;
   uint64_t latency_count = 0;
 };
@@ -114,11 +119,11 @@ struct MethodStats {
 // Daemon-wide counters (Stats). The top-level byte and segment figures are the CPU pool's.
 struct UserUsage {
   uint32_t uid = 0;
-  std::string user;             // the uid's name on the daemon's host; empty when unknown
+  std::string user;  // the uid's name on the daemon's host; empty when unknown
   uint64_t bytes = 0;
   uint64_t tensors = 0;
-  uint64_t quota_bytes = 0;     // 0: unlimited
-  uint64_t quota_tensors = 0;   // 0: unlimited
+  uint64_t quota_bytes = 0;    // 0: unlimited
+  uint64_t quota_tensors = 0;  // 0: unlimited
 };
 
 struct BrokerStats {
@@ -130,9 +135,9 @@ struct BrokerStats {
   uint64_t clients = 0;
   uint64_t segments = 0;
   uint64_t pending = 0;
-  uint64_t waiting_gets = 0;  // Gets waiting for their name to be published (every client's)
-  uint64_t watchers = 0;      // Watch streams open (every client's)
-  std::vector<PoolUsage> pools;  // CPU first, then each GPU the daemon serves
+  uint64_t waiting_gets = 0;         // Gets waiting for their name to be published (every client's)
+  uint64_t watchers = 0;             // Watch streams open (every client's)
+  std::vector<PoolUsage> pools;      // CPU first, then each GPU the daemon serves
   std::vector<MethodStats> methods;  // by method name
   // What each user holds (every version in memory they created), with their quota (0: none).
   // An administrator sees every user; anyone else only themselves.
