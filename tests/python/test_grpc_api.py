@@ -4,7 +4,7 @@ Starts tensorbrokerd ($TENSORBROKERD) on a private socket and checks, from anoth
 Ping; the standard grpc.health.v1 service; a client-streamed Put of a numpy array in 1 MiB chunks; List with a prefix; Stat fields;
 Read streaming the same bytes back; a Session stream whose id lets Get return a MemoryRegion
 whose segment Python receives as a read-only descriptor on the local channel (socket.recv_fds),
-maps and compares with numpy (zero copy), then Release; the README's raw-gRPC client, run as
+maps and compares with numpy (zero copy), then Release; docs/grpc.md's raw-gRPC client, run as
 written; a Python producer writing through a writable descriptor; exact error codes; leases
 reclaimed when the session stream ends; and SIGTERM ending the daemon with status 0 and nothing
 left behind.
@@ -29,7 +29,7 @@ from tb_health import health_pb2, health_pb2_grpc
 from raw_daemon import RawDaemon
 from raw_grpc_example import RawClient
 
-README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
+GRPC_DOC = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "grpc.md")
 
 FLOAT32 = pb.DataType(code=2, bits=32, lanes=1)
 MIB = 1 << 20
@@ -277,12 +277,12 @@ def test_get_with_session_then_map_the_segment_from_python(daemon, stub, array):
         session.close()
 
 
-def test_the_readmes_raw_grpc_client_runs_as_written(daemon, stub, array):
-    with open(README) as f:
-        readme = f.read()
+def test_the_docs_raw_grpc_client_runs_as_written(daemon, stub, array):
+    with open(GRPC_DOC) as f:
+        doc = f.read()
     with open(os.path.join(os.path.dirname(__file__), "raw_grpc_example.py")) as f:
         example = f.read()
-    assert example in readme, "README's raw gRPC example differs from raw_grpc_example.py"
+    assert example in doc, "docs/grpc.md's raw gRPC example differs from raw_grpc_example.py"
     client = RawClient(daemon.socket)
     try:
         array, lease_id = client.get("py/array")

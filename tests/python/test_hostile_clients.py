@@ -310,8 +310,8 @@ def test_an_odd_size_reads_back_in_1_mib_chunks_and_a_tail(daemon):
     assert b"".join(m.data for m in messages) == data.tobytes()
 
 
-def test_the_readmes_raw_client_maps_a_12_mib_tensor(daemon):
-    # The README's example reaches bytes through Get and the local channel (no Read), so its
+def test_the_docs_raw_client_maps_a_12_mib_tensor(daemon):
+    # docs/grpc.md's example reaches bytes through Get and the local channel (no Read), so its
     # tensor's size never meets a gRPC message limit; run it on the 12 MiB tensor all the same.
     package(daemon, PUT_12MIB, "big/raw")
     client = RawClient(daemon.socket)

@@ -183,8 +183,8 @@ def main():
                     rss.append(rss_anon_kib())
                     heap.append(heap_in_use_bytes()[1])
                     fds_maps.append(descriptors_and_mappings())
-                # A later call of this client sees its queued releases done (the README's
-                # rule), so the daemon has them before this answer goes out.
+                # A later call of this client sees its queued releases done (the rule in
+                # docs/architecture.md), so the daemon has them before this answer goes out.
                 answer = {"rss_anon_kib": rss, "heap_in_use_bytes": heap,
                           "descriptors": [f for f, _ in fds_maps],
                           "mappings": [m for _, m in fds_maps],

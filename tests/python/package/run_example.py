@@ -1,5 +1,5 @@
-"""Runs the README's stream example against a private daemon: python/examples/consumer.py (the
-newest frame each time) and consumer.py --every (every frame) start first and wait, then
+"""Runs docs/python.md's stream example against a private daemon: python/examples/consumer.py
+(the newest frame each time) and consumer.py --every (every frame) start first and wait, then
 producer.py publishes; fails unless all three exit 0, the follower ends on the last step and the
 history reader read every step in order."""
 

@@ -97,7 +97,7 @@ def test_sealed_tensor_numpy_view_is_read_only(client, peers):
 
 def test_torch_write_into_sealed_tensor_faults_and_leaves_broker_copy_intact(client, peers):
     # torch has no read-only tensors: the page is mapped read-only, so the writing process gets
-    # SIGSEGV (documented in the README) and nobody else sees a change.
+    # SIGSEGV (documented in docs/python.md) and nobody else sees a change.
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     client.put("sealed/torch", x)
     writer = peers(sanitizer_options="handle_segv=0")  # the plain SIGSEGV, also under ASan
