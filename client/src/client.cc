@@ -45,7 +45,8 @@ uint64_t NextClientId() {
 
 }  // namespace
 
-class Client::Impl {
+// Hidden, as nested classes of an exported class are not by default (export.h).
+class TENSORBROKER_HIDDEN Client::Impl {
  public:
   using ConnectionPtr = std::shared_ptr<Connection>;
 

@@ -21,7 +21,7 @@ namespace tensorbroker {
 
 using namespace client_internal;  // NOLINT: the ring's layout names
 
-class StreamReader::Impl {
+class TENSORBROKER_HIDDEN StreamReader::Impl {  // not exported (export.h)
  public:
   explicit Impl(Client& client) : client_(client) {}
 

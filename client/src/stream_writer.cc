@@ -34,7 +34,7 @@ struct Seat {
 
 }  // namespace
 
-class StreamWriter::Impl {
+class TENSORBROKER_HIDDEN StreamWriter::Impl {  // not exported (export.h)
  public:
   Impl(Client& client, std::string name, const RingGeometry& geometry)
       : client_(client), name_(std::move(name)), geometry_(geometry) {}

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the build tree into a scratch prefix, then builds tests/package_consumer against it
+# Installs the build tree into a scratch prefix, checks that its client library exports only
+# its API (check_exports.sh), then builds tests/package_consumer against it
 # twice, with find_package(tensorbroker) and with pkg-config, starts the installed daemon and
 # runs both consumers (a put and a get each).
 #   run.sh BUILD_DIR [EXTRA_CXX_FLAGS]      # flags: the sanitizer flags of a sanitized build
@@ -18,6 +19,7 @@ cleanup() {
 }
 trap cleanup EXIT
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
+"$here/check_exports.sh" "$work/prefix/lib/libtensorbroker_client.so.0"
 cmake -S "$here" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$work/prefix" \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" >/dev/null
 cmake --build "$work/cmake-build" >/dev/null

@@ -55,6 +55,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "tensorbroker/export.h"
 #include "tensorbroker/types.h"
 
 namespace tensorbroker {
@@ -68,7 +69,7 @@ class CancelScope;
 // leaving no waiter in the daemon (it is told over the local channel) and no lease in this
 // process (a tensor granted meanwhile is released). One token may serve many Gets; it cannot
 // be reset. Thread-safe.
-class GetCancellation {
+class TENSORBROKER_EXPORT GetCancellation {
  public:
   GetCancellation() = default;
   GetCancellation(const GetCancellation&) = delete;
@@ -170,7 +171,7 @@ struct WatchOptions {
 // (within ConnectOptions::reconnect_timeout) and goes on after a kLost event for what it could
 // not see meanwhile.
 // Next is for one thread at a time; Close may be called from any thread.
-class Watcher {
+class TENSORBROKER_EXPORT Watcher {
  public:
   virtual ~Watcher() = default;
   // The next event, or nullopt when `timeout` passed first (a negative timeout waits forever).
@@ -188,7 +189,7 @@ struct ProcessMappings {
   size_t open_cuda_slabs = 0;  // CUDA IPC handles open (closed with the slab's last tensor)
   size_t pinned_segments = 0;  // segment mappings page-locked (cudaHostRegister)
 };
-ProcessMappings CurrentProcessMappings();
+TENSORBROKER_EXPORT ProcessMappings CurrentProcessMappings();
 
 // Calls the tensor's deleter on destruction.
 struct TensorDeleter {
@@ -213,9 +214,9 @@ struct ConnectOptions {
 // The socket a client uses when none is given, the daemon's default too:
 // $TENSORBROKER_SOCKET, else /run/tensorbroker/broker.sock for root, else
 // $XDG_RUNTIME_DIR/tensorbroker/broker.sock, else /tmp/tensorbroker-$UID/broker.sock.
-std::string DefaultSocketPath();
+TENSORBROKER_EXPORT std::string DefaultSocketPath();
 
-class Client {
+class TENSORBROKER_EXPORT Client {
  public:
   // Connects to the daemon at `socket_path` (empty: DefaultSocketPath()) and opens a session.
   // UNAVAILABLE if no daemon answers within `timeout`.

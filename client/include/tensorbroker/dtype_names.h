@@ -10,21 +10,22 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tensorbroker/export.h"
 
 namespace tensorbroker {
 
 // The NumPy name of a valid dtype; "dtype(code=C,bits=B,lanes=L)" for anything else.
-std::string DTypeName(const DLDataType& dtype);
+TENSORBROKER_EXPORT std::string DTypeName(const DLDataType& dtype);
 // "cpu", "cuda:N", "cuda_host", or "device(type=T,id=I)" for any other device.
-std::string DeviceName(const DLDevice& device);
+TENSORBROKER_EXPORT std::string DeviceName(const DLDevice& device);
 
 // "cpu", "cuda" (= "cuda:0") or "cuda:N" (N >= 0) as a device; INVALID_ARGUMENT naming `field`
 // otherwise.
-absl::StatusOr<DLDevice> ParseDeviceName(absl::string_view name,
-                                         absl::string_view field = "device");
+TENSORBROKER_EXPORT absl::StatusOr<DLDevice> ParseDeviceName(absl::string_view name,
+                                                             absl::string_view field = "device");
 
 // Inverse of DTypeName for the names it produces; INVALID_ARGUMENT otherwise.
-absl::StatusOr<DLDataType> ParseDTypeName(absl::string_view name);
+TENSORBROKER_EXPORT absl::StatusOr<DLDataType> ParseDTypeName(absl::string_view name);
 
 }  // namespace tensorbroker
 

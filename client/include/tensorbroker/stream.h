@@ -53,6 +53,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "tensorbroker/client.h"
+#include "tensorbroker/export.h"
 
 namespace tensorbroker {
 
@@ -66,7 +67,7 @@ struct StreamOptions {
   bool replace = false;
 };
 
-class StreamWriter {
+class TENSORBROKER_EXPORT StreamWriter {
  public:
   // Publishes the ring under `name` (ALREADY_EXISTS when the name is taken and !replace) and
   // starts accepting readers. INVALID_ARGUMENT for options out of range.
@@ -109,7 +110,7 @@ struct StreamFrame {
   uint64_t skipped = 0;
 };
 
-class StreamReader {
+class TENSORBROKER_EXPORT StreamReader {
  public:
   // Gets the ring (waiting up to `timeout` for it to be published) and waits, within the same
   // `timeout`, until its writer accepted this reader: DEADLINE_EXCEEDED naming which wait ran
