@@ -1,9 +1,9 @@
-// Runs one tensorbrokerd instance to completion: takes the socket's lock, cleans what a dead
-// predecessor left in /dev/shm, serves gRPC until SIGTERM/SIGINT, then shuts down in order
-// (stop accepting, end sessions, finish in-flight calls, free every segment, remove the
-// socket). SIGHUP calls `reload` and applies what can change at run time (the log level),
-// logging what changed. Call from main() before any other thread exists: it blocks the
-// signals it waits for.
+// Runs one tensorbrokerd instance to completion: starts a Daemon (daemon.h: the lock, adoption,
+// the store, the sockets), serves until SIGTERM/SIGINT (or a takeover's hand-over), then
+// destroys it, which shuts down in order (stop accepting, end sessions, finish in-flight calls,
+// free every segment, remove the socket files it bound). SIGHUP calls `reload` and applies what
+// can change at run time (the log level), logging what changed. Call from main() before any
+// other thread exists: it blocks the signals it waits for.
 #ifndef TENSORBROKER_DAEMON_DAEMON_RUNNER_H_
 #define TENSORBROKER_DAEMON_DAEMON_RUNNER_H_
 

@@ -1,0 +1,43 @@
+// Calls TensorStore::ExpirePending periodically on a DeadlineTimer (every tenth of the pending
+// timeout, between 10 ms and 1 s), until Stop or destruction, which waits for a run in progress.
+// The store and the timer must outlive it. Thread-safe: runs on the timer's thread; Stop from any
+// other.
+#ifndef TENSORBROKER_DAEMON_PENDING_EXPIRY_H_
+#define TENSORBROKER_DAEMON_PENDING_EXPIRY_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+
+#include "absl/time/time.h"
+#include "daemon/deadline_timer.h"
+#include "daemon/tensor_store.h"
+
+namespace tensorbroker::daemon {
+
+class PendingExpiry {
+ public:
+  PendingExpiry(TensorStore* store, DeadlineTimer* timer, absl::Duration timeout);
+  ~PendingExpiry() { Stop(); }
+  PendingExpiry(const PendingExpiry&) = delete;
+  PendingExpiry& operator=(const PendingExpiry&) = delete;
+
+  // Idempotent.
+  void Stop();
+
+ private:
+  void ScheduleLocked();
+
+  TensorStore* const store_;
+  DeadlineTimer* const timer_;
+  const absl::Duration period_;
+  std::mutex mu_;
+  std::condition_variable idle_;
+  uint64_t next_ = 0;
+  bool running_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace tensorbroker::daemon
+
+#endif  // TENSORBROKER_DAEMON_PENDING_EXPIRY_H_
