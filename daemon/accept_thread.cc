@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/mutex.h"
 #include "daemon/log.h"
 
 namespace tensorbroker::daemon {
@@ -42,7 +43,7 @@ AcceptThread::AcceptThread(UniqueFd listener, UniqueFd wake, int accept_flags, s
 AcceptThread::~AcceptThread() { Stop(); }
 
 void AcceptThread::Stop() {
-  std::lock_guard<std::mutex> lock(stop_mu_);
+  MutexLock lock(stop_mu_);
   if (thread_.joinable()) {
     const uint64_t one = 1;
     while (::write(wake_.get(), &one, sizeof(one)) < 0 && errno == EINTR) {

@@ -7,11 +7,11 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "common/unique_fd.h"
 
 namespace tensorbroker::daemon {
@@ -43,7 +43,7 @@ class AcceptThread {
   const int accept_flags_;
   const std::string what_;
   const Handler handle_;
-  std::mutex stop_mu_;  // Stop from two threads: the second waits for the first
+  Mutex stop_mu_;  // Stop from two threads: the second waits for the first
   std::thread thread_;
 };
 

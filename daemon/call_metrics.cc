@@ -1,11 +1,13 @@
 #include "daemon/call_metrics.h"
 
+#include "common/mutex.h"
+
 #include <algorithm>
 
 namespace tensorbroker::daemon {
 
 void CallMetrics::Record(const std::string& method, int code, absl::Duration duration, bool timed) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   PerMethod& per = methods_[method];
   ++per.calls[code];
   if (!timed) return;
@@ -19,7 +21,7 @@ void CallMetrics::Record(const std::string& method, int code, absl::Duration dur
 }
 
 std::vector<MethodStats> CallMetrics::Snapshot() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<MethodStats> out;
   for (const auto& [method, per] : methods_) {
     MethodStats stats;

@@ -9,11 +9,11 @@
 #include <array>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "common/mutex.h"
 #include "tensorbroker/types.h"
 
 namespace tensorbroker::daemon {
@@ -40,8 +40,8 @@ class CallMetrics {
     double sum_seconds = 0;
     uint64_t timed = 0;
   };
-  mutable std::mutex mu_;
-  std::map<std::string, PerMethod> methods_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, PerMethod> methods_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tensorbroker::daemon

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "common/mutex.h"
 #include "daemon/descriptor_reserve.h"
 #include "daemon/log.h"
 
@@ -17,7 +18,7 @@ bool ConnectionLimit::Admit(uid_t uid, size_t open) {
   // Another user's connection also needs descriptors to spare (descriptor_reserve.h).
   const bool too_many = open >= limit;
   if (!too_many && (own || DescriptorsToSpare())) return true;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ++refused_since_log_;
   const absl::Time now = absl::Now();
   if (now - last_logged_ >= absl::Seconds(10)) {

@@ -13,11 +13,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
+#include "common/mutex.h"
 
 namespace tensorbroker::daemon {
 
@@ -42,7 +42,7 @@ class ConnectionLimit {
   const std::string what_;
   const size_t max_;
   const uid_t own_uid_;
-  std::mutex mu_;
+  Mutex mu_;
   absl::Time last_logged_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   uint64_t refused_since_log_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -1,12 +1,14 @@
 #include "daemon/deadline_timer.h"
 
+#include "common/mutex.h"
+
 namespace tensorbroker::daemon {
 
 DeadlineTimer::DeadlineTimer() : thread_([this] { Run(); }) {}
 
 DeadlineTimer::~DeadlineTimer() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   changed_.notify_all();
@@ -14,7 +16,7 @@ DeadlineTimer::~DeadlineTimer() {
 }
 
 uint64_t DeadlineTimer::Schedule(absl::Time deadline, std::function<void()> callback) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const uint64_t id = next_id_++;
   const bool earliest = entries_.empty() || deadline < entries_.begin()->first.first;
   entries_.emplace(std::make_pair(deadline, id), std::move(callback));
@@ -24,7 +26,7 @@ uint64_t DeadlineTimer::Schedule(absl::Time deadline, std::function<void()> call
 }
 
 bool DeadlineTimer::Cancel(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = deadlines_.find(id);
   if (it == deadlines_.end()) return false;
   entries_.erase(std::make_pair(it->second, id));
@@ -33,12 +35,12 @@ bool DeadlineTimer::Cancel(uint64_t id) {
 }
 
 size_t DeadlineTimer::pending() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return entries_.size();
 }
 
 void DeadlineTimer::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (!stopping_) {
     if (entries_.empty()) {
       changed_.wait(lock);

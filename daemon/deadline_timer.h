@@ -6,17 +6,16 @@
 #ifndef TENSORBROKER_DAEMON_DEADLINE_TIMER_H_
 #define TENSORBROKER_DAEMON_DEADLINE_TIMER_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/mutex.h"
 
 namespace tensorbroker::daemon {
 
@@ -37,8 +36,8 @@ class DeadlineTimer {
  private:
   void Run();
 
-  mutable std::mutex mu_;
-  std::condition_variable changed_;
+  mutable Mutex mu_;
+  CondVar changed_;
   // (deadline, id) -> callback; the earliest first.
   std::map<std::pair<absl::Time, uint64_t>, std::function<void()>> entries_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, absl::Time> deadlines_ ABSL_GUARDED_BY(mu_);  // by id

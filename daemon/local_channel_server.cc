@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
+#include "common/mutex.h"
 #include "daemon/log.h"
 
 namespace tensorbroker::daemon {
@@ -77,8 +78,8 @@ absl::StatusOr<std::unique_ptr<LocalChannelServer>> LocalChannelServer::Start(
         handoff.peer = *peer;
         raw->Hand(std::move(handoff));
       });
-  if (!acceptor.ok()) return acceptor.status();   // the destructor stops the loop
-  std::lock_guard<std::mutex> lock(server->mu_);  // the loop thread reads it under the lock
+  if (!acceptor.ok()) return acceptor.status();  // the destructor stops the loop
+  MutexLock lock(server->mu_);                   // the loop thread reads it under the lock
   server->acceptor_ = *std::move(acceptor);
   return server;
 }
@@ -95,13 +96,13 @@ LocalChannelServer::LocalChannelServer(TensorStore* store, CallMetrics* metrics,
       epoll_(std::move(epoll)),
       wake_(std::move(wake)),
       handover_(std::move(handover)) {
-  std::lock_guard<std::mutex> lock(wake_target_->mu);
+  MutexLock lock(wake_target_->mu);
   wake_target_->server = this;
 }
 
 LocalChannelServer::~LocalChannelServer() {
   {
-    std::lock_guard<std::mutex> lock(wake_target_->mu);
+    MutexLock lock(wake_target_->mu);
     wake_target_->server = nullptr;  // a watch's wake may come later than this server
   }
   Stop();
@@ -110,12 +111,12 @@ LocalChannelServer::~LocalChannelServer() {
 void LocalChannelServer::Stop() {
   AcceptThread* acceptor;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     acceptor = acceptor_.get();
   }
   if (acceptor != nullptr) acceptor->Stop();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   const uint64_t one = 1;
@@ -125,7 +126,7 @@ void LocalChannelServer::Stop() {
 
 void LocalChannelServer::Hand(Handoff handoff) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (handoff.kind == Handoff::Kind::kConnection) {
       if (stopping_) {
         --open_connections_;
@@ -154,7 +155,7 @@ absl::StatusOr<std::vector<NamedFd>> LocalChannelServer::PrepareHandover(
   if (!handover_.prepare) return absl::UnimplementedError("takeover: not offered here");
   AcceptThread* acceptor;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     acceptor = acceptor_.get();
   }
   if (acceptor != nullptr) acceptor->Stop();  // new clients wait for the successor
@@ -187,7 +188,7 @@ std::optional<absl::StatusOr<TensorGrant>> LocalChannelServer::StartWait(
 
 std::function<void()> LocalChannelServer::WatchWaker(uint64_t id) {
   return [target = wake_target_, id] {
-    std::lock_guard<std::mutex> lock(target->mu);
+    MutexLock lock(target->mu);
     if (target->server == nullptr) return;
     Handoff handoff;
     handoff.kind = Handoff::Kind::kWatchReady;
@@ -224,7 +225,7 @@ void LocalChannelServer::Loop() {
   while (true) {
     int timeout_ms = NextTimeoutMs();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (!handoffs_.empty()) timeout_ms = 0;  // handed over on this thread, without a wake
     }
     if (ledger_.has_refunds() && !stalled_.empty()) timeout_ms = 0;  // ResumeStalled's rounds
@@ -246,7 +247,7 @@ void LocalChannelServer::Loop() {
     ExpireWaits();
     ExpireHandshakes();
     ResumeStalled();
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) break;
   }
   // Closing every connection ends the sessions they opened and cancels their waits.
@@ -257,7 +258,7 @@ void LocalChannelServer::Loop() {
 void LocalChannelServer::TakeHandoffs(std::optional<uint64_t> except) {
   std::vector<Handoff> taken;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     taken.swap(handoffs_);
   }
   std::vector<Handoff> deferred;
@@ -320,7 +321,7 @@ void LocalChannelServer::TakeHandoffs(std::optional<uint64_t> except) {
     }
   }
   if (!deferred.empty()) {
-    std::lock_guard<std::mutex> lock(mu_);  // ahead of what came meanwhile, in their order
+    MutexLock lock(mu_);  // ahead of what came meanwhile, in their order
     handoffs_.insert(handoffs_.begin(), std::make_move_iterator(deferred.begin()),
                      std::make_move_iterator(deferred.end()));
   }

@@ -22,7 +22,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -31,6 +30,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "common/unique_fd.h"
 #include "daemon/accept_thread.h"
 #include "daemon/connection_limits.h"
@@ -98,8 +98,8 @@ class LocalChannelServer final : public LocalConnectionHost {
   class SessionSink;
   // What a watch's wake reaches: this server until it is destroyed (wakes may come later).
   struct WakeTarget {
-    std::mutex mu;
-    LocalChannelServer* server = nullptr;  // guarded by mu
+    Mutex mu;
+    LocalChannelServer* server ABSL_GUARDED_BY(mu) = nullptr;
   };
 
   LocalChannelServer(TensorStore* store, CallMetrics* metrics, const AccessPolicy* policy,
@@ -137,7 +137,7 @@ class LocalChannelServer final : public LocalConnectionHost {
   std::thread loop_;
   const std::shared_ptr<WakeTarget> wake_target_ = std::make_shared<WakeTarget>();
 
-  std::mutex mu_;
+  Mutex mu_;
   std::vector<Handoff> handoffs_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_connection_id_ ABSL_GUARDED_BY(mu_) = 1;

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/mutex.h"
 #include "daemon/log.h"
 
 namespace tensorbroker::daemon {
@@ -79,12 +80,12 @@ ino_t InodeOf(int fd) {
 
 void PeerRegistry::Register(int fd, const PeerCredentials& peer) {
   const ino_t inode = InodeOf(fd);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   by_fd_[fd] = Entry{peer, inode};
 }
 
 size_t PeerRegistry::CountOpen() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (auto it = by_fd_.begin(); it != by_fd_.end();) {
     if (it->second.inode == 0 || InodeOf(it->first) != it->second.inode) {
       it = by_fd_.erase(it);
@@ -96,14 +97,14 @@ size_t PeerRegistry::CountOpen() {
 }
 
 size_t PeerRegistry::Size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return by_fd_.size();
 }
 
 std::optional<PeerCredentials> PeerRegistry::Lookup(absl::string_view peer) const {
   int fd = -1;
   if (!absl::ConsumePrefix(&peer, "fd:") || !absl::SimpleAtoi(peer, &fd)) return std::nullopt;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = by_fd_.find(fd);
   if (it == by_fd_.end()) return std::nullopt;
   return it->second.peer;

@@ -11,13 +11,13 @@
 
 #include <sys/types.h>
 
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "common/mutex.h"
 
 namespace tensorbroker::daemon {
 
@@ -49,12 +49,12 @@ class PeerRegistry {
   std::string Describe(absl::string_view peer) const;
 
  private:
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   struct Entry {
     PeerCredentials peer;
     ino_t inode = 0;  // of the socket: a reused descriptor number refers to another one
   };
-  std::unordered_map<int, Entry> by_fd_;  // guarded by mu_
+  std::unordered_map<int, Entry> by_fd_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tensorbroker::daemon

@@ -10,31 +10,33 @@ PendingExpiry::PendingExpiry(TensorStore* store, DeadlineTimer* timer, absl::Dur
     : store_(store),
       timer_(timer),
       period_(std::clamp(timeout / 10, absl::Milliseconds(10), absl::Seconds(1))) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ScheduleLocked();
 }
 
 void PendingExpiry::Stop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (stopped_) return;
   stopped_ = true;
   timer_->Cancel(next_);
-  idle_.wait(lock, [this] { return !running_; });
+  while (running_) idle_.wait(lock);
 }
 
 void PendingExpiry::ScheduleLocked() {
-  next_ = timer_->Schedule(absl::Now() + period_, [this] {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopped_) return;
-      running_ = true;
-    }
-    store_->ExpirePending(absl::Now());
-    std::lock_guard<std::mutex> lock(mu_);
-    running_ = false;
-    idle_.notify_all();
-    if (!stopped_) ScheduleLocked();
-  });
+  next_ = timer_->Schedule(absl::Now() + period_, [this] { RunOnce(); });
+}
+
+void PendingExpiry::RunOnce() {
+  {
+    MutexLock lock(mu_);
+    if (stopped_) return;
+    running_ = true;
+  }
+  store_->ExpirePending(absl::Now());
+  MutexLock lock(mu_);
+  running_ = false;
+  idle_.notify_all();
+  if (!stopped_) ScheduleLocked();
 }
 
 }  // namespace tensorbroker::daemon

@@ -5,11 +5,11 @@
 #ifndef TENSORBROKER_DAEMON_PENDING_EXPIRY_H_
 #define TENSORBROKER_DAEMON_PENDING_EXPIRY_H_
 
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
+#include "common/mutex.h"
 #include "daemon/deadline_timer.h"
 #include "daemon/tensor_store.h"
 
@@ -26,16 +26,17 @@ class PendingExpiry {
   void Stop();
 
  private:
-  void ScheduleLocked();
+  void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RunOnce();  // on the timer's thread: one ExpirePending, then the next schedule
 
   TensorStore* const store_;
   DeadlineTimer* const timer_;
   const absl::Duration period_;
-  std::mutex mu_;
-  std::condition_variable idle_;
-  uint64_t next_ = 0;
-  bool running_ = false;
-  bool stopped_ = false;
+  Mutex mu_;
+  CondVar idle_;
+  uint64_t next_ ABSL_GUARDED_BY(mu_) = 0;
+  bool running_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace tensorbroker::daemon

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/cuda_runtime.h"
 #include "common/grpc_status.h"
+#include "common/mutex.h"
 #include "common/proto_convert.h"
 #include "daemon/call_log.h"
 #include "daemon/request_spec.h"
@@ -23,7 +24,7 @@ PutReactor::PutReactor(grpc::CallbackServerContext* context, TensorStore* store,
       caller_(std::move(caller)),
       client_(std::move(client)),
       response_(response) {
-  std::lock_guard<std::mutex> lock(shared_->mu);
+  MutexLock lock(shared_->mu);
   if (!caller_.ok()) {
     End(absl::PermissionDeniedError(caller_.status().message()));
     return;
@@ -41,7 +42,7 @@ void PutReactor::EndFromOutside(const std::shared_ptr<Shared>& shared, PutReacto
                                 bool only_without_header, const std::string& name,
                                 const absl::Status& status) {
   {
-    std::lock_guard<std::mutex> lock(shared->mu);
+    MutexLock lock(shared->mu);
     if (shared->finished || (only_without_header && shared->header_seen)) return;
     shared->finished = true;
   }
@@ -104,7 +105,7 @@ absl::Status PutReactor::Append() {
 
 void PutReactor::OnReadDone(bool ok) {
   const std::shared_ptr<Shared> shared = shared_;  // End may lead to this reactor's deletion
-  std::lock_guard<std::mutex> lock(shared->mu);
+  MutexLock lock(shared->mu);
   if (shared->finished) return;
   if (!ok) {
     if (context_->IsCancelled()) {

@@ -14,11 +14,11 @@
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "daemon/access_policy.h"
 #include "daemon/deadline_timer.h"
 #include "daemon/tensor_store.h"
@@ -40,7 +40,7 @@ class PutReactor final : public grpc::ServerReadReactor<v1::PutRequest> {
 
  private:
   struct Shared {
-    std::mutex mu;
+    Mutex mu;
     bool finished = false;
     bool header_seen = false;
   };

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/byte_size.h"
+#include "common/mutex.h"
 #include "daemon/log.h"
 #include "daemon/service_notifier.h"
 #include "tensorbroker/v1/broker.grpc.pb.h"
@@ -25,7 +26,7 @@ ServiceHeartbeat::~ServiceHeartbeat() { Stop(); }
 
 void ServiceHeartbeat::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   wake_.notify_all();
@@ -52,7 +53,7 @@ std::optional<std::string> ServiceHeartbeat::Check(absl::Duration deadline) cons
 }
 
 void ServiceHeartbeat::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (!stopping_) {
     lock.unlock();
     // The check must finish well within the watchdog timeout to count.
@@ -62,7 +63,9 @@ void ServiceHeartbeat::Run() {
       NotifyStatus(*status);
     }
     lock.lock();
-    wake_.wait_for(lock, absl::ToChronoMilliseconds(period_), [this] { return stopping_; });
+    const auto until = std::chrono::steady_clock::now() + absl::ToChronoMilliseconds(period_);
+    while (!stopping_ && wake_.wait_until(lock, until) != std::cv_status::timeout) {
+    }
   }
 }
 

@@ -7,13 +7,12 @@
 #ifndef TENSORBROKER_DAEMON_SERVICE_HEARTBEAT_H_
 #define TENSORBROKER_DAEMON_SERVICE_HEARTBEAT_H_
 
-#include <condition_variable>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "absl/time/time.h"
+#include "common/mutex.h"
 
 namespace tensorbroker::daemon {
 
@@ -37,9 +36,9 @@ class ServiceHeartbeat {
   const std::string socket_path_;
   const std::optional<absl::Duration> watchdog_;
   const absl::Duration period_;
-  std::mutex mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;  // guarded by mu_
+  Mutex mu_;
+  CondVar wake_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/escaping.h"
+#include "common/mutex.h"
 #include "daemon/log.h"
 
 namespace tensorbroker::daemon {
@@ -21,7 +22,7 @@ SessionReactor::SessionReactor(TensorStore* store, SessionRegistry* registry, st
   session_id_ = store_->OpenSession(*principal, 0, "", this);
   Log(LogLevel::kInfo, "client connected: ", client_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     v1::SessionEvent opened;
     opened.mutable_opened()->set_session_id(session_id_);
     QueueLocked(std::move(opened));
@@ -54,7 +55,7 @@ void SessionReactor::QueueLocked(v1::SessionEvent event) {
 }
 
 void SessionReactor::OnWriteDone(bool ok) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!writes_.empty()) writes_.pop_front();
   if (!ok) {
     writes_.clear();
@@ -64,7 +65,7 @@ void SessionReactor::OnWriteDone(bool ok) {
 }
 
 void SessionReactor::OnSegmentRemoved(const std::string& segment) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   v1::SessionEvent event;
   event.mutable_segment_removed()->set_segment(segment);
   QueueLocked(std::move(event));
@@ -74,7 +75,7 @@ void SessionReactor::OnCancel() { CloseSession(); }
 
 void SessionReactor::CloseSession() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (session_closed_) return;
     session_closed_ = true;
   }
@@ -84,7 +85,7 @@ void SessionReactor::CloseSession() {
 }
 
 void SessionReactor::FinishWith(const grpc::Status& status) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (finished_) return;
   finished_ = true;
   Finish(status);
@@ -97,22 +98,22 @@ void SessionReactor::OnDone() {
 }
 
 void SessionRegistry::Add(SessionReactor* reactor) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   reactors_.insert(reactor);
 }
 
 void SessionRegistry::Remove(SessionReactor* reactor) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   reactors_.erase(reactor);
 }
 
 bool SessionRegistry::closed() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return closed_;
 }
 
 void SessionRegistry::FinishAll(const grpc::Status& status) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   closed_ = true;
   // OnDone (which takes mu_ via Remove) runs on a gRPC thread after Finish completes, never
   // inline, so holding mu_ here cannot deadlock.

@@ -12,13 +12,13 @@
 #include <grpcpp/grpcpp.h>
 
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "daemon/principal.h"
 #include "daemon/tensor_store.h"
 #include "tensorbroker/v1/broker.pb.h"
@@ -53,7 +53,7 @@ class SessionReactor final : public grpc::ServerBidiReactor<v1::SessionRequest, 
   const std::string client_;
   std::string session_id_;
   v1::SessionRequest request_;
-  std::mutex mu_;
+  Mutex mu_;
   std::deque<v1::SessionEvent> writes_ ABSL_GUARDED_BY(mu_);  // front() is in flight
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool session_closed_ ABSL_GUARDED_BY(mu_) = false;
@@ -69,7 +69,7 @@ class SessionRegistry {
   bool closed();
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::set<SessionReactor*> reactors_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };

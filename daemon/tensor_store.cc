@@ -3,13 +3,13 @@
 #include <fcntl.h>
 
 #include <cerrno>
-#include <condition_variable>
 #include <random>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/byte_size.h"
 #include "common/errno_status.h"
+#include "common/mutex.h"
 #include "common/proto_convert.h"
 #include "common/stream_seats.h"
 #include "common/tensor_layout.h"
@@ -67,11 +67,12 @@ std::string SharingKeyOf(const TensorSpec& spec) {
   return absl::StrCat(spec.owner_uid, "/", spec.readers.Key());
 }
 
-class TensorStore::Locked {
+// Holds the store's mutex for a call, and runs what the call deferred once it is released.
+class ABSL_SCOPED_LOCKABLE TensorStore::Locked {
  public:
-  explicit Locked(const TensorStore* store)
+  explicit Locked(const TensorStore* store) ABSL_EXCLUSIVE_LOCK_FUNCTION(store->mu_)
       : store_(const_cast<TensorStore*>(store)), lock_(store->mu_) {}
-  ~Locked() {
+  ~Locked() ABSL_UNLOCK_FUNCTION() {
     std::vector<std::function<void()>> run = std::move(store_->deferred_);
     store_->deferred_.clear();
     lock_.unlock();
@@ -82,7 +83,7 @@ class TensorStore::Locked {
 
  private:
   TensorStore* store_;
-  std::unique_lock<std::mutex> lock_;
+  MutexLock lock_;
 };
 
 TensorStore::TensorStore(std::unique_ptr<MemoryPool> cpu_pool, StoreOptions options)
@@ -99,7 +100,7 @@ TensorStore::TensorStore(std::vector<std::unique_ptr<MemoryPool>> pools, StoreOp
 }
 
 TensorStore::~TensorStore() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::string> removed;
   for (auto& [id, object] : objects_)
     PoolForLocked(object->block.device)->Free(object->block, &removed);
@@ -203,24 +204,26 @@ TensorStore::TensorObject* TensorStore::VisibleLocked(const Principal& caller,
   return MayReadLocked(caller, *object) ? object : nullptr;
 }
 
+TensorStore::TensorObject* TensorStore::ReadableLocked(const Principal& caller,
+                                                       uint64_t object_id) const {
+  TensorObject* object = objects_.at(object_id).get();
+  return MayReadLocked(caller, *object) ? object : nullptr;
+}
+
 absl::StatusOr<TensorStore::TensorObject*> TensorStore::PickVersionLocked(
     const Principal& caller, const std::string& name, const VersionWanted& wanted) {
   auto entry = published_.find(name);
-  auto visible = [&](uint64_t object_id) -> TensorObject* {
-    TensorObject* object = objects_.at(object_id).get();
-    return MayReadLocked(caller, *object) ? object : nullptr;
-  };
   if (wanted.version != 0) {
     if (entry != published_.end()) {
       auto it = entry->second.versions.find(wanted.version);
       if (it != entry->second.versions.end()) {
-        if (TensorObject* object = visible(it->second)) return object;
+        if (TensorObject* object = ReadableLocked(caller, it->second)) return object;
       }
     }
     std::string kept;
     if (entry != published_.end()) {
       for (const auto& [version, object_id] : entry->second.versions) {
-        if (visible(object_id) != nullptr)
+        if (ReadableLocked(caller, object_id) != nullptr)
           absl::StrAppend(&kept, kept.empty() ? "" : ", ", version);
       }
     }
@@ -229,14 +232,14 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::PickVersionLocked(
                                             wanted.version, " (it keeps ", kept, ")"));
   }
   if (entry == published_.end()) return nullptr;
-  TensorObject* current = visible(entry->second.current());
+  TensorObject* current = ReadableLocked(caller, entry->second.current());
   if (current == nullptr) return nullptr;
   if (!wanted.after_version.has_value()) return current;
   if (current->version <= *wanted.after_version) return nullptr;
   if (wanted.oldest) {
     const auto& versions = entry->second.versions;
     for (auto it = versions.upper_bound(*wanted.after_version); it != versions.end(); ++it) {
-      if (TensorObject* object = visible(it->second)) return object;
+      if (TensorObject* object = ReadableLocked(caller, it->second)) return object;
     }
   }
   return current;
@@ -477,7 +480,8 @@ TensorInfo TensorStore::PublishLocked(TensorObject* object, const Principal& by)
     }
     UnpublishLocked(&entry->second, oldest);
   }
-  AnswerWaitersLocked([&](const Waiter& w) -> std::optional<absl::StatusOr<TensorGrant>> {
+  AnswerWaitersLocked([&](const Waiter& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                          mu_) -> std::optional<absl::StatusOr<TensorGrant>> {
     if (w.name != name) return std::nullopt;
     if (w.after_version.has_value() && object->version <= *w.after_version) return std::nullopt;
     auto session = sessions_.find(w.session_id);
@@ -736,20 +740,20 @@ void TensorStore::AnswerWaitersLocked(
 absl::StatusOr<TensorGrant> TensorStore::Get(const std::string& session_id, const std::string& name,
                                              absl::Time deadline, const VersionWanted& wanted) {
   struct Answer {
-    std::mutex mu;
-    std::condition_variable ready;
+    Mutex mu;
+    CondVar ready;
     std::optional<absl::StatusOr<TensorGrant>> result;
   };
   auto answer = std::make_shared<Answer>();
   uint64_t waiter_id = 0;
   auto now = GetOrWait(session_id, name, wanted, deadline, &waiter_id,
                        [answer](absl::StatusOr<TensorGrant> result) {
-                         std::lock_guard<std::mutex> lock(answer->mu);
+                         MutexLock lock(answer->mu);
                          answer->result = std::move(result);
                          answer->ready.notify_all();
                        });
   if (now.has_value()) return *std::move(now);
-  std::unique_lock<std::mutex> lock(answer->mu);
+  MutexLock lock(answer->mu);
   if (!answer->ready.wait_until(lock, absl::ToChronoTime(deadline),
                                 [&] { return answer->result.has_value(); })) {
     lock.unlock();

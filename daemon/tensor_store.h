@@ -26,7 +26,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -35,6 +34,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/mutex.h"
 #include "common/unique_fd.h"
 #include "daemon/lease_table.h"
 #include "daemon/memory_pool.h"
@@ -345,6 +345,9 @@ class TensorStore {
   // The published object `name` that `caller` may see; nullptr when none.
   TensorObject* VisibleLocked(const Principal& caller, const std::string& name)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Object `object_id` if `caller` may read it, else nullptr.
+  TensorObject* ReadableLocked(const Principal& caller, uint64_t object_id) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The version of `name` that `wanted` picks (version, or after_version with oldest) and
   // `caller` may see: an object, nullptr to wait for (after_version), or NOT_FOUND.
   absl::StatusOr<TensorObject*> PickVersionLocked(const Principal& caller, const std::string& name,
@@ -417,9 +420,9 @@ class TensorStore {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const StoreOptions options_;
-  // std::mutex rather than absl::Mutex: Debian's Abseil is not built for ThreadSanitizer, so
+  // Mutex rather than absl::Mutex: Debian's Abseil is not built for ThreadSanitizer, so
   // TSan could not see absl::Mutex's happens-before edges; pthread-based locks it does see.
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::vector<std::function<void()>> deferred_ ABSL_GUARDED_BY(mu_);     // run by Locked
   std::vector<std::unique_ptr<MemoryPool>> pools_ ABSL_GUARDED_BY(mu_);  // CPU first
   std::map<uint64_t, std::unique_ptr<TensorObject>> objects_ ABSL_GUARDED_BY(mu_);

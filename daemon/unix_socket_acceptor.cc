@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/mutex.h"
 #include "daemon/log.h"
 
 namespace tensorbroker::daemon {
@@ -16,7 +17,7 @@ UnixSocketAcceptor::~UnixSocketAcceptor() { Stop(); }
 
 absl::Status UnixSocketAcceptor::Start(grpc::Server* server, PeerRegistry* peers,
                                        ConnectionLimit* limit) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!listener_.valid())
     return absl::FailedPreconditionError("--socket: stopped before it started");
   auto thread = AcceptThread::Start(
@@ -37,7 +38,7 @@ absl::Status UnixSocketAcceptor::Start(grpc::Server* server, PeerRegistry* peers
 }
 
 void UnixSocketAcceptor::Stop() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (thread_ != nullptr) thread_->Stop();
   listener_.reset();
 }

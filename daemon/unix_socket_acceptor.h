@@ -9,13 +9,13 @@
 #define TENSORBROKER_DAEMON_UNIX_SOCKET_ACCEPTOR_H_
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 
 #include <grpcpp/server.h>
 
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "common/unique_fd.h"
 #include "daemon/accept_thread.h"
 #include "daemon/connection_limits.h"
@@ -40,7 +40,7 @@ class UnixSocketAcceptor {
   void Stop();
 
  private:
-  std::mutex mu_;      // Stop may come from another thread (a takeover)
+  Mutex mu_;           // Stop may come from another thread (a takeover)
   UniqueFd listener_;  // until Start hands it to the thread
   std::unique_ptr<AcceptThread> thread_;
 };

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/mutex.h"
 
 namespace tensorbroker::daemon {
 
@@ -26,7 +27,7 @@ void WaitingGet::Start(const std::string& session_id, const std::string& name,
       timer_->Schedule(deadline, [this, store = store_, waiter_id, name, wanted] {
         if (store->CancelWait(waiter_id)) Complete(WaitRanOut(name, wanted));
       });
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   timer_id_ = timer_id;
   if (completed_) timer_->Cancel(timer_id);  // answered while the timer was being set
 }
@@ -41,7 +42,7 @@ void WaitingGet::OnCancel() {
 void WaitingGet::Complete(absl::StatusOr<TensorGrant> result) {
   uint64_t timer_id = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     completed_ = true;
     timer_id = timer_id_;
   }

@@ -15,12 +15,12 @@
 
 #include <atomic>
 #include <functional>
-#include <mutex>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/mutex.h"
 #include "daemon/deadline_timer.h"
 #include "daemon/tensor_store.h"
 
@@ -46,7 +46,7 @@ class WaitingGet final : public grpc::ServerUnaryReactor {
   DeadlineTimer* const timer_;
   const Answer answer_;
   std::atomic<uint64_t> waiter_id_{0};  // set by Start, before any OnCancel
-  std::mutex mu_;
+  Mutex mu_;
   uint64_t timer_id_ ABSL_GUARDED_BY(mu_) = 0;
   bool completed_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -6,13 +6,14 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/mutex.h"
 
 namespace tensorbroker::daemon {
 
 WatchHub::WatchHub(size_t log_capacity) : capacity_(std::max<size_t>(log_capacity, 1)) {}
 
 void WatchHub::Forget(uint64_t through, Wakes* wakes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ForgetLocked(through);
   if (shut_down_) return;
   // A parked watcher now behind the horizon has a kLost to take.
@@ -34,7 +35,7 @@ void WatchHub::ForgetLocked(uint64_t through) {
 }
 
 bool WatchHub::Append(WatchEntry entry, Wakes* wakes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const uint64_t sequence = entry.event.sequence;
   if (sequence <= last_sequence_ || sequence <= forgotten_ ||
       entry.event.kind == WatchEvent::Kind::kLost) {
@@ -74,7 +75,7 @@ bool WatchHub::Visible(const Watcher& watcher, const WatchEntry& entry) {
 uint64_t WatchHub::Add(const Principal& principal, std::string prefix,
                        std::optional<uint64_t> after_version, uint64_t now_sequence,
                        std::function<void()> wake) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const uint64_t now = std::max({now_sequence, last_sequence_, forgotten_});
   uint64_t cursor = now;
   if (after_version.has_value()) cursor = *after_version <= now ? *after_version : 0;
@@ -90,7 +91,7 @@ std::deque<WatchEntry>::const_iterator WatchHub::After(uint64_t sequence) const 
 }
 
 absl::StatusOr<std::vector<WatchEvent>> WatchHub::Take(uint64_t watcher_id, size_t max) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (shut_down_) return absl::UnavailableError("the daemon is shutting down");
   auto found = watchers_.find(watcher_id);
   if (found == watchers_.end()) {
@@ -123,13 +124,13 @@ absl::StatusOr<std::vector<WatchEvent>> WatchHub::Take(uint64_t watcher_id, size
 }
 
 void WatchHub::Remove(uint64_t watcher_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   watchers_.erase(watcher_id);
   parked_.erase(watcher_id);
 }
 
 void WatchHub::Shutdown(Wakes* wakes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (shut_down_) return;
   shut_down_ = true;
   for (auto& [id, watcher] : watchers_) {
@@ -140,22 +141,22 @@ void WatchHub::Shutdown(Wakes* wakes) {
 }
 
 size_t WatchHub::watchers() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return watchers_.size();
 }
 
 uint64_t WatchHub::last_sequence() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return last_sequence_;
 }
 
 uint64_t WatchHub::forgotten_through() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return forgotten_;
 }
 
 size_t WatchHub::log_size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return log_.size();
 }
 

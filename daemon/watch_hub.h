@@ -9,7 +9,7 @@
 // callback once, and the transport Takes again. Wakes are never run by the hub: they are
 // appended to the caller's vector, to run after the caller has released its own locks.
 //
-// Thread-safe (one std::mutex of its own). Lock order: the store's mutex -> the hub's mutex;
+// Thread-safe (one Mutex of its own). Lock order: the store's mutex -> the hub's mutex;
 // nothing is called back under the hub's mutex.
 #ifndef TENSORBROKER_DAEMON_WATCH_HUB_H_
 #define TENSORBROKER_DAEMON_WATCH_HUB_H_
@@ -18,7 +18,6 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -26,6 +25,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "daemon/principal.h"
 #include "daemon/principal_set.h"
 #include "tensorbroker/types.h"
@@ -112,7 +112,7 @@ class WatchHub {
   static void Offer(Watcher& watcher, const WatchEntry& entry, Wakes* wakes);
 
   const size_t capacity_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::deque<WatchEntry> log_ ABSL_GUARDED_BY(mu_);  // ascending sequences, all > forgotten_
   uint64_t forgotten_ ABSL_GUARDED_BY(mu_) = 0;      // the Forget horizon
   uint64_t last_sequence_ ABSL_GUARDED_BY(mu_) = 0;

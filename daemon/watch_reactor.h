@@ -17,11 +17,11 @@
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "daemon/tensor_store.h"
 #include "tensorbroker/v1/broker.pb.h"
 
@@ -38,12 +38,12 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchEvent> {
 
  private:
   struct Link {
-    std::mutex mu;
+    Mutex mu;
     WatchReactor* reactor = nullptr;  // null once OnDone ran
   };
   // Writes the next event if none is in flight; finishes on an error. Holds link_->mu.
-  void PumpLocked();
-  void FinishLocked(const absl::Status& status);
+  void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(link_->mu);
+  void FinishLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link_->mu);
 
   TensorStore* const store_;
   const std::string client_;
@@ -51,9 +51,9 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchEvent> {
   std::shared_ptr<Link> link_ = std::make_shared<Link>();
   uint64_t watcher_id_ = 0;  // 0: not watching (refused)
   v1::WatchEvent event_;     // in flight until OnWriteDone
-  bool writing_ = false;     // guarded by link_->mu, like the two below
-  bool finished_ = false;
-  uint64_t sent_ = 0;
+  bool writing_ ABSL_GUARDED_BY(link_->mu) = false;
+  bool finished_ ABSL_GUARDED_BY(link_->mu) = false;
+  uint64_t sent_ ABSL_GUARDED_BY(link_->mu) = 0;
 };
 
 }  // namespace tensorbroker::daemon
