@@ -167,7 +167,8 @@ absl::StatusOr<InstanceLock> InstanceLock::Adopt(const std::string& socket_path,
     return absl::FailedPreconditionError(
         absl::StrCat("--takeover: the lock handed over is not ", lock_path));
   }
-  // Succeeds at once on the open file that holds the lock; fails on any other.
+  // Succeeds at once on the open file that holds the lock (or on any, when none holds it);
+  // fails while another open file holds it.
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("--takeover: the lock handed over does not hold ", lock_path));

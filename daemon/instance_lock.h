@@ -31,7 +31,8 @@ class InstanceLock {
   static absl::StatusOr<InstanceLock> Acquire(const std::string& socket_path);
   // The lock a running daemon handed over (tensorbrokerd --takeover, handover.h): `fd` must be
   // an open file of "<socket>.lock" that holds its lock (a flock belongs to the open file, so
-  // it passes with the descriptor). FAILED_PRECONDITION otherwise.
+  // it passes with the descriptor), or that can take it (nobody holds it: the handing daemon
+  // died meanwhile). FAILED_PRECONDITION for another file, or while another open file holds it.
   static absl::StatusOr<InstanceLock> Adopt(const std::string& socket_path, UniqueFd fd);
   // The lock file, for handing it over.
   int fd() const { return fd_.get(); }

@@ -1,5 +1,6 @@
 #include "daemon/metrics_http_request.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -25,13 +26,25 @@ bool RequestComplete(absl::string_view request, size_t new_bytes) {
   return absl::StrContains(tail, "\r\n\r\n") || absl::StrContains(tail, "\n\n");
 }
 
+// The length of the head `request` holds, blank line included (RequestComplete was true).
+size_t HeadLength(absl::string_view request) {
+  const size_t crlf = request.find("\r\n\r\n");
+  const size_t lf = request.find("\n\n");
+  return std::min(crlf == absl::string_view::npos ? request.size() : crlf + 4,
+                  lf == absl::string_view::npos ? request.size() : lf + 2);
+}
+
 }  // namespace
 
 std::optional<std::string> TakeMetricsRequestBytes(std::string* request, absl::string_view received,
                                                    absl::FunctionRef<std::string()> render) {
   request->append(received.data(), received.size());
-  if (RequestComplete(*request, received.size())) return RespondToMetricsRequest(*request, render);
-  if (request->size() >= kMaxMetricsRequestBytes) {
+  const bool complete = RequestComplete(*request, received.size());
+  // A head over the limit is refused however its bytes came (in one read, or many).
+  if (complete && HeadLength(*request) <= kMaxMetricsRequestBytes) {
+    return RespondToMetricsRequest(*request, render);
+  }
+  if (complete || request->size() >= kMaxMetricsRequestBytes) {
     return Response("431 Request Header Fields Too Large", "text/plain", "request too large\n",
                     true);
   }

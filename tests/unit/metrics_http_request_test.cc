@@ -279,6 +279,17 @@ TEST(MetricsHttpRequest, AHeadOfTheLimitIsAnsweredAndOneLongerIs431) {
     EXPECT_EQ(renderer.calls(), 0);
     ExpectWellFormed(parsed);
   }
+  // A longer head that comes whole in one read: 431 too, without rendering.
+  {
+    const std::string header = "X: " + std::string(kMaxMetricsRequestBytes, 'a') + "\r\n";
+    std::string request;
+    Renderer renderer{std::string(kMetrics)};
+    const std::optional<std::string> response =
+        TakeMetricsRequestBytes(&request, line + header + end, [&] { return renderer(); });
+    ASSERT_TRUE(response.has_value());
+    EXPECT_EQ(Parse(*response).status_line, "HTTP/1.1 431 Request Header Fields Too Large");
+    EXPECT_EQ(renderer.calls(), 0);
+  }
   // Garbage without a line end at all, in large reads: 431 at the read that reaches the limit.
   {
     std::string request;
