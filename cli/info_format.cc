@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/byte_size.h"
+#include "common/stats_schema.h"
 #include "tensorbroker/dtype_names.h"
 
 namespace tensorbroker::cli {
@@ -38,6 +39,17 @@ std::string KeyValueLines(const std::vector<std::pair<std::string, std::string>>
   }
   return out;
 }
+
+// WalkStats' output as members of the JSON object open in `json`.
+struct JsonStatsOut {
+  JsonWriter& json;
+  void Number(const char* key, uint64_t value) { json.Key(key).UInt(value); }
+  void String(const char* key, const std::string& value) { json.Key(key).String(value); }
+  void BeginList(const char* key) { json.Key(key).BeginArray(); }
+  void BeginItem() { json.BeginObject(); }
+  void EndItem() { json.EndObject(); }
+  void EndList() { json.EndArray(); }
+};
 
 }  // namespace
 
@@ -83,39 +95,8 @@ std::string TensorListJson(const std::vector<TensorInfo>& infos) {
 std::string StatsJson(const BrokerStats& stats) {
   JsonWriter json;
   json.BeginObject();
-  json.Key("capacity_bytes").UInt(stats.capacity_bytes);
-  json.Key("used_bytes").UInt(stats.used_bytes);
-  json.Key("reserved_bytes").UInt(stats.reserved_bytes);
-  json.Key("tensors").UInt(stats.tensors);
-  json.Key("leases").UInt(stats.leases);
-  json.Key("clients").UInt(stats.clients);
-  json.Key("segments").UInt(stats.segments);
-  json.Key("pending").UInt(stats.pending);
-  json.Key("waiting_gets").UInt(stats.waiting_gets);
-  json.Key("watchers").UInt(stats.watchers);
-  json.Key("pools").BeginArray();
-  for (const PoolUsage& pool : stats.pools) {
-    json.BeginObject();
-    json.Key("device").String(DeviceName(pool.device));
-    json.Key("capacity_bytes").UInt(pool.capacity_bytes);
-    json.Key("used_bytes").UInt(pool.used_bytes);
-    json.Key("reserved_bytes").UInt(pool.reserved_bytes);
-    json.Key("segments").UInt(pool.segments);
-    json.EndObject();
-  }
-  json.EndArray();
-  json.Key("users").BeginArray();
-  for (const UserUsage& user : stats.users) {
-    json.BeginObject();
-    json.Key("uid").UInt(user.uid);
-    json.Key("user").String(user.user);
-    json.Key("bytes").UInt(user.bytes);
-    json.Key("tensors").UInt(user.tensors);
-    json.Key("quota_bytes").UInt(user.quota_bytes);
-    json.Key("quota_tensors").UInt(user.quota_tensors);
-    json.EndObject();
-  }
-  json.EndArray();
+  JsonStatsOut out{json};
+  WalkStats(stats, out);
   json.EndObject();
   return json.str();
 }
@@ -199,18 +180,12 @@ std::string TensorTableText(const std::vector<TensorInfo>& infos) {
 }
 
 std::string StatsText(const BrokerStats& stats) {
-  std::vector<std::pair<std::string, std::string>> lines = {
-      {"capacity", FormatByteSize(stats.capacity_bytes)},
-      {"used", FormatByteSize(stats.used_bytes)},
-      {"reserved", FormatByteSize(stats.reserved_bytes)},
-      {"tensors", absl::StrCat(stats.tensors)},
-      {"leases", absl::StrCat(stats.leases)},
-      {"clients", absl::StrCat(stats.clients)},
-      {"segments", absl::StrCat(stats.segments)},
-      {"pending", absl::StrCat(stats.pending)},
-      {"waiting gets", absl::StrCat(stats.waiting_gets)},
-      {"watchers", absl::StrCat(stats.watchers)},
-  };
+  std::vector<std::pair<std::string, std::string>> lines;
+  for (const auto& row : kBrokerStatsFields) {
+    const uint64_t value = stats.*row.member;
+    lines.emplace_back(row.label,
+                       row.unit == StatsUnit::kBytes ? FormatByteSize(value) : absl::StrCat(value));
+  }
   // Device pools beyond the CPU one (whose figures are the lines above).
   for (size_t i = 1; i < stats.pools.size(); ++i) {
     const PoolUsage& pool = stats.pools[i];

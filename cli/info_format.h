@@ -5,8 +5,8 @@
 // Tensor JSON object keys: name, dtype (NumPy spelling), shape, strides (elements), nbytes,
 // device ("cpu", "cuda:N", "cuda_host", or "device(type=T,id=N)"), sealed, mutable, version,
 // leases, created_unix_ms.
-// Stats JSON object keys: capacity_bytes, used_bytes, reserved_bytes, tensors, leases, clients,
-// segments, pending.
+// Stats: the rows of common/stats_schema.h, in its order. JSON: as WalkStats walks them ("pools"
+// and "users" lists last); text: a line per row, then one per GPU pool and one per user.
 #ifndef TENSORBROKER_CLI_INFO_FORMAT_H_
 #define TENSORBROKER_CLI_INFO_FORMAT_H_
 

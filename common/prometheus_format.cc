@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/stats_schema.h"
 #include "tensorbroker/dtype_names.h"
 
 namespace tensorbroker {
@@ -44,66 +45,23 @@ std::string Escaped(const std::string& value) {
 
 std::string PrometheusText(const BrokerStats& stats) {
   std::string out;
-  struct PoolGauge {
-    const char* name;
-    const char* help;
-    uint64_t PoolUsage::*field;
-  };
-  const PoolGauge pool_gauges[] = {
-      {"tensorbroker_capacity_bytes", "Most memory the daemon may hold on the device.",
-       &PoolUsage::capacity_bytes},
-      {"tensorbroker_used_bytes", "Bytes allocated to tensors (pending and unlinked included).",
-       &PoolUsage::used_bytes},
-      {"tensorbroker_reserved_bytes", "Bytes of shared-memory segments or CUDA slabs held.",
-       &PoolUsage::reserved_bytes},
-      {"tensorbroker_segments", "Shared-memory segments or CUDA slabs held.", &PoolUsage::segments},
-  };
-  for (const PoolGauge& gauge : pool_gauges) {
-    Header(&out, gauge.name, "gauge", gauge.help);
+  for (const auto& row : kPoolStatsFields) {
+    Header(&out, row.prometheus, "gauge", row.help);
     for (const PoolUsage& pool : stats.pools) {
-      absl::StrAppend(&out, gauge.name, "{device=\"", Escaped(DeviceName(pool.device)), "\"} ",
-                      pool.*gauge.field, "\n");
+      absl::StrAppend(&out, row.prometheus, "{device=\"", Escaped(DeviceName(pool.device)), "\"} ",
+                      pool.*row.member, "\n");
     }
   }
-  struct Gauge {
-    const char* name;
-    const char* help;
-    uint64_t value;
-  };
-  const Gauge gauges[] = {
-      {"tensorbroker_tensors", "Published tensor names.", stats.tensors},
-      {"tensorbroker_leases", "Live leases.", stats.leases},
-      {"tensorbroker_clients", "Open client sessions.", stats.clients},
-      {"tensorbroker_pending_tensors", "Tensors created and not yet sealed.", stats.pending},
-      {"tensorbroker_waiting_gets", "Gets waiting for their name to be published.",
-       stats.waiting_gets},
-      {"tensorbroker_watchers", "Watch streams open.", stats.watchers},
-  };
-  for (const Gauge& gauge : gauges) {
-    Header(&out, gauge.name, "gauge", gauge.help);
-    absl::StrAppend(&out, gauge.name, " ", gauge.value, "\n");
+  for (const auto& row : kBrokerStatsFields) {
+    if (row.prometheus == nullptr) continue;  // the CPU pool's figure, exported per pool above
+    Header(&out, row.prometheus, "gauge", row.help);
+    absl::StrAppend(&out, row.prometheus, " ", stats.*row.member, "\n");
   }
-  // What each user holds, and their quota (0: unlimited).
-  struct UserGauge {
-    const char* name;
-    const char* help;
-    uint64_t UserUsage::*field;
-  };
-  const UserGauge user_gauges[] = {
-      {"tensorbroker_user_bytes", "Bytes of the tensors each user holds (every version in memory).",
-       &UserUsage::bytes},
-      {"tensorbroker_user_tensors", "Tensors each user holds (every version in memory).",
-       &UserUsage::tensors},
-      {"tensorbroker_user_quota_bytes", "Each user's quota of bytes (0: unlimited).",
-       &UserUsage::quota_bytes},
-      {"tensorbroker_user_quota_tensors", "Each user's quota of tensors (0: unlimited).",
-       &UserUsage::quota_tensors},
-  };
-  for (const UserGauge& gauge : user_gauges) {
-    Header(&out, gauge.name, "gauge", gauge.help);
+  for (const auto& row : kUserStatsFields) {
+    Header(&out, row.prometheus, "gauge", row.help);
     for (const UserUsage& user : stats.users) {
-      absl::StrAppend(&out, gauge.name, "{uid=\"", user.uid, "\",user=\"", Escaped(user.user),
-                      "\"} ", user.*gauge.field, "\n");
+      absl::StrAppend(&out, row.prometheus, "{uid=\"", user.uid, "\",user=\"", Escaped(user.user),
+                      "\"} ", user.*row.member, "\n");
     }
   }
   Header(&out, "tensorbroker_calls_total", "counter",

@@ -10,9 +10,10 @@
 
 namespace tensorbroker {
 
-// Gauges per memory pool (label device="cpu"|"cuda:N": capacity, used, reserved bytes,
-// segments), gauges for tensors, leases, clients and pending tensors, calls_total by method and
-// code, and a call duration histogram per method.
+// The gauges of common/stats_schema.h: each kPoolStatsFields row per memory pool (label
+// device="cpu"|"cuda:N"), each kBrokerStatsFields row that has a metric name, each
+// kUserStatsFields row per user (labels uid, user); then calls_total by method and code, and a
+// call duration histogram per method.
 std::string PrometheusText(const BrokerStats& stats);
 
 }  // namespace tensorbroker

@@ -1,8 +1,47 @@
 #include "common/proto_convert.h"
 
+#include <cstddef>
+
 #include "common/cuda_devices.h"
+#include "common/stats_schema.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
 
 namespace tensorbroker {
+namespace {
+
+// The uint64 field of `message` named as the row's key; nullptr if none (StatsSchema tests that
+// every row has one).
+const google::protobuf::FieldDescriptor* CounterField(const google::protobuf::Message& message,
+                                                      const char* key) {
+  const google::protobuf::FieldDescriptor* field = message.GetDescriptor()->FindFieldByName(key);
+  if (field == nullptr || field->is_repeated() ||
+      field->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_UINT64) {
+    return nullptr;
+  }
+  return field;
+}
+
+// Every counter of a stats_schema.h table, from or to the proto message's field of its name.
+template <typename Struct, size_t N>
+void CountersFromProto(const StatsField<Struct> (&rows)[N], const google::protobuf::Message& in,
+                       Struct* out) {
+  for (const StatsField<Struct>& row : rows) {
+    const google::protobuf::FieldDescriptor* field = CounterField(in, row.key);
+    if (field != nullptr) out->*row.member = in.GetReflection()->GetUInt64(in, field);
+  }
+}
+
+template <typename Struct, size_t N>
+void CountersToProto(const StatsField<Struct> (&rows)[N], const Struct& in,
+                     google::protobuf::Message* out) {
+  for (const StatsField<Struct>& row : rows) {
+    const google::protobuf::FieldDescriptor* field = CounterField(*out, row.key);
+    if (field != nullptr) out->GetReflection()->SetUInt64(out, field, in.*row.member);
+  }
+}
+
+}  // namespace
 
 DLDataType FromProto(const v1::DataType& dtype) {
   DLDataType out;
@@ -141,23 +180,11 @@ void ToProto(const WatchEvent& event, v1::WatchEvent* out) {
 
 BrokerStats FromProto(const v1::BrokerStats& stats) {
   BrokerStats out;
-  out.capacity_bytes = stats.capacity_bytes();
-  out.used_bytes = stats.used_bytes();
-  out.reserved_bytes = stats.reserved_bytes();
-  out.tensors = stats.tensors();
-  out.leases = stats.leases();
-  out.clients = stats.clients();
-  out.segments = stats.segments();
-  out.pending = stats.pending();
-  out.waiting_gets = stats.waiting_gets();
-  out.watchers = stats.watchers();
+  CountersFromProto(kBrokerStatsFields, stats, &out);
   for (const v1::PoolStats& pool : stats.pools()) {
     PoolUsage usage;
     usage.device = FromProto(pool.device());
-    usage.capacity_bytes = pool.capacity_bytes();
-    usage.used_bytes = pool.used_bytes();
-    usage.reserved_bytes = pool.reserved_bytes();
-    usage.segments = pool.segments();
+    CountersFromProto(kPoolStatsFields, pool, &usage);
     out.pools.push_back(usage);
   }
   for (const v1::MethodStats& method : stats.methods()) {
@@ -172,30 +199,21 @@ BrokerStats FromProto(const v1::BrokerStats& stats) {
     out.methods.push_back(std::move(m));
   }
   for (const v1::UserUsage& user : stats.users()) {
-    out.users.push_back({user.uid(), user.user(), user.bytes(), user.tensors(), user.quota_bytes(),
-                         user.quota_tensors()});
+    UserUsage usage;
+    usage.uid = user.uid();
+    usage.user = user.user();
+    CountersFromProto(kUserStatsFields, user, &usage);
+    out.users.push_back(std::move(usage));
   }
   return out;
 }
 
 void ToProto(const BrokerStats& stats, v1::BrokerStats* out) {
-  out->set_capacity_bytes(stats.capacity_bytes);
-  out->set_used_bytes(stats.used_bytes);
-  out->set_reserved_bytes(stats.reserved_bytes);
-  out->set_tensors(stats.tensors);
-  out->set_leases(stats.leases);
-  out->set_clients(stats.clients);
-  out->set_segments(stats.segments);
-  out->set_pending(stats.pending);
-  out->set_waiting_gets(stats.waiting_gets);
-  out->set_watchers(stats.watchers);
+  CountersToProto(kBrokerStatsFields, stats, out);
   for (const PoolUsage& usage : stats.pools) {
     v1::PoolStats* pool = out->add_pools();
     ToProto(usage.device, pool->mutable_device());
-    pool->set_capacity_bytes(usage.capacity_bytes);
-    pool->set_used_bytes(usage.used_bytes);
-    pool->set_reserved_bytes(usage.reserved_bytes);
-    pool->set_segments(usage.segments);
+    CountersToProto(kPoolStatsFields, usage, pool);
   }
   for (const MethodStats& m : stats.methods) {
     v1::MethodStats* method = out->add_methods();
@@ -215,10 +233,7 @@ void ToProto(const BrokerStats& stats, v1::BrokerStats* out) {
     v1::UserUsage* user = out->add_users();
     user->set_uid(usage.uid);
     user->set_user(usage.user);
-    user->set_bytes(usage.bytes);
-    user->set_tensors(usage.tensors);
-    user->set_quota_bytes(usage.quota_bytes);
-    user->set_quota_tensors(usage.quota_tensors);
+    CountersToProto(kUserStatsFields, usage, user);
   }
 }
 

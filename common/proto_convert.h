@@ -32,6 +32,8 @@ void ToProto(const TensorInfo& info, v1::TensorInfo* out);
 WatchEvent FromProto(const v1::WatchEvent& event);
 void ToProto(const WatchEvent& event, v1::WatchEvent* out);
 
+// The counters of common/stats_schema.h go by their rows: each to and from the uint64 field named
+// as its key (protobuf reflection).
 BrokerStats FromProto(const v1::BrokerStats& stats);
 void ToProto(const BrokerStats& stats, v1::BrokerStats* out);
 

@@ -12,6 +12,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/stats_schema.h"
 #include "python/src/py_device.h"
 #include "python/src/py_dtype.h"
 #include "python/src/py_waiting.h"
@@ -100,42 +101,44 @@ py::dict InfoDict(const TensorInfo& info) {
   return d;
 }
 
+namespace {
+
+// WalkStats' output as a dict whose lists hold dicts.
+class StatsDictOut {
+ public:
+  void Number(const char* key, uint64_t value) { Current()[key] = value; }
+  void String(const char* key, const std::string& value) { Current()[key] = value; }
+  void BeginList(const char* key) {
+    list_ = py::list();
+    root_[key] = list_;  // the same list object: items appended below show in it
+  }
+  void BeginItem() {
+    item_ = py::dict();
+    in_item_ = true;
+  }
+  void EndItem() {
+    list_.append(item_);
+    in_item_ = false;
+  }
+  void EndList() {}
+
+  py::dict Take() { return std::move(root_); }
+
+ private:
+  py::dict& Current() { return in_item_ ? item_ : root_; }
+
+  py::dict root_;
+  py::list list_;
+  py::dict item_;
+  bool in_item_ = false;
+};
+
+}  // namespace
+
 py::dict StatsDict(const BrokerStats& stats) {
-  py::dict d;
-  d["capacity_bytes"] = stats.capacity_bytes;
-  d["used_bytes"] = stats.used_bytes;
-  d["reserved_bytes"] = stats.reserved_bytes;
-  d["tensors"] = stats.tensors;
-  d["leases"] = stats.leases;
-  d["clients"] = stats.clients;
-  d["segments"] = stats.segments;
-  d["pending"] = stats.pending;
-  d["waiting_gets"] = stats.waiting_gets;
-  d["watchers"] = stats.watchers;
-  py::list pools;
-  for (const PoolUsage& pool : stats.pools) {
-    py::dict p;
-    p["device"] = DeviceName(pool.device);
-    p["capacity_bytes"] = pool.capacity_bytes;
-    p["used_bytes"] = pool.used_bytes;
-    p["reserved_bytes"] = pool.reserved_bytes;
-    p["segments"] = pool.segments;
-    pools.append(p);
-  }
-  d["pools"] = pools;
-  py::list users;
-  for (const UserUsage& usage : stats.users) {
-    py::dict u;
-    u["uid"] = usage.uid;
-    u["user"] = usage.user;
-    u["bytes"] = usage.bytes;
-    u["tensors"] = usage.tensors;
-    u["quota_bytes"] = usage.quota_bytes;
-    u["quota_tensors"] = usage.quota_tensors;
-    users.append(u);
-  }
-  d["users"] = users;
-  return d;
+  StatsDictOut out;
+  WalkStats(stats, out);
+  return out.Take();
 }
 
 std::unique_ptr<PyClient> PyClient::Connect(std::optional<std::string> socket, double timeout,

@@ -1,0 +1,120 @@
+// The one list of what Stats reports: a row per counter of BrokerStats (and of each pool and
+// user in it) with its key, its CLI label, its Prometheus metric and help, its unit and its
+// member. Everything that shows the counters reads these rows: the CLI's text and JSON
+// (cli/info_format.cc), the Python dict (python/src/py_client.cc), the Prometheus text
+// (common/prometheus_format.cc, the daemon's /metrics too) and the proto conversion
+// (common/proto_convert.cc, which finds each row's proto field by its key).
+//
+// A new counter: a uint64_t member of BrokerStats, a uint64 field of the same name in
+// v1.BrokerStats (proto/tensorbroker/v1/broker.proto), and a row here.
+//
+// Header-only constant data and one template, so that the Python extension compiles it in
+// (it links the client library's API only). Thread-safe.
+#ifndef TENSORBROKER_COMMON_STATS_SCHEMA_H_
+#define TENSORBROKER_COMMON_STATS_SCHEMA_H_
+
+#include <cstdint>
+
+#include "tensorbroker/dtype_names.h"
+#include "tensorbroker/types.h"
+
+namespace tensorbroker {
+
+enum class StatsUnit {
+  kBytes,  // CLI text: "1.5 MiB"
+  kCount,  // CLI text: the number
+};
+
+template <typename Struct>
+struct StatsField {
+  const char* key;         // CLI JSON key, Python dict key and the proto field's name
+  const char* label;       // CLI text ("waiting gets"); nullptr in the pool and user rows
+  const char* prometheus;  // metric name; nullptr: not exported on its own (see kPoolStatsFields)
+  const char* help;        // what it counts: Prometheus' HELP line
+  StatsUnit unit;
+  uint64_t Struct::*member;
+};
+
+// Daemon-wide counters, in the order every output shows them. The byte and segment figures are
+// the CPU pool's: Prometheus exports them per pool (kPoolStatsFields) rather than on their own.
+inline constexpr StatsField<BrokerStats> kBrokerStatsFields[] = {
+    {"capacity_bytes", "capacity", nullptr, "Most memory the daemon may hold in CPU memory.",
+     StatsUnit::kBytes, &BrokerStats::capacity_bytes},
+    {"used_bytes", "used", nullptr, "CPU bytes allocated to tensors.", StatsUnit::kBytes,
+     &BrokerStats::used_bytes},
+    {"reserved_bytes", "reserved", nullptr, "Bytes of shared-memory segments held.",
+     StatsUnit::kBytes, &BrokerStats::reserved_bytes},
+    {"tensors", "tensors", "tensorbroker_tensors", "Published tensor names.", StatsUnit::kCount,
+     &BrokerStats::tensors},
+    {"leases", "leases", "tensorbroker_leases", "Live leases.", StatsUnit::kCount,
+     &BrokerStats::leases},
+    {"clients", "clients", "tensorbroker_clients", "Open client sessions.", StatsUnit::kCount,
+     &BrokerStats::clients},
+    {"segments", "segments", nullptr, "Shared-memory segments held.", StatsUnit::kCount,
+     &BrokerStats::segments},
+    {"pending", "pending", "tensorbroker_pending_tensors", "Tensors created and not yet sealed.",
+     StatsUnit::kCount, &BrokerStats::pending},
+    {"waiting_gets", "waiting gets", "tensorbroker_waiting_gets",
+     "Gets waiting for their name to be published.", StatsUnit::kCount, &BrokerStats::waiting_gets},
+    {"watchers", "watchers", "tensorbroker_watchers", "Watch streams open.", StatsUnit::kCount,
+     &BrokerStats::watchers},
+};
+
+// Each memory pool's counters (BrokerStats::pools; Prometheus label device="cpu"|"cuda:N").
+inline constexpr StatsField<PoolUsage> kPoolStatsFields[] = {
+    {"capacity_bytes", nullptr, "tensorbroker_capacity_bytes",
+     "Most memory the daemon may hold on the device.", StatsUnit::kBytes,
+     &PoolUsage::capacity_bytes},
+    {"used_bytes", nullptr, "tensorbroker_used_bytes",
+     "Bytes allocated to tensors (pending and unlinked included).", StatsUnit::kBytes,
+     &PoolUsage::used_bytes},
+    {"reserved_bytes", nullptr, "tensorbroker_reserved_bytes",
+     "Bytes of shared-memory segments or CUDA slabs held.", StatsUnit::kBytes,
+     &PoolUsage::reserved_bytes},
+    {"segments", nullptr, "tensorbroker_segments", "Shared-memory segments or CUDA slabs held.",
+     StatsUnit::kCount, &PoolUsage::segments},
+};
+
+// What each user holds, and their quota (BrokerStats::users; Prometheus labels uid and user).
+inline constexpr StatsField<UserUsage> kUserStatsFields[] = {
+    {"bytes", nullptr, "tensorbroker_user_bytes",
+     "Bytes of the tensors each user holds (every version in memory).", StatsUnit::kBytes,
+     &UserUsage::bytes},
+    {"tensors", nullptr, "tensorbroker_user_tensors",
+     "Tensors each user holds (every version in memory).", StatsUnit::kCount, &UserUsage::tensors},
+    {"quota_bytes", nullptr, "tensorbroker_user_quota_bytes",
+     "Each user's quota of bytes (0: unlimited).", StatsUnit::kBytes, &UserUsage::quota_bytes},
+    {"quota_tensors", nullptr, "tensorbroker_user_quota_tensors",
+     "Each user's quota of tensors (0: unlimited).", StatsUnit::kCount, &UserUsage::quota_tensors},
+};
+
+// Walks `stats` as the CLI's JSON object and the Python dict show it: every kBrokerStatsFields
+// row, then the list "pools" (per pool: "device", then its kPoolStatsFields rows), then the list
+// "users" (per user: "uid", "user", then its kUserStatsFields rows). Per-method figures are
+// Prometheus' alone. `out` has Number(key, uint64_t), String(key, const std::string&),
+// BeginList(key), BeginItem(), EndItem() and EndList().
+template <typename Out>
+void WalkStats(const BrokerStats& stats, Out& out) {
+  for (const auto& row : kBrokerStatsFields) out.Number(row.key, stats.*row.member);
+  out.BeginList("pools");
+  for (const PoolUsage& pool : stats.pools) {
+    out.BeginItem();
+    out.String("device", DeviceName(pool.device));
+    for (const auto& row : kPoolStatsFields) out.Number(row.key, pool.*row.member);
+    out.EndItem();
+  }
+  out.EndList();
+  out.BeginList("users");
+  for (const UserUsage& user : stats.users) {
+    out.BeginItem();
+    out.Number("uid", user.uid);
+    out.String("user", user.user);
+    for (const auto& row : kUserStatsFields) out.Number(row.key, user.*row.member);
+    out.EndItem();
+  }
+  out.EndList();
+}
+
+}  // namespace tensorbroker
+
+#endif  // TENSORBROKER_COMMON_STATS_SCHEMA_H_
