@@ -124,7 +124,7 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::OpenOnce(const std::stri
 }
 
 void Connection::NoteSegment(const std::string& segment) {
-  std::lock_guard<std::mutex> lock(segments_mu_);
+  MutexLock lock(segments_mu_);
   segments_.insert(segment);
 }
 
@@ -135,13 +135,13 @@ void Connection::ReadEvents() {
     const std::string& segment = event.segment_removed().segment();
     mapper().Forget(segment);
     local_->QueueDropped(segment);
-    std::lock_guard<std::mutex> lock(segments_mu_);
+    MutexLock lock(segments_mu_);
     segments_.erase(segment);
   }
   // The session is over (this Client went away, or the daemon did): no cache entry made for it
   // may outlive it. Tensors still held keep their own mappings.
   session_ended_ = true;
-  std::lock_guard<std::mutex> lock(segments_mu_);
+  MutexLock lock(segments_mu_);
   for (const std::string& segment : segments_) mapper().Forget(segment);
   segments_.clear();
 }

@@ -20,7 +20,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -28,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "client/src/local_channel.h"
 #include "client/src/segment_mapper.h"
+#include "common/mutex.h"
 #include "tensorbroker/v1/broker.grpc.pb.h"
 
 namespace tensorbroker::client_internal {
@@ -91,7 +91,7 @@ class Connection {
   std::string session_id_;
   std::unique_ptr<LocalChannel> local_;
   std::thread event_reader_;
-  std::mutex segments_mu_;
+  Mutex segments_mu_;
   std::set<std::string> segments_;  // mapped through this connection, still alive
 };
 

@@ -9,7 +9,7 @@ namespace tensorbroker::client_internal {
 
 absl::StatusOr<std::shared_ptr<const OpenedSlab>> CudaSlabMapper::Open(
     const std::string& name, const std::string& ipc_handle, int ordinal, uint64_t size) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (auto it = open_.find(name); it != open_.end()) {
     if (std::shared_ptr<const OpenedSlab> slab = it->second.current.lock()) return slab;
     // The last holder is being released right now; its handle is still open: reuse it.
@@ -33,7 +33,7 @@ std::shared_ptr<const OpenedSlab> CudaSlabMapper::NewGroupLocked(const std::stri
 
 void CudaSlabMapper::Release(const std::string& name, const OpenedSlab* group) {
   delete group;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = open_.find(name);
   if (it == open_.end() || --it->second.groups > 0) return;
   const OpenedSlab slab = it->second.slab;
@@ -47,7 +47,7 @@ void CudaSlabMapper::Release(const std::string& name, const OpenedSlab* group) {
 }
 
 size_t CudaSlabMapper::open() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return open_.size();
 }
 

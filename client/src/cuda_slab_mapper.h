@@ -12,10 +12,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 
 namespace tensorbroker::client_internal {
 
@@ -47,7 +47,7 @@ class CudaSlabMapper {
   // A group's deleter: closes the handle with the last group.
   void Release(const std::string& name, const OpenedSlab* group);
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::map<std::string, Entry> open_;
 };
 

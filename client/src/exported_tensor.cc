@@ -1,7 +1,6 @@
 #include "client/src/exported_tensor.h"
 
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -21,14 +20,14 @@ struct LeaseHold;
 class ProcessLeases {
  public:
   std::shared_ptr<LeaseHold> Find(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = holds_.find(key);
     return it == holds_.end() ? nullptr : it->second.lock();
   }
   // Records `hold` unless another live one got there first; returns the one that is shared.
   std::shared_ptr<LeaseHold> ShareOrRemember(const std::string& key,
                                              const std::shared_ptr<LeaseHold>& hold) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     std::weak_ptr<LeaseHold>& slot = holds_[key];
     if (auto existing = slot.lock()) return existing;
     slot = hold;
@@ -40,13 +39,13 @@ class ProcessLeases {
   void MoveLease(LeaseHold* hold, std::shared_ptr<Connection> connection, uint64_t lease_id);
   // Drops the entry of an expired hold, unless a newer holder took the key.
   void Forget(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = holds_.find(key);
     if (it != holds_.end() && it->second.expired()) holds_.erase(it);
   }
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::map<std::string, std::weak_ptr<LeaseHold>> holds_;  // guarded by mu_
 };
 
@@ -86,7 +85,7 @@ struct LeaseHold {
 };
 
 std::vector<std::shared_ptr<LeaseHold>> ProcessLeases::HeldThrough(const Connection* connection) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::shared_ptr<LeaseHold>> held;
   for (const auto& [key, weak] : holds_) {
     if (auto hold = weak.lock(); hold != nullptr && hold->connection.get() == connection) {
@@ -98,7 +97,7 @@ std::vector<std::shared_ptr<LeaseHold>> ProcessLeases::HeldThrough(const Connect
 
 void ProcessLeases::MoveLease(LeaseHold* hold, std::shared_ptr<Connection> connection,
                               uint64_t lease_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   hold->connection = std::move(connection);
   hold->lease_id = lease_id;
 }

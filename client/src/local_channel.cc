@@ -66,12 +66,12 @@ LocalChannel::LocalChannel(UniqueFd socket) : socket_(std::move(socket)) {
 
 LocalChannel::~LocalChannel() {
   {
-    std::lock_guard<std::mutex> lock(send_mu_);
+    MutexLock lock(send_mu_);
     stopping_ = true;
   }
   queued_cv_.notify_all();
   flusher_.join();
-  std::lock_guard<std::mutex> lock(send_mu_);
+  MutexLock lock(send_mu_);
   if (!releases_.empty()) {
     v1::LocalRequest last;
     DrainQueuesLocked(&last);
@@ -96,7 +96,7 @@ void LocalChannel::QueueRelease(uint64_t lease_id) {
   if (InForkedChild()) return;
   bool wake;
   {
-    std::lock_guard<std::mutex> lock(send_mu_);
+    MutexLock lock(send_mu_);
     releases_.push_back(lease_id);
     wake = !flusher_ticking_;
   }
@@ -105,7 +105,7 @@ void LocalChannel::QueueRelease(uint64_t lease_id) {
 
 absl::Status LocalChannel::Sync() {
   {
-    std::lock_guard<std::mutex> lock(send_mu_);
+    MutexLock lock(send_mu_);
     // Releases the flusher sent may still be on their way: then a barrier waits for them too.
     if (releases_.empty() && dropped_.empty() && flushed_before_ <= answered_.load()) {
       return absl::OkStatus();
@@ -116,23 +116,25 @@ absl::Status LocalChannel::Sync() {
 
 void LocalChannel::QueueDropped(const std::string& segment) {
   if (InForkedChild()) return;  // as QueueRelease
-  std::lock_guard<std::mutex> lock(send_mu_);
+  MutexLock lock(send_mu_);
   dropped_.push_back(segment);
 }
 
 void LocalChannel::FlushLoop() {
-  std::unique_lock<std::mutex> lock(send_mu_);
+  MutexLock lock(send_mu_);
   auto last_release = std::chrono::steady_clock::now();
   while (!stopping_) {
     if (releases_.empty() && std::chrono::steady_clock::now() - last_release > kFlusherLinger) {
       flusher_ticking_ = false;  // idle: the next release wakes us
-      queued_cv_.wait(lock, [this] { return stopping_ || !releases_.empty(); });
+      while (!stopping_ && releases_.empty()) queued_cv_.wait(lock);
       if (stopping_) return;
     }
     flusher_ticking_ = true;
     if (!releases_.empty()) last_release = std::chrono::steady_clock::now();
     // Give the caller's next request the chance to carry them; batch what comes meanwhile.
-    queued_cv_.wait_for(lock, kReleaseDelay, [this] { return stopping_; });
+    const auto until = std::chrono::steady_clock::now() + kReleaseDelay;
+    while (!stopping_ && queued_cv_.wait_until(lock, until) != std::cv_status::timeout) {
+    }
     if (stopping_ || releases_.empty()) continue;
     v1::LocalRequest request;  // request_id 0: no reply
     DrainQueuesLocked(&request);
@@ -148,7 +150,7 @@ absl::StatusOr<LocalAnswer> LocalChannel::Call(v1::LocalRequest request) {
 void LocalChannel::CancelWait(uint64_t request_id) {
   v1::LocalRequest request;  // request_id 0: no reply of its own
   request.mutable_cancel()->set_request_id(request_id);
-  std::lock_guard<std::mutex> lock(send_mu_);
+  MutexLock lock(send_mu_);
   DrainQueuesLocked(&request);
   // If it cannot be sent the connection is gone, and with it the wait.
   (void)SendLocked(request);
@@ -159,7 +161,7 @@ absl::StatusOr<LocalAnswer> LocalChannel::Call(v1::LocalRequest request,
   if (absl::Status here = UsableHere(); !here.ok()) return here;  // the parent's socket
   uint64_t request_id;
   {
-    std::lock_guard<std::mutex> lock(send_mu_);
+    MutexLock lock(send_mu_);
     request_id = next_request_id_++;
     request.set_request_id(request_id);
     DrainQueuesLocked(&request);
@@ -185,7 +187,7 @@ absl::StatusOr<LocalAnswer> LocalChannel::Call(v1::LocalRequest request,
 }
 
 absl::StatusOr<LocalAnswer> LocalChannel::Await(uint64_t request_id) {
-  std::unique_lock<std::mutex> lock(read_mu_);
+  MutexLock lock(read_mu_);
   while (true) {
     if (auto it = arrived_.find(request_id); it != arrived_.end()) {
       LocalAnswer answer = std::move(it->second);

@@ -17,17 +17,17 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "common/unique_fd.h"
 #include "tensorbroker/v1/local.pb.h"
 
@@ -84,30 +84,30 @@ class LocalChannel {
  private:
   explicit LocalChannel(UniqueFd socket);
   // Moves what is queued into `request`; call with send_mu_ held.
-  void DrainQueuesLocked(v1::LocalRequest* request);
-  absl::Status SendLocked(const v1::LocalRequest& request);
+  void DrainQueuesLocked(v1::LocalRequest* request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_);
+  absl::Status SendLocked(const v1::LocalRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_);
   absl::StatusOr<LocalAnswer> Await(uint64_t request_id);
   void FlushLoop();
 
   const UniqueFd socket_;
 
-  std::mutex send_mu_;            // one request on the wire at a time; guards queues
-  uint64_t next_request_id_ = 1;  // guarded by send_mu_
+  Mutex send_mu_;  // one request on the wire at a time; guards queues
+  uint64_t next_request_id_ ABSL_GUARDED_BY(send_mu_) = 1;
   // The flusher's last send went out before every request with this id or more: once one of
   // them is answered, the daemon has done those releases. 0: nothing flushed.
-  uint64_t flushed_before_ = 0;        // guarded by send_mu_
+  uint64_t flushed_before_ ABSL_GUARDED_BY(send_mu_) = 0;
   std::atomic<uint64_t> answered_{0};  // the highest request id answered
-  std::vector<uint64_t> releases_;     // guarded by send_mu_
-  std::vector<std::string> dropped_;   // guarded by send_mu_
-  bool stopping_ = false;              // guarded by send_mu_
-  bool flusher_ticking_ = false;       // guarded by send_mu_: it will look again soon
-  std::condition_variable queued_cv_;  // with send_mu_: something was queued, or stopping
+  std::vector<uint64_t> releases_ ABSL_GUARDED_BY(send_mu_);
+  std::vector<std::string> dropped_ ABSL_GUARDED_BY(send_mu_);
+  bool stopping_ ABSL_GUARDED_BY(send_mu_) = false;
+  bool flusher_ticking_ ABSL_GUARDED_BY(send_mu_) = false;  // it will look again soon
+  CondVar queued_cv_;  // with send_mu_: something was queued, or stopping
 
-  std::mutex read_mu_;
-  std::condition_variable read_cv_;          // a reply arrived, or the reader changed
-  bool reading_ = false;                     // guarded by read_mu_
-  absl::Status broken_;                      // guarded by read_mu_: the connection failed
-  std::map<uint64_t, LocalAnswer> arrived_;  // guarded by read_mu_: replies not yet taken
+  Mutex read_mu_;
+  CondVar read_cv_;  // a reply arrived, or the reader changed
+  bool reading_ ABSL_GUARDED_BY(read_mu_) = false;
+  absl::Status broken_ ABSL_GUARDED_BY(read_mu_);                      // the connection failed
+  std::map<uint64_t, LocalAnswer> arrived_ ABSL_GUARDED_BY(read_mu_);  // replies not yet taken
 
   std::thread flusher_;
 };

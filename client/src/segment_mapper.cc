@@ -53,7 +53,7 @@ MappedSegment::~MappedSegment() {
 }
 
 absl::Status MappedSegment::Pin() const {
-  std::lock_guard<std::mutex> lock(pin_mu_);
+  MutexLock lock(pin_mu_);
   if (pin_tried_) return pin_status_;
   pin_tried_ = true;
   pin_status_ = data_ == nullptr ? CudaUsable() : CudaHostRegister(data_, size_, read_only_);
@@ -68,7 +68,7 @@ size_t MappedSegment::pinned_count() { return pinned_mappings.load(); }
 
 std::shared_ptr<const MappedSegment> SegmentMapper::Find(const std::string& name,
                                                          MapMode mode) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = cache_.find({name, mode});
   return it == cache_.end() ? nullptr : it->second;
 }
@@ -80,14 +80,14 @@ absl::StatusOr<std::shared_ptr<const MappedSegment>> SegmentMapper::Adopt(const 
   if (auto cached = Find(name, mode); cached != nullptr && cached->size() >= size) return cached;
   auto mapped = MappedSegment::Map(name, std::move(fd), size, mode);
   if (!mapped.ok()) return mapped.status();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto& slot = cache_[{name, mode}];
   if (slot == nullptr || slot->size() < size) slot = *mapped;
   return slot;
 }
 
 void SegmentMapper::Forget(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (MapMode mode : {MapMode::kReadOnly, MapMode::kReadWrite, MapMode::kPrivateWritable}) {
     cache_.erase({name, mode});
   }
@@ -99,7 +99,7 @@ SegmentMapper& ProcessSegmentMapper() {
 }
 
 size_t SegmentMapper::cached() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return cache_.size();
 }
 

@@ -13,11 +13,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "common/unique_fd.h"
 
 namespace tensorbroker::client_internal {
@@ -56,10 +57,10 @@ class MappedSegment {
   uint8_t* data_;
   uint64_t size_;
   bool read_only_;
-  mutable std::mutex pin_mu_;
-  mutable bool pin_tried_ = false;   // guarded by pin_mu_
-  mutable bool pinned_ = false;      // guarded by pin_mu_
-  mutable absl::Status pin_status_;  // guarded by pin_mu_: the first attempt's outcome
+  mutable Mutex pin_mu_;
+  mutable bool pin_tried_ ABSL_GUARDED_BY(pin_mu_) = false;
+  mutable bool pinned_ ABSL_GUARDED_BY(pin_mu_) = false;
+  mutable absl::Status pin_status_ ABSL_GUARDED_BY(pin_mu_);  // the first attempt's outcome
 };
 
 class SegmentMapper {
@@ -78,7 +79,7 @@ class SegmentMapper {
   friend SegmentMapper& ProcessSegmentMapper();
   SegmentMapper() = default;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::map<std::pair<std::string, MapMode>, std::shared_ptr<const MappedSegment>> cache_;
 };
 

@@ -9,12 +9,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <mutex>
 #include <numeric>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "client/src/stream_layout.h"
+#include "common/mutex.h"
 #include "tensorbroker/stream.h"
 
 namespace tensorbroker {
@@ -73,7 +73,7 @@ class TENSORBROKER_HIDDEN StreamWriter::Impl {  // not exported (export.h)
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (true) {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         if (closed_) return absl::FailedPreconditionError("the stream is closed");
         if (!loan_.has_value()) loan_ = PickFreeSlotLocked();
         if (loan_.has_value()) return LoanViewLocked();
@@ -89,7 +89,7 @@ class TENSORBROKER_HIDDEN StreamWriter::Impl {  // not exported (export.h)
   }
 
   absl::StatusOr<uint64_t> Publish() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (closed_) return absl::FailedPreconditionError("the stream is closed");
     if (!loan_.has_value()) {
       return absl::FailedPreconditionError("no frame is loaned: call Loan first");
@@ -106,7 +106,7 @@ class TENSORBROKER_HIDDEN StreamWriter::Impl {  // not exported (export.h)
 
   absl::Status Close() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (closed_) return absl::OkStatus();
       closed_ = true;
       if (control_ != nullptr) {
@@ -115,7 +115,7 @@ class TENSORBROKER_HIDDEN StreamWriter::Impl {  // not exported (export.h)
       }
     }
     {
-      std::lock_guard<std::mutex> lock(watcher_mu_);
+      MutexLock lock(watcher_mu_);
       closing_ = true;
       if (watcher_ != nullptr) watcher_->Close();
     }
@@ -126,13 +126,13 @@ class TENSORBROKER_HIDDEN StreamWriter::Impl {  // not exported (export.h)
       auto info = client_.Stat(name_);
       if (info.ok() && info->version == version_) deleted = client_.Delete(name_);
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     seats_.clear();
     return deleted;
   }
 
   size_t readers() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return seats_.size();
   }
 
@@ -208,7 +208,7 @@ class TENSORBROKER_HIDDEN StreamWriter::Impl {  // not exported (export.h)
     while (true) {
       std::shared_ptr<Watcher> watcher;
       {
-        std::lock_guard<std::mutex> lock(watcher_mu_);
+        MutexLock lock(watcher_mu_);
         if (closing_) return;
         watcher = watcher_;
       }
@@ -217,7 +217,7 @@ class TENSORBROKER_HIDDEN StreamWriter::Impl {  // not exported (export.h)
         if (Closing()) return;  // Close ended the watch
         std::this_thread::sleep_for(std::chrono::milliseconds(500));
         auto again = client_.Watch(SeatPrefix(name_));
-        std::lock_guard<std::mutex> lock(watcher_mu_);
+        MutexLock lock(watcher_mu_);
         if (closing_) return;
         if (again.ok()) {
           watcher_ = std::shared_ptr<Watcher>(*std::move(again));
@@ -235,7 +235,7 @@ class TENSORBROKER_HIDDEN StreamWriter::Impl {  // not exported (export.h)
   }
 
   bool Closing() {
-    std::lock_guard<std::mutex> lock(watcher_mu_);
+    MutexLock lock(watcher_mu_);
     return closing_;
   }
 
@@ -259,7 +259,7 @@ class TENSORBROKER_HIDDEN StreamWriter::Impl {  // not exported (export.h)
   void Tick() {
     std::vector<std::pair<std::string, uint64_t>> retry;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       DropClosedSeatsLocked();
       if (seats_.size() < geometry_.max_readers) retry.swap(refused_);
     }
@@ -290,7 +290,7 @@ class TENSORBROKER_HIDDEN StreamWriter::Impl {  // not exported (export.h)
         LoadAcquire(&page->admission) != geometry_.admission || LoadAcquire(&page->closed) != 0) {
       return;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (closed_) return;
     for (auto it = seats_.begin(); it != seats_.end(); ++it) {
       if (it->name == name) {
@@ -321,7 +321,7 @@ class TENSORBROKER_HIDDEN StreamWriter::Impl {  // not exported (export.h)
   }
 
   void Forget(const std::string& name) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     refused_.erase(std::remove_if(refused_.begin(), refused_.end(),
                                   [&](const auto& seat) { return seat.first == name; }),
                    refused_.end());
@@ -340,7 +340,7 @@ class TENSORBROKER_HIDDEN StreamWriter::Impl {  // not exported (export.h)
     auto listed = client_.List(SeatPrefix(name_));
     if (!listed.ok()) return;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       refused_.clear();  // what is still there is listed
     }
     for (const TensorInfo& info : *listed) Accept(info.name, info.version);
@@ -357,11 +357,11 @@ class TENSORBROKER_HIDDEN StreamWriter::Impl {  // not exported (export.h)
   std::thread membership_;
   bool resync_ = false;  // membership thread only
 
-  std::mutex watcher_mu_;
+  Mutex watcher_mu_;
   std::shared_ptr<Watcher> watcher_;  // guarded by watcher_mu_ (replaced if it fails)
   bool closing_ = false;              // guarded by watcher_mu_
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   bool closed_ = false;                                    // guarded by mu_
   std::vector<Seat> seats_;                                // guarded by mu_
   std::vector<std::pair<std::string, uint64_t>> refused_;  // guarded by mu_: while full

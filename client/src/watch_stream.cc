@@ -68,7 +68,7 @@ absl::Status WatchStream::Start() {
   auto socket = ConnectLocalChannel(LocalChannelPath(connection_->socket_path()));
   if (!socket.ok()) return socket.status();
   {
-    std::lock_guard<std::mutex> lock(socket_mu_);
+    MutexLock lock(socket_mu_);
     if (closing_.load()) return absl::CancelledError("watch: closed");
     socket_ = *std::move(socket);
   }
@@ -162,7 +162,7 @@ void WatchStream::Close() {
   closing_.store(true);
   const uint64_t one = 1;
   (void)!::write(closed_.get(), &one, sizeof(one));
-  std::lock_guard<std::mutex> lock(socket_mu_);
+  MutexLock lock(socket_mu_);
   // The daemon sees the connection end and drops the watch now; the descriptor itself closes
   // with this object (another thread's Next may still be polling it).
   if (socket_.valid()) ::shutdown(socket_.get(), SHUT_RDWR);

@@ -14,12 +14,12 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "client/src/connection.h"
+#include "common/mutex.h"
 #include "common/unique_fd.h"
 #include "tensorbroker/client.h"
 #include "tensorbroker/v1/local.pb.h"
@@ -61,7 +61,7 @@ class WatchStream final : public Watcher {
   std::atomic<bool> closing_{false};
   // Replaced by Next (Start), shut down by Close from any thread: the daemon ends the watch as
   // soon as it is closed, not when this object goes.
-  std::mutex socket_mu_;
+  Mutex socket_mu_;
   UniqueFd socket_;  // guarded by socket_mu_ for replacing; Next's thread reads it freely
   uint64_t last_sequence_ = 0;
 };
