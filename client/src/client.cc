@@ -6,7 +6,6 @@
 #include <atomic>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +19,7 @@
 #include "common/cuda_devices.h"
 #include "common/cuda_runtime.h"
 #include "common/grpc_status.h"
+#include "common/mutex.h"
 #include "common/proto_convert.h"
 #include "common/socket_path.h"
 #include "common/strided_copy.h"
@@ -59,7 +59,7 @@ class TENSORBROKER_HIDDEN Client::Impl {
 
   // The connection calls go to now.
   ConnectionPtr Current() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return connection_;
   }
 
@@ -91,26 +91,26 @@ class TENSORBROKER_HIDDEN Client::Impl {
   // Where each tensor this client created and has not sealed or aborted lives, so Seal knows
   // what CUDA work to wait for.
   void NotePending(const std::string& name, DLDevice device) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     pending_[name] = device;
   }
   std::optional<DLDevice> PendingDevice(const std::string& name) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = pending_.find(name);
     if (it == pending_.end()) return std::nullopt;
     return it->second;
   }
   void ForgetPending(const std::string& name) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     pending_.erase(name);
   }
 
  private:
   ConnectOptions options_;
-  std::mutex reconnect_mu_;  // one reconnection at a time; taken before mu_
-  std::mutex mu_;
-  ConnectionPtr connection_;                 // guarded by mu_
-  std::map<std::string, DLDevice> pending_;  // guarded by mu_
+  Mutex reconnect_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // one reconnection at a time
+  Mutex mu_;
+  ConnectionPtr connection_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, DLDevice> pending_ ABSL_GUARDED_BY(mu_);
 };
 
 namespace {
@@ -227,7 +227,7 @@ absl::StatusOr<v1::TensorGrant> FetchGrant(Connection& connection, const std::st
 }  // namespace
 
 absl::StatusOr<Client::Impl::ConnectionPtr> Client::Impl::Reconnect(const ConnectionPtr& failed) {
-  std::lock_guard<std::mutex> one_at_a_time(reconnect_mu_);
+  MutexLock one_at_a_time(reconnect_mu_);
   if (ConnectionPtr current = Current(); current != failed) return current;
   if (options_.reconnect_timeout.count() <= 0) {
     return absl::UnavailableError(absl::StrCat("tensorbrokerd on ", options_.socket_path,
@@ -246,7 +246,7 @@ absl::StatusOr<Client::Impl::ConnectionPtr> Client::Impl::Reconnect(const Connec
                                      exactly.version = version;
                                      return FetchGrant(c, name, exactly);
                                    });
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   connection_ = *fresh;
   return connection_;
 }
