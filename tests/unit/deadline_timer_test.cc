@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -16,12 +17,35 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
 namespace tensorbroker::daemon {
 namespace {
+
+// Notification's interface on std::mutex: Debian's Abseil is not built for TSan, which
+// would not see Notification's happens-before edge and report the data it publishes.
+class Notification {
+ public:
+  void Notify() {
+    std::lock_guard<std::mutex> lock(mu_);
+    notified_ = true;
+    changed_.notify_all();
+  }
+  void WaitForNotification() {
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait(lock, [this] { return notified_; });
+  }
+  bool HasBeenNotified() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return notified_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  bool notified_ = false;
+};
 
 // A callback that holds the timer's thread: entered() once it runs, until Open().
 class Gate {
@@ -40,8 +64,8 @@ class Gate {
   ~Gate() { Open(); }
 
  private:
-  absl::Notification entered_;
-  absl::Notification open_;
+  Notification entered_;
+  Notification open_;
 };
 
 // What callbacks did, in the order they did it.
@@ -66,7 +90,7 @@ class Record {
 TEST(DeadlineTimer, APassedDeadlineRunsAtOnceOnTheTimersOwnThread) {
   DeadlineTimer timer;
   std::thread::id ran_on;
-  absl::Notification done;
+  Notification done;
   timer.Schedule(absl::Now() - absl::Seconds(1), [&] {
     ran_on = std::this_thread::get_id();
     done.Notify();
@@ -77,7 +101,7 @@ TEST(DeadlineTimer, APassedDeadlineRunsAtOnceOnTheTimersOwnThread) {
 
   // The same thread for every callback: the timer has one of its own.
   std::thread::id next_on;
-  absl::Notification next_done;
+  Notification next_done;
   timer.Schedule(absl::InfinitePast(), [&] {
     next_on = std::this_thread::get_id();
     next_done.Notify();
@@ -93,7 +117,7 @@ TEST(DeadlineTimer, ACallbackNeverRunsBeforeItsDeadline) {
     SCOPED_TRACE(delay);
     const absl::Time deadline = absl::Now() + delay;
     absl::Time ran_at;
-    absl::Notification done;
+    Notification done;
     timer.Schedule(deadline, [&] {
       ran_at = absl::Now();
       done.Notify();
@@ -115,7 +139,7 @@ TEST(DeadlineTimer, CallbacksRunOneAtATimeInDeadlineOrderNotScheduleOrder) {
   timer.Schedule(now - absl::Seconds(1), record.Add(3));
   timer.Schedule(now - absl::Seconds(3), record.Add(1));
   timer.Schedule(now - absl::Seconds(2), record.Add(2));
-  absl::Notification last;
+  Notification last;
   timer.Schedule(now - absl::Milliseconds(1), [&] { last.Notify(); });
   EXPECT_EQ(timer.pending(), 4u);
   EXPECT_EQ(record.values(), std::vector<int>{});
@@ -130,7 +154,7 @@ TEST(DeadlineTimer, AnEarlierDeadlineScheduledLaterIsNotHeldUpByALaterOne) {
   DeadlineTimer timer;
   std::atomic<bool> far_ran{false};
   timer.Schedule(absl::Now() + absl::Hours(1), [&] { far_ran = true; });
-  absl::Notification near_ran;
+  Notification near_ran;
   timer.Schedule(absl::Now() + absl::Milliseconds(10), [&] { near_ran.Notify(); });
   near_ran.WaitForNotification();
   EXPECT_FALSE(far_ran);
@@ -149,7 +173,7 @@ TEST(DeadlineTimer, PendingCountsWhatIsScheduledAndNeitherRunNorCancelled) {
 
   // A running callback is no longer pending.
   size_t pending_inside = 99;
-  absl::Notification done;
+  Notification done;
   timer.Schedule(absl::InfinitePast(), [&] {
     pending_inside = timer.pending();
     done.Notify();
@@ -174,7 +198,7 @@ TEST(DeadlineTimer, CancelStopsACallbackThatHasNotStarted) {
   gate.WaitEntered();
   const absl::Time now = absl::Now();
   const uint64_t due = timer.Schedule(now - absl::Seconds(2), [&] { ran = true; });
-  absl::Notification after;
+  Notification after;
   timer.Schedule(now - absl::Seconds(1), [&] { after.Notify(); });
   EXPECT_TRUE(timer.Cancel(due));
   gate.Open();
@@ -194,7 +218,7 @@ TEST(DeadlineTimer, CancelIsFalseOnceACallbackHasStartedOrRunOrForAnUnknownId) {
   EXPECT_FALSE(timer.Cancel(running));  // started
   gate.Open();
 
-  absl::Notification done;
+  Notification done;
   const uint64_t finished = timer.Schedule(absl::InfinitePast(), [&] { done.Notify(); });
   done.WaitForNotification();
   EXPECT_FALSE(timer.Cancel(finished));  // ran
@@ -206,7 +230,7 @@ TEST(DeadlineTimer, CallbacksMayScheduleAndCancel) {
   const uint64_t victim =
       timer.Schedule(absl::Now() + absl::Hours(1), [&] { cancelled_ran = true; });
   bool cancel_result = false;
-  absl::Notification inner;
+  Notification inner;
   timer.Schedule(absl::InfinitePast(), [&] {
     cancel_result = timer.Cancel(victim);
     timer.Schedule(absl::InfinitePast(), [&] { inner.Notify(); });
@@ -235,7 +259,7 @@ TEST(DeadlineTimer, ManyThreadsScheduleAndCancelAtOnce) {
   }
   for (std::thread& thread : threads) thread.join();
   // Every callback due so far runs before this one, the latest deadline of them all.
-  absl::Notification done;
+  Notification done;
   timer.Schedule(absl::Now(), [&] { done.Notify(); });
   done.WaitForNotification();
   EXPECT_EQ(ran, kThreads * kEach);
