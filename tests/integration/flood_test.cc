@@ -7,8 +7,8 @@
 // answers SERVING, and the daemon's open descriptors stay within its baseline plus one per
 // connection (the sockets themselves) plus kSlack: a queued reply holds no descriptor, and the
 // daemon reads no request of a connection whose replies wait. When the attacker reads, every
-// reply it is owed comes (none dropped); when it exits, the daemon is back to its baseline
-// (root's tensors are the same names as when the baseline was taken).
+// reply it is owed comes (none dropped); when it exits, the daemon holds no more descriptors
+// than at its baseline (root's tensors are the same names as when the baseline was taken).
 //
 // ShortOfDescriptorsTest: under a descriptor limit of 600, uid 65534 makes mutable tensors (a
 // segment each) until the daemon refuses, with the reserve (descriptor_reserve.h) still free:
@@ -151,12 +151,14 @@ TEST_F(FloodTest, AnotherUidFloodingDescriptorRequestsCannotTakeTheDaemonDown) {
             absl::StrCat("replies=", requests, " ok=", requests, " fds=", requests, " dropped=0"));
   ASSERT_EQ(said.count("done"), 1u) << finished.err;
 
-  // The victim's bytes are intact and the daemon is back to its baseline.
+  // The victim's bytes are intact and the daemon holds no more than its baseline.
   ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, client().Get("flood/bait"));
   TensorPtr bait_again(raw);
   EXPECT_EQ(FloatsOf(bait_again->dl_tensor), bait);
+  // At most the baseline: what gRPC keeps open for a while (a connection's descriptors, its
+  // timers) may have been counted in it, and gone since (a TSan run: 27, then 23).
   EXPECT_TRUE(
-      PollUntil([&] { return OpenDescriptors(daemon_pid) == baseline; }, std::chrono::seconds(10)))
+      PollUntil([&] { return OpenDescriptors(daemon_pid) <= baseline; }, std::chrono::seconds(10)))
       << OpenDescriptors(daemon_pid) << " open, baseline " << baseline;
   EXPECT_OK(client().Ping());
   // A figure, not a check (sanitizer builds keep freed memory in quarantine): queued replies
