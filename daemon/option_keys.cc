@@ -1,0 +1,246 @@
+#include "daemon/option_keys.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+#include "common/byte_size.h"
+#include "common/tensor_layout.h"
+#include "daemon/daemon_options.h"
+#include "daemon/listen_address.h"
+
+namespace tensorbroker::daemon {
+namespace {
+
+// "60s", "1m30s", "500ms", or plain seconds; more than 0.
+absl::StatusOr<absl::Duration> ParsePositiveDuration(const std::string& text,
+                                                     const std::string& field) {
+  absl::Duration duration;
+  int64_t seconds = 0;
+  if (absl::SimpleAtoi(text, &seconds)) {
+    duration = absl::Seconds(seconds);
+  } else if (!absl::ParseDuration(text, &duration)) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": '", text.substr(0, 64),
+                                                   "' is not a duration (e.g. 60s, 1m30s, 500ms)"));
+  }
+  if (duration <= absl::ZeroDuration() || duration == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " must be more than 0 and finite"));
+  }
+  return duration;
+}
+
+absl::StatusOr<uint64_t> ParseCount(const std::string& text, const std::string& field,
+                                    uint64_t most) {
+  uint64_t count = 0;
+  if (!absl::SimpleAtoi(text, &count) || count > most) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": '", text.substr(0, 64), "' is not a whole number from 0 to ", most));
+  }
+  return count;
+}
+
+// A count from 1 to `most`.
+absl::StatusOr<uint64_t> ParsePositiveCount(const std::string& text, const std::string& field,
+                                            uint64_t most) {
+  auto count = ParseCount(text, field, most);
+  if (count.ok() && *count == 0) return absl::InvalidArgumentError(field + " must be more than 0");
+  return count;
+}
+
+// The uid a quota-bytes[USER] key names: a user name or uid:N.
+absl::StatusOr<uint32_t> ParseUserArgument(const std::string& user, const std::string& field) {
+  auto set = PrincipalSet::Parse(
+      {absl::StartsWith(user, "uid:") ? user : absl::StrCat("user:", user)}, field);
+  if (!set.ok()) return set.status();
+  const std::vector<std::string> entries = set->Entries();
+  uint32_t uid = 0;
+  if (entries.size() != 1 || !absl::SimpleAtoi(absl::StripPrefix(entries[0], "uid:"), &uid)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": name one user (a user name or uid:N)"));
+  }
+  return uid;
+}
+
+// Sets *out to what `parsed` holds, or returns its error.
+template <typename T, typename U>
+absl::Status Store(absl::StatusOr<T> parsed, U* out) {
+  if (!parsed.ok()) return parsed.status();
+  *out = static_cast<U>(*std::move(parsed));
+  return absl::OkStatus();
+}
+
+absl::Status ApplySocket(const std::string& value, const std::string& field, DaemonOptions* o) {
+  if (value.empty()) return absl::InvalidArgumentError(field + " is empty");
+  o->socket_path = value;
+  return absl::OkStatus();
+}
+
+absl::Status ApplyCapacity(const std::string& value, const std::string& field, DaemonOptions* o) {
+  auto bytes = ParseByteSize(value, field);
+  if (bytes.ok() && *bytes == 0) return absl::InvalidArgumentError(field + " must be more than 0");
+  return Store(bytes, &o->capacity_bytes);
+}
+
+absl::Status ApplyCudaCapacity(const std::string& value, const std::string& field,
+                               DaemonOptions* o) {
+  return Store(ParseByteSize(value, field), &o->cuda_capacity_bytes);
+}
+
+absl::Status ApplyLogLevel(const std::string& value, const std::string& field, DaemonOptions* o) {
+  return Store(ParseLogLevel(value, field), &o->log_level);
+}
+
+absl::Status ApplyMetricsListen(const std::string& value, const std::string& field,
+                                DaemonOptions* o) {
+  if (!value.empty()) {  // empty: off, e.g. to override the file on the command line
+    if (absl::Status s = ParseListenAddress(value, field).status(); !s.ok()) return s;
+  }
+  o->metrics_listen = value;
+  return absl::OkStatus();
+}
+
+absl::Status ApplyAdminGroup(const std::string& value, const std::string& field, DaemonOptions* o) {
+  o->admin_group = value;
+  o->access.admin_gid.reset();
+  if (value.empty()) return absl::OkStatus();  // none, e.g. to override the file
+  auto set = PrincipalSet::Parse({absl::StrCat("group:", value)}, field);
+  if (!set.ok()) return set.status();
+  uint32_t gid = 0;
+  (void)absl::SimpleAtoi(absl::StripPrefix(set->Entries()[0], "gid:"), &gid);
+  o->access.admin_gid = gid;
+  return absl::OkStatus();
+}
+
+absl::Status ApplyDefaultReaders(const std::string& value, const std::string& field,
+                                 DaemonOptions* o) {
+  return Store(PrincipalSet::ParseList(value, field), &o->access.default_readers);
+}
+
+absl::Status ApplyQuotaBytes(const std::string& value, const std::string& field, DaemonOptions* o) {
+  return Store(ParseByteSize(value, field), &o->access.default_quota.bytes);
+}
+
+absl::Status ApplyQuotaTensors(const std::string& value, const std::string& field,
+                               DaemonOptions* o) {
+  return Store(ParseCount(value, field, UINT64_MAX), &o->access.default_quota.tensors);
+}
+
+absl::Status ApplyPendingTimeout(const std::string& value, const std::string& field,
+                                 DaemonOptions* o) {
+  return Store(ParsePositiveDuration(value, field), &o->pending_timeout);
+}
+
+absl::Status ApplyHandshakeTimeout(const std::string& value, const std::string& field,
+                                   DaemonOptions* o) {
+  return Store(ParsePositiveDuration(value, field), &o->handshake_timeout);
+}
+
+absl::Status ApplyMaxConnections(const std::string& value, const std::string& field,
+                                 DaemonOptions* o) {
+  return Store(ParsePositiveCount(value, field, 1000000), &o->max_connections);
+}
+
+absl::Status ApplyWatchLog(const std::string& value, const std::string& field, DaemonOptions* o) {
+  return Store(ParsePositiveCount(value, field, 1u << 24), &o->watch_log);
+}
+
+absl::Status ApplyPrefixRule(bool readers, const std::string& prefix, const std::string& value,
+                             const std::string& field, DaemonOptions* o) {
+  if (prefix.empty()) return absl::InvalidArgumentError(field + ": the prefix is empty");
+  if (absl::Status s = ValidatePrefix(prefix, field); !s.ok()) return s;
+  auto set = PrincipalSet::ParseList(value, field);
+  if (!set.ok()) return set.status();
+  PrefixRule& rule = o->access.prefix_rules[prefix];
+  (readers ? rule.readers : rule.publishers) = *std::move(set);
+  return absl::OkStatus();
+}
+
+absl::Status ApplyReadersOf(const std::string& prefix, const std::string& value,
+                            const std::string& field, DaemonOptions* o) {
+  return ApplyPrefixRule(true, prefix, value, field, o);
+}
+
+absl::Status ApplyPublishersOf(const std::string& prefix, const std::string& value,
+                               const std::string& field, DaemonOptions* o) {
+  return ApplyPrefixRule(false, prefix, value, field, o);
+}
+
+absl::Status ApplyQuotaBytesOf(const std::string& user, const std::string& value,
+                               const std::string& field, DaemonOptions* o) {
+  auto uid = ParseUserArgument(user, field);
+  if (!uid.ok()) return uid.status();
+  auto bytes = ParseByteSize(value, field);
+  if (!bytes.ok()) return bytes.status();
+  o->access.quota_bytes_by_uid[*uid] = *bytes;
+  return absl::OkStatus();
+}
+
+absl::Status ApplyQuotaTensorsOf(const std::string& user, const std::string& value,
+                                 const std::string& field, DaemonOptions* o) {
+  auto uid = ParseUserArgument(user, field);
+  if (!uid.ok()) return uid.status();
+  auto count = ParseCount(value, field, UINT64_MAX);
+  if (!count.ok()) return count.status();
+  o->access.quota_tensors_by_uid[*uid] = *count;
+  return absl::OkStatus();
+}
+
+const OptionKey kOptionKeys[] = {
+    {"socket", ApplySocket},
+    {"capacity", ApplyCapacity},
+    {"cuda-capacity", ApplyCudaCapacity},
+    {"log-level", ApplyLogLevel},
+    {"metrics-listen", ApplyMetricsListen},
+    {"admin-group", ApplyAdminGroup},
+    {"default-readers", ApplyDefaultReaders},
+    {"quota-bytes", ApplyQuotaBytes},
+    {"quota-tensors", ApplyQuotaTensors},
+    {"pending-timeout", ApplyPendingTimeout},
+    {"handshake-timeout", ApplyHandshakeTimeout},
+    {"max-connections", ApplyMaxConnections},
+    {"watch-log", ApplyWatchLog},
+};
+
+const KeyedOptionKey kKeyedOptionKeys[] = {
+    {"readers", "PREFIX", ApplyReadersOf},
+    {"publishers", "PREFIX", ApplyPublishersOf},
+    {"quota-bytes", "USER", ApplyQuotaBytesOf},
+    {"quota-tensors", "USER", ApplyQuotaTensorsOf},
+};
+
+}  // namespace
+
+absl::Span<const OptionKey> OptionKeys() { return kOptionKeys; }
+
+absl::Span<const KeyedOptionKey> KeyedOptionKeys() { return kKeyedOptionKeys; }
+
+const OptionKey* FindOptionKey(absl::string_view key) {
+  for (const OptionKey& entry : kOptionKeys) {
+    if (entry.key == key) return &entry;
+  }
+  return nullptr;
+}
+
+const KeyedOptionKey* FindKeyedOptionKey(absl::string_view key) {
+  for (const KeyedOptionKey& entry : kKeyedOptionKeys) {
+    if (entry.key == key) return &entry;
+  }
+  return nullptr;
+}
+
+std::string KeyList() {
+  std::vector<std::string> keys;
+  for (const OptionKey& entry : kOptionKeys) keys.emplace_back(entry.key);
+  for (const KeyedOptionKey& entry : kKeyedOptionKeys) {
+    keys.push_back(absl::StrCat(entry.key, "[", entry.argument, "]"));
+  }
+  return absl::StrJoin(keys, ", ");
+}
+
+}  // namespace tensorbroker::daemon
