@@ -11,6 +11,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "common/byte_size.h"
+#include "common/socket_path.h"
 #include "common/tensor_layout.h"
 #include "daemon/daemon_options.h"
 #include "daemon/listen_address.h"
@@ -191,20 +192,65 @@ absl::Status ApplyQuotaTensorsOf(const std::string& user, const std::string& val
   return absl::OkStatus();
 }
 
+// What "(now: ...)" says in the help of socket and capacity.
+std::string DefaultSocketNow() { return ResolveDefaultSocketPath(); }
+std::string DefaultCapacityNow() { return FormatByteSize(DefaultCapacityBytes()); }
+
 const OptionKey kOptionKeys[] = {
-    {"socket", ApplySocket},
-    {"capacity", ApplyCapacity},
-    {"cuda-capacity", ApplyCudaCapacity},
-    {"log-level", ApplyLogLevel},
-    {"metrics-listen", ApplyMetricsListen},
-    {"admin-group", ApplyAdminGroup},
-    {"default-readers", ApplyDefaultReaders},
-    {"quota-bytes", ApplyQuotaBytes},
-    {"quota-tensors", ApplyQuotaTensors},
-    {"pending-timeout", ApplyPendingTimeout},
-    {"handshake-timeout", ApplyHandshakeTimeout},
-    {"max-connections", ApplyMaxConnections},
-    {"watch-log", ApplyWatchLog},
+    {"socket", "PATH", ApplySocket, DefaultSocketNow,
+     "Unix socket to serve on. Default: $TENSORBROKER_SOCKET, else\n"
+     "/run/tensorbroker/broker.sock for root, else\n"
+     "$XDG_RUNTIME_DIR/tensorbroker/broker.sock, else\n"
+     "/tmp/tensorbroker-$UID/broker.sock (now: {now}).\n"
+     "One daemon per socket (PATH.lock is held); a stale socket left\n"
+     "by a dead daemon is replaced."},
+    {"capacity", "SIZE", ApplyCapacity, DefaultCapacityNow,
+     "Most shared memory to reserve, e.g. 512M, 4G, 1.5GiB or plain\n"
+     "bytes. Default: half of /dev/shm (now: {now})."},
+    {"cuda-capacity", "SIZE", ApplyCudaCapacity, nullptr,
+     "Most device memory to hold on each GPU, in slabs allocated as\n"
+     "needed. Default: half of each GPU's memory. 0: serve no CUDA\n"
+     "tensors. Without a usable GPU only CPU tensors are served."},
+    {"log-level", "LEVEL", ApplyLogLevel, nullptr,
+     "error, warning, notice, info (default) or debug. Logs go to\n"
+     "stderr with syslog priority prefixes (<3>..<7>)."},
+    {"metrics-listen", "ADDR", ApplyMetricsListen, nullptr,
+     "Also serve the Prometheus metrics over HTTP at\n"
+     "http://ADDR/metrics; ADDR is HOST:PORT, [IPV6]:PORT or :PORT\n"
+     "(every interface), e.g. 127.0.0.1:9464. Default: off."},
+    {"admin-group", "GROUP", ApplyAdminGroup, nullptr,
+     "Members of GROUP (and root) may replace, delete and read every\n"
+     "tensor and see every user's usage. Default: none (root only)."},
+    {"default-readers", "LIST", ApplyDefaultReaders, nullptr,
+     "Who may read a tensor whose Put or Create names no readers (its\n"
+     "owner and administrators always may): comma-separated uid:N,\n"
+     "gid:N, user:NAME, group:NAME, or * for anyone who may connect.\n"
+     "Default: *. The config file may set readers[PREFIX] and\n"
+     "publishers[PREFIX] for the names under PREFIX."},
+    {"quota-bytes", "SIZE", ApplyQuotaBytes, nullptr,
+     "Most bytes each user may hold (every version in memory that\n"
+     "they created). 0 (default): unlimited. The config file may set\n"
+     "quota-bytes[USER] for one user (a name or uid:N)."},
+    {"quota-tensors", "N", ApplyQuotaTensors, nullptr,
+     "Most tensors each user may hold; 0 (default): unlimited.\n"
+     "quota-tensors[USER] in the config file, for one user."},
+    {"pending-timeout", "DURATION", ApplyPendingTimeout, nullptr,
+     "Abort a Create not sealed, or a Put not finished, this long\n"
+     "after it began, freeing its name: 60s (default), 5m, 500ms..."},
+    {"handshake-timeout", "DURATION", ApplyHandshakeTimeout, nullptr,
+     "Close a connection that has made no call (gRPC socket) or\n"
+     "opened no session (local channel) this long after it\n"
+     "connected. Default: 10s."},
+    {"max-connections", "N", ApplyMaxConnections, nullptr,
+     "Most client connections at once on each socket (the gRPC\n"
+     "socket and the local channel, SOCKET.fd): up to twice N in\n"
+     "all; more are closed at once. Default: 4096. Connections of\n"
+     "the daemon's own uid (its health check) have 16 more in\n"
+     "reserve on each."},
+    {"watch-log", "N", ApplyWatchLog, nullptr,
+     "Events the daemon remembers for Watch streams (the newest N):\n"
+     "a watcher further behind, or resuming from before them, gets\n"
+     "one LOST event for what it missed. Default: 16384 (about 5 MB)."},
 };
 
 const KeyedOptionKey kKeyedOptionKeys[] = {

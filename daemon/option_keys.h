@@ -1,8 +1,8 @@
 // tensorbrokerd's settings as one table of keys: each key is a config file key and, with "--"
-// before it, a flag, and the table says how its value applies to DaemonOptions. The flags
-// (ParseCommandLine), the config file (ResolveSettings) and the list of keys in the "unknown key"
-// error all read it. Keys with an argument, key[ARGUMENT], are the config file's only.
-// Constants and pure functions; thread-safe.
+// before it, a flag; the table says how its value applies to DaemonOptions and what --help says
+// of it. The flags (ParseCommandLine), the config file (ResolveSettings), --help (DaemonUsage)
+// and the list of keys in the "unknown key" error all read it. Keys with an argument,
+// key[ARGUMENT], are the config file's only. Constants and pure functions; thread-safe.
 #ifndef TENSORBROKER_DAEMON_OPTION_KEYS_H_
 #define TENSORBROKER_DAEMON_OPTION_KEYS_H_
 
@@ -19,7 +19,11 @@ struct DaemonOptions;
 // `field` names the setting in errors: the flag ("--capacity") or "file:line: key".
 struct OptionKey {
   absl::string_view key;
+  absl::string_view value_name;  // in --help: "--capacity SIZE"
   absl::Status (*apply)(const std::string& value, const std::string& field, DaemonOptions* options);
+  std::string (*now)();  // the default as it is now, for "{now}" in help; or nullptr
+  // Its --help text, lines without indentation; "{now}" stands for now().
+  absl::string_view help;
 };
 
 // key[ARGUMENT] = value, e.g. readers[models/] or quota-bytes[alice].
