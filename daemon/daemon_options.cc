@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
-#include "common/byte_size.h"
 #include "common/command_line.h"
 #include "common/socket_path.h"
 #include "daemon/option_keys.h"
@@ -132,30 +131,17 @@ absl::StatusOr<DaemonOptions> LoadDaemonOptions(const CommandLine& command_line,
 
 std::string FormatConfig(const DaemonOptions& options) {
   const AccessConfig& access = options.access;
-  std::string text = absl::StrCat(
-      "# tensorbrokerd's effective configuration (config file: ",
-      options.config_path.empty() ? "none" : options.config_path, ")\n",
-      "socket = ", options.socket_path, "\n", "capacity = ", options.capacity_bytes, "  # ",
-      FormatByteSize(options.capacity_bytes), "\n",
-      options.cuda_capacity_bytes.has_value()
-          ? absl::StrCat("cuda-capacity = ", *options.cuda_capacity_bytes, "  # ",
-                         FormatByteSize(*options.cuda_capacity_bytes), " per GPU\n")
-          : "# cuda-capacity: not set: half of each GPU's memory\n",
-      "log-level = ", LogLevelName(options.log_level), "\n",
-      options.metrics_listen.empty()
-          ? "# metrics-listen: not set: no HTTP /metrics\n"
-          : absl::StrCat("metrics-listen = ", options.metrics_listen, "\n"),
-      options.admin_group.empty() ? "# admin-group: not set: root only\n"
-                                  : absl::StrCat("admin-group = ", options.admin_group, "\n"),
-      "default-readers = ", absl::StrJoin(access.default_readers.Entries(), ","), "\n",
-      "quota-bytes = ", access.default_quota.bytes, "  # ",
-      access.default_quota.bytes == 0 ? std::string("unlimited")
-                                      : FormatByteSize(access.default_quota.bytes),
-      "\n", "quota-tensors = ", access.default_quota.tensors,
-      access.default_quota.tensors == 0 ? "  # unlimited" : "", "\n",
-      "pending-timeout = ", absl::FormatDuration(options.pending_timeout), "\n",
-      "handshake-timeout = ", absl::FormatDuration(options.handshake_timeout), "\n",
-      "max-connections = ", options.max_connections, "\n", "watch-log = ", options.watch_log, "\n");
+  std::string text =
+      absl::StrCat("# tensorbrokerd's effective configuration (config file: ",
+                   options.config_path.empty() ? "none" : options.config_path, ")\n");
+  for (const OptionKey& key : OptionKeys()) {
+    const std::string value = key.print(options);
+    if (value.empty() && !key.unset.empty()) {
+      absl::StrAppend(&text, "# ", key.key, ": not set: ", key.unset, "\n");
+    } else {
+      absl::StrAppend(&text, key.key, " = ", value, "\n");
+    }
+  }
   for (const auto& [prefix, rule] : access.prefix_rules) {
     if (rule.readers.has_value()) {
       absl::StrAppend(&text, "readers[", prefix,

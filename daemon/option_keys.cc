@@ -192,62 +192,96 @@ absl::Status ApplyQuotaTensorsOf(const std::string& user, const std::string& val
   return absl::OkStatus();
 }
 
+// --print-config's values (OptionKey::print).
+std::string PrintSocket(const DaemonOptions& o) { return o.socket_path; }
+std::string PrintCapacity(const DaemonOptions& o) {
+  return absl::StrCat(o.capacity_bytes, "  # ", FormatByteSize(o.capacity_bytes));
+}
+std::string PrintCudaCapacity(const DaemonOptions& o) {
+  if (!o.cuda_capacity_bytes.has_value()) return "";
+  return absl::StrCat(*o.cuda_capacity_bytes, "  # ", FormatByteSize(*o.cuda_capacity_bytes),
+                      " per GPU");
+}
+std::string PrintLogLevel(const DaemonOptions& o) { return std::string(LogLevelName(o.log_level)); }
+std::string PrintMetricsListen(const DaemonOptions& o) { return o.metrics_listen; }
+std::string PrintAdminGroup(const DaemonOptions& o) { return o.admin_group; }
+std::string PrintDefaultReaders(const DaemonOptions& o) {
+  return absl::StrJoin(o.access.default_readers.Entries(), ",");
+}
+std::string PrintQuotaBytes(const DaemonOptions& o) {
+  const uint64_t bytes = o.access.default_quota.bytes;
+  return absl::StrCat(bytes, "  # ", bytes == 0 ? std::string("unlimited") : FormatByteSize(bytes));
+}
+std::string PrintQuotaTensors(const DaemonOptions& o) {
+  const uint64_t tensors = o.access.default_quota.tensors;
+  return absl::StrCat(tensors, tensors == 0 ? "  # unlimited" : "");
+}
+std::string PrintPendingTimeout(const DaemonOptions& o) {
+  return absl::FormatDuration(o.pending_timeout);
+}
+std::string PrintHandshakeTimeout(const DaemonOptions& o) {
+  return absl::FormatDuration(o.handshake_timeout);
+}
+std::string PrintMaxConnections(const DaemonOptions& o) { return absl::StrCat(o.max_connections); }
+std::string PrintWatchLog(const DaemonOptions& o) { return absl::StrCat(o.watch_log); }
+
 // What "(now: ...)" says in the help of socket and capacity.
 std::string DefaultSocketNow() { return ResolveDefaultSocketPath(); }
 std::string DefaultCapacityNow() { return FormatByteSize(DefaultCapacityBytes()); }
 
 const OptionKey kOptionKeys[] = {
-    {"socket", "PATH", ApplySocket, DefaultSocketNow,
+    {"socket", "PATH", ApplySocket, PrintSocket, "", DefaultSocketNow,
      "Unix socket to serve on. Default: $TENSORBROKER_SOCKET, else\n"
      "/run/tensorbroker/broker.sock for root, else\n"
      "$XDG_RUNTIME_DIR/tensorbroker/broker.sock, else\n"
      "/tmp/tensorbroker-$UID/broker.sock (now: {now}).\n"
      "One daemon per socket (PATH.lock is held); a stale socket left\n"
      "by a dead daemon is replaced."},
-    {"capacity", "SIZE", ApplyCapacity, DefaultCapacityNow,
+    {"capacity", "SIZE", ApplyCapacity, PrintCapacity, "", DefaultCapacityNow,
      "Most shared memory to reserve, e.g. 512M, 4G, 1.5GiB or plain\n"
      "bytes. Default: half of /dev/shm (now: {now})."},
-    {"cuda-capacity", "SIZE", ApplyCudaCapacity, nullptr,
+    {"cuda-capacity", "SIZE", ApplyCudaCapacity, PrintCudaCapacity, "half of each GPU's memory",
+     nullptr,
      "Most device memory to hold on each GPU, in slabs allocated as\n"
      "needed. Default: half of each GPU's memory. 0: serve no CUDA\n"
      "tensors. Without a usable GPU only CPU tensors are served."},
-    {"log-level", "LEVEL", ApplyLogLevel, nullptr,
+    {"log-level", "LEVEL", ApplyLogLevel, PrintLogLevel, "", nullptr,
      "error, warning, notice, info (default) or debug. Logs go to\n"
      "stderr with syslog priority prefixes (<3>..<7>)."},
-    {"metrics-listen", "ADDR", ApplyMetricsListen, nullptr,
+    {"metrics-listen", "ADDR", ApplyMetricsListen, PrintMetricsListen, "no HTTP /metrics", nullptr,
      "Also serve the Prometheus metrics over HTTP at\n"
      "http://ADDR/metrics; ADDR is HOST:PORT, [IPV6]:PORT or :PORT\n"
      "(every interface), e.g. 127.0.0.1:9464. Default: off."},
-    {"admin-group", "GROUP", ApplyAdminGroup, nullptr,
+    {"admin-group", "GROUP", ApplyAdminGroup, PrintAdminGroup, "root only", nullptr,
      "Members of GROUP (and root) may replace, delete and read every\n"
      "tensor and see every user's usage. Default: none (root only)."},
-    {"default-readers", "LIST", ApplyDefaultReaders, nullptr,
+    {"default-readers", "LIST", ApplyDefaultReaders, PrintDefaultReaders, "", nullptr,
      "Who may read a tensor whose Put or Create names no readers (its\n"
      "owner and administrators always may): comma-separated uid:N,\n"
      "gid:N, user:NAME, group:NAME, or * for anyone who may connect.\n"
      "Default: *. The config file may set readers[PREFIX] and\n"
      "publishers[PREFIX] for the names under PREFIX."},
-    {"quota-bytes", "SIZE", ApplyQuotaBytes, nullptr,
+    {"quota-bytes", "SIZE", ApplyQuotaBytes, PrintQuotaBytes, "", nullptr,
      "Most bytes each user may hold (every version in memory that\n"
      "they created). 0 (default): unlimited. The config file may set\n"
      "quota-bytes[USER] for one user (a name or uid:N)."},
-    {"quota-tensors", "N", ApplyQuotaTensors, nullptr,
+    {"quota-tensors", "N", ApplyQuotaTensors, PrintQuotaTensors, "", nullptr,
      "Most tensors each user may hold; 0 (default): unlimited.\n"
      "quota-tensors[USER] in the config file, for one user."},
-    {"pending-timeout", "DURATION", ApplyPendingTimeout, nullptr,
+    {"pending-timeout", "DURATION", ApplyPendingTimeout, PrintPendingTimeout, "", nullptr,
      "Abort a Create not sealed, or a Put not finished, this long\n"
      "after it began, freeing its name: 60s (default), 5m, 500ms..."},
-    {"handshake-timeout", "DURATION", ApplyHandshakeTimeout, nullptr,
+    {"handshake-timeout", "DURATION", ApplyHandshakeTimeout, PrintHandshakeTimeout, "", nullptr,
      "Close a connection that has made no call (gRPC socket) or\n"
      "opened no session (local channel) this long after it\n"
      "connected. Default: 10s."},
-    {"max-connections", "N", ApplyMaxConnections, nullptr,
+    {"max-connections", "N", ApplyMaxConnections, PrintMaxConnections, "", nullptr,
      "Most client connections at once on each socket (the gRPC\n"
      "socket and the local channel, SOCKET.fd): up to twice N in\n"
      "all; more are closed at once. Default: 4096. Connections of\n"
      "the daemon's own uid (its health check) have 16 more in\n"
      "reserve on each."},
-    {"watch-log", "N", ApplyWatchLog, nullptr,
+    {"watch-log", "N", ApplyWatchLog, PrintWatchLog, "", nullptr,
      "Events the daemon remembers for Watch streams (the newest N):\n"
      "a watcher further behind, or resuming from before them, gets\n"
      "one LOST event for what it missed. Default: 16384 (about 5 MB)."},

@@ -21,6 +21,10 @@ struct OptionKey {
   absl::string_view key;
   absl::string_view value_name;  // in --help: "--capacity SIZE"
   absl::Status (*apply)(const std::string& value, const std::string& field, DaemonOptions* options);
+  // Its value in DaemonOptions as --print-config writes it after "key = ", e.g. "4294967296  #
+  // 4.0 GiB"; empty: not set, and the line says "# key: not set: " and `unset`.
+  std::string (*print)(const DaemonOptions& options);
+  absl::string_view unset;
   std::string (*now)();  // the default as it is now, for "{now}" in help; or nullptr
   // Its --help text, lines without indentation; "{now}" stands for now().
   absl::string_view help;
