@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/byte_size.h"
 #include "common/command_line.h"
 
@@ -136,16 +136,14 @@ bool ParseArgs(int argc, char** argv, Options* opt) {
   app.add_flag("-h,--help", help);
   app.add_flag("--json", opt->json);
   app.add_flag("--no-python", no_python);
-  if (absl::Status s = ParseWithCli11(app, std::vector<std::string>(argv, argv + argc)); !s.ok()) {
-    return Fail(std::string(s.message()));
-  }
+  absl::StatusOr<std::vector<std::string>> extra =
+      ParseWithCli11(app, std::vector<std::string>(argv, argv + argc));
+  if (!extra.ok()) return Fail(std::string(extra.status().message()));
   if (help) {
     Usage(argv[0]);
     std::exit(0);
   }
-  if (const std::vector<std::string> extra = Leftovers(app); !extra.empty()) {
-    return Fail("unknown flag '" + extra.front() + "' (see --help)");
-  }
+  if (!extra->empty()) return Fail("unknown flag '" + extra->front() + "' (see --help)");
   if (!Convert(raw, opt)) return false;
   if (no_python) opt->python_bench.clear();
   if (opt->iterations < 1 || opt->large_iterations < 1) {

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -107,16 +108,14 @@ Options Parse(int argc, char** argv) {
         ->type_name("a value")
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   }
-  if (absl::Status s = ParseWithCli11(app, std::vector<std::string>(argv, argv + argc)); !s.ok()) {
-    Die(std::string(s.message()));
-  }
+  absl::StatusOr<std::vector<std::string>> extra =
+      ParseWithCli11(app, std::vector<std::string>(argv, argv + argc));
+  if (!extra.ok()) Die(std::string(extra.status().message()));
   if (help) {
     std::printf("%s", kUsage);
     std::exit(0);
   }
-  if (const std::vector<std::string> extra = Leftovers(app); !extra.empty()) {
-    Die("unknown argument " + extra.front());
-  }
+  if (!extra->empty()) Die("unknown argument " + extra->front());
   return Convert(raw, std::move(opt));
 }
 

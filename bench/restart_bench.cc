@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/command_line.h"
 #include "tensorbroker/client.h"
@@ -226,10 +226,10 @@ int main(int argc, char** argv) {
   app.add_option("--rounds", rounds)
       ->type_name("N")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  const absl::Status parsed =
+  const absl::StatusOr<std::vector<std::string>> parsed =
       tensorbroker::ParseWithCli11(app, std::vector<std::string>(argv, argv + argc));
-  if (!parsed.ok() || help || !tensorbroker::Leftovers(app).empty()) {
-    if (!parsed.ok()) std::fprintf(stderr, "%s\n", std::string(parsed.message()).c_str());
+  if (!parsed.ok() || help || !parsed->empty()) {
+    if (!parsed.ok()) std::fprintf(stderr, "%s\n", std::string(parsed.status().message()).c_str());
     std::printf("Usage: tensorbroker_restart_bench [--tensors N (1000)] [--rounds N (5)]\n");
     return help && parsed.ok() ? 0 : 2;
   }

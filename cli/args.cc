@@ -1,5 +1,6 @@
 #include "cli/args.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -81,20 +82,12 @@ class ArgParser {
   }
 
   absl::StatusOr<Invocation> Parse(const std::vector<std::string>& argv) {
-    // Everything after "--" is an argument; CLI11 would hand it to the top level.
-    std::vector<std::string> options = argv;
-    std::vector<std::string> after_dashes;
-    for (size_t i = 1; i < argv.size(); ++i) {
-      if (argv[i] != "--") continue;
-      options.assign(argv.begin(), argv.begin() + i);
-      after_dashes.assign(argv.begin() + i + 1, argv.end());
-      break;
-    }
-    if (absl::Status s = ParseWithCli11(app_, options); !s.ok()) return s;
+    absl::StatusOr<std::vector<std::string>> leftovers = ParseWithCli11(app_, argv);
+    if (!leftovers.ok()) return leftovers.status();
     for (const auto& [command, sub] : subcommands_) {
       if (sub->parsed()) inv_.command = command;
     }
-    if (absl::Status s = CheckLeftovers(after_dashes); !s.ok()) return s;
+    if (absl::Status s = CheckLeftovers(*leftovers); !s.ok()) return s;
     if (absl::Status s = ConvertValues(); !s.ok()) return s;
     if (inv_.help || inv_.version) return std::move(inv_);
     if (absl::Status s = CheckArguments(); !s.ok()) return s;
@@ -127,19 +120,22 @@ class ArgParser {
     return absl::StrCat(" for '", CommandName(inv_.command), "'");
   }
 
-  // What no option took: unknown options and commands; then the arguments after "--".
-  absl::Status CheckLeftovers(const std::vector<std::string>& after_dashes) {
+  // What no option took: unknown options and commands; then "--" and the arguments after it.
+  absl::Status CheckLeftovers(const std::vector<std::string>& leftovers) {
     if (version_after_command_) {
       return UsageError(absl::StrCat("unknown option '--version'", Context()));
     }
-    for (const std::string& arg : Leftovers(app_)) {
+    auto dashes = std::find(leftovers.begin(), leftovers.end(), "--");
+    for (auto it = leftovers.begin(); it != dashes; ++it) {
+      const std::string& arg = *it;
       if (arg.size() > 1 && arg[0] == '-') {
         return UsageError(absl::StrCat("unknown option '", arg, "'", Context()));
       }
       if (inv_.command == Command::kNone) return UnknownCommand(arg);
       inv_.arguments.push_back(arg);
     }
-    for (const std::string& arg : after_dashes) {
+    if (dashes == leftovers.end()) return absl::OkStatus();
+    for (const std::string& arg : std::vector<std::string>(dashes + 1, leftovers.end())) {
       if (inv_.command == Command::kNone) {
         inv_.command = CommandFromName(arg);
         if (inv_.command == Command::kNone) return UnknownCommand(arg);

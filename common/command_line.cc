@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -33,31 +34,52 @@ std::string MismatchMessage(const CLI::App& app, absl::string_view text) {
   return std::string(text);
 }
 
-}  // namespace
-
-absl::Status ParseWithCli11(CLI::App& app, const std::vector<std::string>& argv) {
-  std::vector<std::string> args;  // reversed, as CLI11 consumes them
-  for (size_t i = 1; i < argv.size(); ++i) {
+// argv from argv[1] up to "--", reversed as CLI11 consumes it, with "--flag=" split in two;
+// refuses a flag given a value.
+absl::StatusOr<std::vector<std::string>> ArgsForCli11(const CLI::App& app,
+                                                      const std::vector<std::string>& argv) {
+  std::vector<std::string> args;
+  for (size_t i = 1; i < argv.size() && argv[i] != "--"; ++i) {
     const std::string& arg = argv[i];
-    if (absl::StartsWith(arg, "--") && arg.size() > 3 && arg.back() == '=' &&
-        arg.find('=') == arg.size() - 1) {
-      args.push_back(arg.substr(0, arg.size() - 1));
+    const size_t eq = arg.find('=');
+    if (!absl::StartsWith(arg, "--") || eq == std::string::npos) {
+      args.push_back(arg);
+      continue;
+    }
+    // CLI11 would read "--json=false" as the flag's value; a flag takes none.
+    const CLI::Option* option = FindOption(app, arg.substr(0, eq));
+    if (option != nullptr && option->get_expected_max() == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(arg.substr(0, eq), " takes no value, got '", arg, "'"));
+    }
+    if (eq + 1 == arg.size()) {  // an empty value, not the next argument
+      args.push_back(arg.substr(0, eq));
       args.emplace_back();
     } else {
       args.push_back(arg);
     }
   }
   std::reverse(args.begin(), args.end());
+  return args;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ParseWithCli11(CLI::App& app,
+                                                        const std::vector<std::string>& argv) {
+  absl::StatusOr<std::vector<std::string>> args = ArgsForCli11(app, argv);
+  if (!args.ok()) return args.status();
   try {
-    app.parse(args);
+    app.parse(*args);
   } catch (const CLI::ArgumentMismatch& e) {
     return absl::InvalidArgumentError(MismatchMessage(app, e.what()));
   } catch (const CLI::ParseError& e) {
     return absl::InvalidArgumentError(e.what());
   }
-  return absl::OkStatus();
+  std::vector<std::string> leftovers = app.remaining(true);
+  const auto dashes = std::find(argv.begin() + std::min<size_t>(argv.size(), 1), argv.end(), "--");
+  leftovers.insert(leftovers.end(), dashes, argv.end());
+  return leftovers;
 }
-
-std::vector<std::string> Leftovers(const CLI::App& app) { return app.remaining(true); }
 
 }  // namespace tensorbroker

@@ -10,21 +10,21 @@
 
 #include <CLI/CLI.hpp>
 
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace tensorbroker {
 
-// Parses argv (argv[0] included) into `app`. Before CLI11 sees them, "--flag=" (an empty value)
-// becomes "--flag" "" so that it is an empty value rather than taking the next argument.
+// Parses argv (argv[0] included) into `app` and returns what no option or positional took, in
+// order: unknown options and words (use allow_extras()), then "--" and everything after it, as
+// given (CLI11 never sees them). Before CLI11 sees them, "--flag=" (an empty value) becomes
+// "--flag" "" so that it is an empty value rather than taking the next argument.
 // Errors, INVALID_ARGUMENT:
 //   "--flag needs NOUN"           a value is missing; NOUN is the option's type_name()
 //   "--flag given more than once" an option that takes one value appeared twice
+//   "--flag takes no value, got '--flag=x'"  a flag (no value) written with one
 //   CLI11's own text              anything else
-// Arguments no option or positional takes are left in app.remaining() (use allow_extras()).
-absl::Status ParseWithCli11(CLI::App& app, const std::vector<std::string>& argv);
-
-// The arguments `app` and its subcommands left over, in order.
-std::vector<std::string> Leftovers(const CLI::App& app);
+absl::StatusOr<std::vector<std::string>> ParseWithCli11(CLI::App& app,
+                                                        const std::vector<std::string>& argv);
 
 }  // namespace tensorbroker
 

@@ -81,12 +81,12 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, const char* const* argv) 
         ->expected(1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   }
-  if (absl::Status s = ParseWithCli11(app, std::vector<std::string>(argv, argv + argc)); !s.ok()) {
-    return s;
-  }
-  if (const std::vector<std::string> extra = Leftovers(app); !extra.empty()) {
+  absl::StatusOr<std::vector<std::string>> extra =
+      ParseWithCli11(app, std::vector<std::string>(argv, argv + argc));
+  if (!extra.ok()) return extra.status();
+  if (!extra->empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown argument '", extra.front().substr(0, 64), "' (see --help)"));
+        absl::StrCat("unknown argument '", extra->front().substr(0, 64), "' (see --help)"));
   }
   if (app.count("--config") > 0) {
     if (config.empty()) return absl::InvalidArgumentError("--config is empty");

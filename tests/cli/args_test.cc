@@ -154,6 +154,7 @@ TEST(CliArgsTest, UnknownFlags) {
   EXPECT_EQ(ErrorOf({"stats", "--timeout", "1"}), "unknown option '--timeout' for 'stats'");
   EXPECT_EQ(ErrorOf({"ls", "--version"}), "unknown option '--version' for 'ls'");
   EXPECT_EQ(ErrorOf({"-x"}), "unknown option '-x'");
+  EXPECT_EQ(ErrorOf({"ls", "--json=false"}), "--json takes no value, got '--json=false'");
 }
 
 TEST(CliArgsTest, MissingValues) {

@@ -86,6 +86,9 @@ TEST(DaemonFlags, UsageErrors) {
   EXPECT_EQ(Parse({"--watch-log"}).status().message(), "--watch-log needs a value");
   EXPECT_EQ(Parse({"--config"}).status().message(), "--config needs a value");
   EXPECT_EQ(Parse({"--config="}).status().message(), "--config is empty");
+  EXPECT_EQ(Parse({"--takeover=yes"}).status().message(),
+            "--takeover takes no value, got '--takeover=yes'");
+  EXPECT_EQ(Parse({"--", "--takeover"}).status().message(), "unknown argument '--' (see --help)");
   auto bad = ResolveSettings(Parse({"--max-connections", "many"})->flags, 1 << 20);
   EXPECT_EQ(bad.status().message(),
             "--max-connections: 'many' is not a whole number from 0 to 1000000");
