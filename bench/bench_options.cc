@@ -2,9 +2,13 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
+#include <vector>
 
+#include "absl/status/statusor.h"
 #include "common/byte_size.h"
+#include "common/command_line.h"
 
 namespace tensorbroker::bench {
 
@@ -29,99 +33,121 @@ void Usage(const char* argv0) {
       argv0, TENSORBROKERD_PATH);
 }
 
-bool ParseArgs(int argc, char** argv, Options* opt) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string value;
-    bool has_value = false;
-    if (const size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_value = true;
-    }
-    auto next = [&](std::string* out) {
-      if (has_value) {
-        *out = value;
-        return true;
-      }
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", arg.c_str());
-        return false;
-      }
-      *out = argv[++i];
-      return true;
-    };
-    auto next_int = [&](int* out) {
-      std::string s;
-      if (!next(&s)) return false;
-      char* end = nullptr;
-      const long v = std::strtol(s.c_str(), &end, 10);
-      if (end == s.c_str() || *end != '\0') {
-        std::fprintf(stderr, "%s: not an integer: '%s'\n", arg.c_str(), s.c_str());
-        return false;
-      }
-      *out = static_cast<int>(v);
-      return true;
-    };
-    auto next_size = [&](uint64_t* out) {
-      std::string s;
-      if (!next(&s)) return false;
-      // The project's size syntax; the bench additionally refuses 0.
-      auto v = ParseByteSize(s, arg);
-      if (!v.ok() || *v == 0) {
-        std::fprintf(stderr, "%s: not a byte size: '%s'\n", arg.c_str(), s.c_str());
-        return false;
-      }
-      *out = *v;
-      return true;
-    };
-    bool ok = true;
-    if (arg == "--help" || arg == "-h") {
-      Usage(argv[0]);
-      std::exit(0);
-    } else if (arg == "--socket") {
-      ok = next(&opt->socket);
-    } else if (arg == "--daemon") {
-      ok = next(&opt->daemon);
-    } else if (arg == "--capacity") {
-      ok = next(&opt->capacity);
-    } else if (arg == "--iterations") {
-      ok = next_int(&opt->iterations);
-    } else if (arg == "--warmup") {
-      ok = next_int(&opt->warmup);
-    } else if (arg == "--large-iterations") {
-      ok = next_int(&opt->large_iterations);
-    } else if (arg == "--large-warmup") {
-      ok = next_int(&opt->large_warmup);
-    } else if (arg == "--size-small") {
-      ok = next_size(&opt->size_small);
-    } else if (arg == "--size-large") {
-      ok = next_size(&opt->size_large);
-    } else if (arg == "--chunk") {
-      ok = next_size(&opt->chunk);
-    } else if (arg == "--pin-cpu") {
-      ok = next_int(&opt->pin_cpu);
-    } else if (arg == "--pin-daemon-cpu") {
-      ok = next_int(&opt->pin_daemon_cpu);
-    } else if (arg == "--json") {
-      opt->json = true;
-    } else if (arg == "--child-read") {
-      ok = next(&opt->child_read);
-    } else if (arg == "--child-cycles") {
-      ok = next(&opt->child_cycles);
-    } else if (arg == "--python") {
-      ok = next(&opt->python);
-    } else if (arg == "--no-python") {
-      opt->python_bench.clear();
-    } else {
-      std::fprintf(stderr, "unknown flag '%s' (see --help)\n", argv[i]);
-      ok = false;
-    }
-    if (!ok) return false;
+namespace {
+
+// The flags with a value: each takes its text, every occurrence in order (the last wins), and
+// converts it after the parse with the bench's own messages.
+struct TextFlag {
+  const char* flag;
+  std::string Options::*field;
+};
+struct IntFlag {
+  const char* flag;
+  int Options::*field;
+};
+struct SizeFlag {
+  const char* flag;
+  uint64_t Options::*field;
+};
+const TextFlag kTextFlags[] = {
+    {"--socket", &Options::socket},
+    {"--daemon", &Options::daemon},
+    {"--capacity", &Options::capacity},
+    {"--child-read", &Options::child_read},
+    {"--child-cycles", &Options::child_cycles},
+    {"--python", &Options::python},
+};
+const IntFlag kIntFlags[] = {
+    {"--iterations", &Options::iterations},
+    {"--warmup", &Options::warmup},
+    {"--large-iterations", &Options::large_iterations},
+    {"--large-warmup", &Options::large_warmup},
+    {"--pin-cpu", &Options::pin_cpu},
+    {"--pin-daemon-cpu", &Options::pin_daemon_cpu},
+};
+const SizeFlag kSizeFlags[] = {
+    {"--size-small", &Options::size_small},
+    {"--size-large", &Options::size_large},
+    {"--chunk", &Options::chunk},
+};
+
+bool Fail(const std::string& message) {
+  std::fprintf(stderr, "%s\n", message.c_str());
+  return false;
+}
+
+bool ToInt(const char* flag, const std::string& s, int* out) {
+  char* end = nullptr;
+  const long v = std::strtol(s.c_str(), &end, 10);
+  if (end == s.c_str() || *end != '\0') {
+    return Fail(std::string(flag) + ": not an integer: '" + s + "'");
   }
+  *out = static_cast<int>(v);
+  return true;
+}
+
+bool ToSize(const char* flag, const std::string& s, uint64_t* out) {
+  // The project's size syntax; the bench additionally refuses 0.
+  auto v = ParseByteSize(s, flag);
+  if (!v.ok() || *v == 0) return Fail(std::string(flag) + ": not a byte size: '" + s + "'");
+  *out = *v;
+  return true;
+}
+
+// The raw texts of every value flag, by flag, as CLI11 fills them in.
+using RawValues = std::map<std::string, std::vector<std::string>>;
+
+void AddValueFlag(CLI::App& app, const char* flag, RawValues& raw) {
+  app.add_option(flag, raw[flag])
+      ->type_name("a value")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+bool Convert(const RawValues& raw, Options* opt) {
+  for (const TextFlag& f : kTextFlags) {
+    for (const std::string& v : raw.at(f.flag)) opt->*f.field = v;
+  }
+  for (const IntFlag& f : kIntFlags) {
+    for (const std::string& v : raw.at(f.flag)) {
+      if (!ToInt(f.flag, v, &(opt->*f.field))) return false;
+    }
+  }
+  for (const SizeFlag& f : kSizeFlags) {
+    for (const std::string& v : raw.at(f.flag)) {
+      if (!ToSize(f.flag, v, &(opt->*f.field))) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool ParseArgs(int argc, char** argv, Options* opt) {
+  CLI::App app;
+  app.set_help_flag();  // Usage() is the help
+  app.allow_extras();
+  RawValues raw;
+  for (const TextFlag& f : kTextFlags) AddValueFlag(app, f.flag, raw);
+  for (const IntFlag& f : kIntFlags) AddValueFlag(app, f.flag, raw);
+  for (const SizeFlag& f : kSizeFlags) AddValueFlag(app, f.flag, raw);
+  bool help = false;
+  bool no_python = false;
+  app.add_flag("-h,--help", help);
+  app.add_flag("--json", opt->json);
+  app.add_flag("--no-python", no_python);
+  absl::StatusOr<std::vector<std::string>> extra =
+      ParseWithCli11(app, std::vector<std::string>(argv, argv + argc));
+  if (!extra.ok()) return Fail(std::string(extra.status().message()));
+  if (help) {
+    Usage(argv[0]);
+    std::exit(0);
+  }
+  if (!extra->empty()) return Fail("unknown flag '" + extra->front() + "' (see --help)");
+  if (!Convert(raw, opt)) return false;
+  if (no_python) opt->python_bench.clear();
   if (opt->iterations < 1 || opt->large_iterations < 1) {
-    std::fprintf(stderr, "--iterations and --large-iterations must be >= 1\n");
-    return false;
+    return Fail("--iterations and --large-iterations must be >= 1");
   }
   if (opt->warmup < 0) opt->warmup = opt->iterations / 10;
   if (opt->large_warmup < 0) opt->large_warmup = 0;

@@ -22,8 +22,10 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -31,6 +33,7 @@
 #include "bench/child_process.h"
 #include "bench/report.h"
 #include "common/byte_size.h"
+#include "common/command_line.h"
 #include "tensorbroker/client.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/process_footprint.h"
@@ -57,45 +60,63 @@ struct Options {
   std::exit(1);
 }
 
-Options Parse(int argc, char** argv) {
-  Options opt;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) Die(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--clients") {
-      opt.clients.clear();
-      for (absl::string_view n : absl::StrSplit(value(), ',')) {
-        int count = 0;
-        if (!absl::SimpleAtoi(n, &count) || count < 1) Die("--clients takes counts like 1,2,4");
-        opt.clients.push_back(count);
-      }
-    } else if (arg == "--seconds") {
-      if (!absl::SimpleAtoi(value(), &opt.seconds) || opt.seconds < 1) Die("--seconds: >= 1");
-    } else if (arg == "--size") {
-      auto size = ParseByteSize(value(), "--size");
-      if (!size.ok()) Die(std::string(size.status().message()));
-      opt.size = *size;
-    } else if (arg == "--child") {
-      opt.child = value();
-    } else if (arg == "--socket") {
-      opt.socket = value();
-    } else if (arg == "--samples") {
-      opt.samples = value();
-    } else if (arg == "--id") {
-      opt.id = std::atoi(value().c_str());
-    } else if (arg == "-h" || arg == "--help") {
-      std::printf(
-          "Usage: tensorbroker_load_bench [--clients 1,2,4,8,16] [--seconds 3] "
-          "[--size 4K]\n");
-      std::exit(0);
-    } else {
-      Die("unknown argument " + arg);
+constexpr char kUsage[] =
+    "Usage: tensorbroker_load_bench [--clients 1,2,4,8,16] [--seconds 3] [--size 4K]\n";
+
+// The flags' texts as given (the last of each wins); converted by Parse with its own messages.
+struct RawFlags {
+  std::string clients, seconds, size, id;
+};
+
+Options Convert(const RawFlags& raw, Options opt) {
+  if (!raw.clients.empty()) {
+    opt.clients.clear();
+    for (absl::string_view n : absl::StrSplit(raw.clients, ',')) {
+      int count = 0;
+      if (!absl::SimpleAtoi(n, &count) || count < 1) Die("--clients takes counts like 1,2,4");
+      opt.clients.push_back(count);
     }
   }
+  if (!raw.seconds.empty()) {
+    if (!absl::SimpleAtoi(raw.seconds, &opt.seconds) || opt.seconds < 1) Die("--seconds: >= 1");
+  }
+  if (!raw.size.empty()) {
+    auto size = ParseByteSize(raw.size, "--size");
+    if (!size.ok()) Die(std::string(size.status().message()));
+    opt.size = *size;
+  }
+  if (!raw.id.empty()) opt.id = std::atoi(raw.id.c_str());
   return opt;
+}
+
+Options Parse(int argc, char** argv) {
+  Options opt;
+  RawFlags raw;
+  CLI::App app;
+  app.set_help_flag();  // kUsage is the help
+  app.allow_extras();
+  bool help = false;
+  app.add_flag("-h,--help", help);
+  for (auto [flag, text] : {std::pair{"--clients", &raw.clients},
+                            {"--seconds", &raw.seconds},
+                            {"--size", &raw.size},
+                            {"--child", &opt.child},
+                            {"--socket", &opt.socket},
+                            {"--samples", &opt.samples},
+                            {"--id", &raw.id}}) {
+    app.add_option(flag, *text)
+        ->type_name("a value")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
+  absl::StatusOr<std::vector<std::string>> extra =
+      ParseWithCli11(app, std::vector<std::string>(argv, argv + argc));
+  if (!extra.ok()) Die(std::string(extra.status().message()));
+  if (help) {
+    std::printf("%s", kUsage);
+    std::exit(0);
+  }
+  if (!extra->empty()) Die("unknown argument " + extra->front());
+  return Convert(raw, std::move(opt));
 }
 
 DLTensor HostBytes(std::vector<uint8_t>& bytes, std::vector<int64_t>& shape) {

@@ -22,7 +22,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "common/command_line.h"
 #include "tensorbroker/client.h"
 #include "tests/support/daemon_log.h"
 #include "tests/support/daemon_process.h"
@@ -213,14 +215,23 @@ TakeoverFigures MeasureTakeovers(int tensors, int rounds) {
 int main(int argc, char** argv) {
   int tensors = 1000;
   int rounds = 5;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if ((flag == "--tensors" || flag == "--rounds") && i + 1 < argc) {
-      (flag == "--tensors" ? tensors : rounds) = std::atoi(argv[++i]);
-    } else {
-      std::printf("Usage: tensorbroker_restart_bench [--tensors N (1000)] [--rounds N (5)]\n");
-      return flag == "--help" || flag == "-h" ? 0 : 2;
-    }
+  CLI::App app;
+  app.set_help_flag();  // the usage line is the help
+  app.allow_extras();
+  bool help = false;
+  app.add_flag("-h,--help", help);
+  app.add_option("--tensors", tensors)
+      ->type_name("N")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--rounds", rounds)
+      ->type_name("N")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  const absl::StatusOr<std::vector<std::string>> parsed =
+      tensorbroker::ParseWithCli11(app, std::vector<std::string>(argv, argv + argc));
+  if (!parsed.ok() || help || !parsed->empty()) {
+    if (!parsed.ok()) std::fprintf(stderr, "%s\n", std::string(parsed.status().message()).c_str());
+    std::printf("Usage: tensorbroker_restart_bench [--tensors N (1000)] [--rounds N (5)]\n");
+    return help && parsed.ok() ? 0 : 2;
   }
   std::printf("tensorbroker restart and takeover figures (%u CPUs)\n\n",
               std::thread::hardware_concurrency());

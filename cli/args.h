@@ -1,7 +1,8 @@
-// Command-line parsing and help texts of the `tensorbroker` tool. ParseArgs turns argv into an
-// Invocation or a usage error (INVALID_ARGUMENT whose message is meant for the user; the tool
-// exits with status 2 on it). Options may appear before or after the subcommand's arguments;
-// "--" ends options. Pure functions, thread-safe.
+// Command-line parsing of the `tensorbroker` tool, with CLI11 over the command table
+// (command_table.h). ParseArgs turns argv into an Invocation or a usage error (INVALID_ARGUMENT
+// whose message is meant for the user, naming the flag or command and the value; the tool exits
+// with status 2 on it). Options may appear before or after the subcommand's arguments; "--" ends
+// options. Pure functions, thread-safe.
 #ifndef TENSORBROKER_CLI_ARGS_H_
 #define TENSORBROKER_CLI_ARGS_H_
 
@@ -12,11 +13,9 @@
 #include <optional>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
+#include "cli/command_table.h"
 
 namespace tensorbroker::cli {
-
-enum class Command { kNone, kHelp, kLs, kStat, kPut, kGet, kRm, kStats, kHealth, kWatch };
 
 struct Invocation {
   Command command = Command::kNone;
@@ -36,12 +35,6 @@ struct Invocation {
 };
 
 absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& argv);
-
-// The help text of `command` (kNone, kHelp: the overview), ending in '\n'.
-std::string HelpText(Command command);
-// The subcommand named `name`, or kNone.
-Command CommandFromName(absl::string_view name);
-absl::string_view CommandName(Command command);
 
 }  // namespace tensorbroker::cli
 

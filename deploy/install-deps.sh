@@ -20,7 +20,7 @@ done
 packages=(
   build-essential cmake pkg-config ninja-build ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libboost-dev libgtest-dev libgmock-dev libbenchmark-dev libsystemd-dev systemd
+  libboost-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev libsystemd-dev systemd
   python3-grpcio python3-protobuf python3-numpy python3-pytest pybind11-dev python3-dev
   python3-prometheus-client python3-venv python3-pip python3-setuptools python3-wheel
   python3-kubernetes yamllint clang-format-14
