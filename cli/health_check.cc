@@ -3,8 +3,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
 #include "common/server_identity.h"
+#include "common/wire/grpc_status.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace tensorbroker::cli {

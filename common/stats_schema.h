@@ -3,7 +3,7 @@
 // member. Everything that shows the counters reads these rows: the CLI's text and JSON
 // (cli/info_format.cc), the Python dict (python/src/py_client.cc), the Prometheus text
 // (common/prometheus_format.cc, the daemon's /metrics too) and the proto conversion
-// (common/proto_convert.cc, which finds each row's proto field by its key).
+// (common/wire/proto_convert.cc, which finds each row's proto field by its key).
 //
 // A new counter: a uint64_t member of BrokerStats, a uint64 field of the same name in
 // v1.BrokerStats (proto/tensorbroker/v1/broker.proto), and a row here.

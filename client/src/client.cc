@@ -18,12 +18,12 @@
 #include "client/src/watch_stream.h"
 #include "common/cuda_devices.h"
 #include "common/cuda_runtime.h"
-#include "common/grpc_status.h"
 #include "common/mutex.h"
-#include "common/proto_convert.h"
 #include "common/socket_path.h"
 #include "common/strided_copy.h"
 #include "common/tensor_layout.h"
+#include "common/wire/grpc_status.h"
+#include "common/wire/proto_convert.h"
 #include "tensorbroker/dtype_names.h"
 
 namespace tensorbroker {

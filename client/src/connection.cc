@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/src/fork_guard.h"
-#include "common/grpc_status.h"
 #include "common/server_identity.h"
 #include "common/socket_path.h"
+#include "common/wire/grpc_status.h"
 
 namespace tensorbroker::client_internal {
 namespace {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/src/region_mapper.h"
 #include "common/cuda_runtime.h"
-#include "common/proto_convert.h"
+#include "common/wire/proto_convert.h"
 
 namespace tensorbroker::client_internal {
 namespace {

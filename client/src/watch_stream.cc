@@ -13,8 +13,8 @@
 #include "client/src/local_channel.h"
 #include "common/errno_status.h"
 #include "common/fd_passing.h"
-#include "common/proto_convert.h"
 #include "common/socket_path.h"
+#include "common/wire/proto_convert.h"
 #include "tensorbroker/v1/local.pb.h"
 
 namespace tensorbroker::client_internal {

@@ -1,5 +1,5 @@
 // Feeds: the descriptors a new instance is handed at start, by name and content, to
-// AdoptStoredDescriptors (daemon/adoption.h) — what the daemon does with the names
+// AdoptStoredDescriptors (daemon/persistence/adoption.h) — what the daemon does with the names
 // sd_listen_fds_with_names gives it ($LISTEN_FDNAMES itself is libsystemd's to parse). The
 // input is frames (fuzz_support.h), one per descriptor: a kind byte (low two bits: 0 a sealed
 // memfd, 1 a segment of the previous instance — bit 2 picks which —, 2 an unsealed memfd, 3 a
@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "daemon/adoption.h"
-#include "daemon/fd_store.h"
+#include "daemon/persistence/adoption.h"
+#include "daemon/persistence/fd_store.h"
 #include "tests/fuzz/adoption_support.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "tests/fuzz/quiet_daemon_logs.h"

@@ -27,14 +27,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/fd_passing.h"
-#include "daemon/fd_store.h"
-#include "daemon/fd_store_journal.h"
+#include "daemon/persistence/fd_store.h"
+#include "daemon/persistence/fd_store_journal.h"
 
 #include "absl/strings/string_view.h"
-#include "daemon/adoption.h"
-#include "daemon/cpu_segment_pool.h"
-#include "daemon/memfd_segment.h"
-#include "daemon/tensor_store.h"
+#include "daemon/memory/cpu_segment_pool.h"
+#include "daemon/memory/memfd_segment.h"
+#include "daemon/persistence/adoption.h"
+#include "daemon/store/tensor_store.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace tensorbroker::fuzz {

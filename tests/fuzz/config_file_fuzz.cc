@@ -1,5 +1,5 @@
-// Feeds: the bytes as tensorbrokerd's config file to ParseConfigText (daemon/config_file.h),
-// then its settings to ResolveSettings and FormatConfig (daemon/daemon_options.h), as the
+// Feeds: the bytes as tensorbrokerd's config file to ParseConfigText (daemon/app/config_file.h),
+// then its settings to ResolveSettings and FormatConfig (daemon/app/daemon_options.h), as the
 // daemon's LoadDaemonOptions and --print-config do.
 // Asserts, where the file parses: every setting's key is non-empty, and neither key nor value
 // holds '#', a line break or surrounding whitespace; keys are unique; origins name the lines in
@@ -13,9 +13,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/config_file.h"
-#include "daemon/daemon_options.h"
-#include "daemon/log.h"
+#include "daemon/app/config_file.h"
+#include "daemon/app/daemon_options.h"
+#include "daemon/base/log.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace tensorbroker::daemon {

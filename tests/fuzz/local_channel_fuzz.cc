@@ -1,11 +1,11 @@
-// Feeds: datagrams of the local channel to a LocalConnection (daemon/local_connection.h) over a
-// real SOCK_SEQPACKET socketpair, against a real TensorStore on a real CpuSegmentPool and an
-// AccessPolicy with prefix rules and quotas, built as the daemon builds them. The input is a
-// flags byte (bit 0: the peer is uid 1000 rather than the kernel's word), then frames
-// (fuzz_support.h), each a flags byte (bit 0: a descriptor rides along, which the daemon must
-// refuse) and the datagram's bytes. Each datagram is sent on the client's end and read by
-// LocalConnection::ReadRequest, as the server's loop does on EPOLLIN; between datagrams the
-// store's answers to waiting Gets and its segment events are handed to the connection as the
+// Feeds: datagrams of the local channel to a LocalConnection
+// (daemon/frontend/local/local_connection.h) over a real SOCK_SEQPACKET socketpair, against a real
+// TensorStore on a real CpuSegmentPool and an AccessPolicy with prefix rules and quotas, built as
+// the daemon builds them. The input is a flags byte (bit 0: the peer is uid 1000 rather than the
+// kernel's word), then frames (fuzz_support.h), each a flags byte (bit 0: a descriptor rides along,
+// which the daemon must refuse) and the datagram's bytes. Each datagram is sent on the client's end
+// and read by LocalConnection::ReadRequest, as the server's loop does on EPOLLIN; between datagrams
+// the store's answers to waiting Gets and its segment events are handed to the connection as the
 // loop hands them (FinishWait, SegmentRemoved); after the last, every wait times out.
 // Asserts of every reply: it parses as a LocalReply; a gRPC code, with a message when not OK;
 // as many descriptors arrived as it lists, each as large as it says and writable only when it
@@ -28,14 +28,14 @@
 #include <vector>
 
 #include "common/fd_passing.h"
-#include "common/proto_convert.h"
 #include "common/tensor_layout.h"
-#include "daemon/access_policy.h"
-#include "daemon/call_metrics.h"
-#include "daemon/cpu_segment_pool.h"
-#include "daemon/local_connection.h"
-#include "daemon/peer_registry.h"
-#include "daemon/tensor_store.h"
+#include "common/wire/proto_convert.h"
+#include "daemon/frontend/local/local_connection.h"
+#include "daemon/identity/peer_registry.h"
+#include "daemon/memory/cpu_segment_pool.h"
+#include "daemon/metrics/call_metrics.h"
+#include "daemon/store/access_policy.h"
+#include "daemon/store/tensor_store.h"
 #include "tensorbroker/v1/local.pb.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "tests/fuzz/quiet_daemon_logs.h"

@@ -1,5 +1,5 @@
 // Feeds: bytes a scraper sends to --metrics-listen, to TakeMetricsRequestBytes
-// (daemon/metrics_http_request.h), in reads of the size the first byte picks (0: 1024, the
+// (daemon/metrics/metrics_http_request.h), in reads of the size the first byte picks (0: 1024, the
 // server's read buffer; else 1 to 255 bytes), as the server's connection does until it has an
 // answer.
 // Asserts: the answer comes exactly at the read where the bytes so far first hold a blank line
@@ -15,7 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/metrics_http_request.h"
+#include "daemon/metrics/metrics_http_request.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace tensorbroker::daemon {

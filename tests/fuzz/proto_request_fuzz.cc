@@ -1,7 +1,7 @@
 // Feeds: after a selector byte (even: Create, odd: Put), the bytes as a serialized
 // v1.CreateRequest or v1.PutRequest (the first message of a Put stream), decoded with
 // ParseFromString as gRPC does, then what the daemon does with it before touching the store:
-// MakeSpec (daemon/request_spec.h) and AccessPolicy::Admit with the request's readers, as
+// MakeSpec (daemon/wire/request_spec.h) and AccessPolicy::Admit with the request's readers, as
 // BrokerService::DoCreate and PutReactor::Begin call them.
 // Asserts, where MakeSpec succeeds: the name is valid; dtype, shape and given strides are the
 // request's; a stride per dimension, none negative; nbytes at most 2^62, equal to a non-zero
@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "common/proto_convert.h"
 #include "common/tensor_layout.h"
-#include "daemon/access_policy.h"
-#include "daemon/request_spec.h"
+#include "common/wire/proto_convert.h"
+#include "daemon/store/access_policy.h"
+#include "daemon/wire/request_spec.h"
 #include "tensorbroker/v1/broker.pb.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "tests/fuzz/quiet_daemon_logs.h"

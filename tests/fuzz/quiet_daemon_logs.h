@@ -6,7 +6,7 @@
 
 #include <google/protobuf/stubs/logging.h>
 
-#include "daemon/log.h"
+#include "daemon/base/log.h"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   tensorbroker::daemon::SetLogLevel(tensorbroker::daemon::LogLevel::kError);

@@ -1,23 +1,22 @@
 // Feeds: the bytes as the content of a sealed memfd, read with ReadTensorRecord
-// (daemon/tensor_record.h); then, as a restarted daemon does, AdoptStoredDescriptors
-// (daemon/adoption.h) of that memfd under "r-<its version>" beside two segments of the previous
-// instance ("s-tb-old-0", "s-tb-old-1") into a fresh pool, and TensorStore::AdoptPublished and a
-// Get of what was adopted.
-// Asserts: a record that reads has format 1 and re-serializes within kMaxTensorRecordBytes;
-// adoption takes the record or drops it (never both, never silently), takes it only if it
-// validates like a client's request and lies inside a handed-over segment; one of the segments
-// holds it and the others are freed; neither the record's name nor its segment's is dropped
-// from the descriptor store (seen on a $NOTIFY_SOCKET of our own); the store accepts the
+// (daemon/persistence/tensor_record.h); then, as a restarted daemon does, AdoptStoredDescriptors
+// (daemon/persistence/adoption.h) of that memfd under "r-<its version>" beside two segments of the
+// previous instance ("s-tb-old-0", "s-tb-old-1") into a fresh pool, and TensorStore::AdoptPublished
+// and a Get of what was adopted. Asserts: a record that reads has format 1 and re-serializes within
+// kMaxTensorRecordBytes; adoption takes the record or drops it (never both, never silently), takes
+// it only if it validates like a client's request and lies inside a handed-over segment; one of the
+// segments holds it and the others are freed; neither the record's name nor its segment's is
+// dropped from the descriptor store (seen on a $NOTIFY_SOCKET of our own); the store accepts the
 // adopted tensor and a Get returns it (adoption_support.h).
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "daemon/adoption.h"
-#include "daemon/fd_store.h"
-#include "daemon/fd_store_journal.h"
-#include "daemon/tensor_record.h"
+#include "daemon/persistence/adoption.h"
+#include "daemon/persistence/fd_store.h"
+#include "daemon/persistence/fd_store_journal.h"
+#include "daemon/persistence/tensor_record.h"
 #include "tests/fuzz/adoption_support.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "tests/fuzz/quiet_daemon_logs.h"

@@ -1,7 +1,7 @@
 // CudaSlabPool on a real GPU: pooled and dedicated slabs, 2 MiB slab sizes, 256-byte aligned
 // blocks, one IPC handle per slab, the bytes really in device memory, slabs freed with their
 // last block, and the capacity enforced. Skipped, with the reason, where no GPU is usable.
-#include "daemon/cuda_slab_pool.h"
+#include "daemon/memory/cuda_slab_pool.h"
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>

@@ -34,7 +34,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "daemon/descriptor_reserve.h"
+#include "daemon/base/descriptor_reserve.h"
 #include "tests/integration/test_util.h"
 #include "tests/integration/uid_process.h"
 

@@ -2,7 +2,7 @@
 """Fails on an #include that crosses the layers the other way round.
 
 Each C++ source of the tree belongs to a layer, named by where it sits (LAYERS, first match
-wins); each layer may include only the layers ALLOWED names (its own among them). Headers of
+wins); each layer may include only the layers it reaches through USES (its own among them). Headers of
 the generated protocol code ("tensorbroker/v1/...", "grpc/health/...") are the layer `proto`;
 the client's public headers ("tensorbroker/*.h") are `api`; anything else that is not a file of
 the tree is a library's (Abseil, gRPC, ...), allowed everywhere except that `base` stays free
@@ -17,12 +17,22 @@ import sys
 
 # (path prefix, layer): the first that matches a file's path names its layer.
 LAYERS = [
-    ("common/grpc_status.", "wire"),
-    ("common/proto_convert.", "wire"),
+    ("common/wire/", "wire"),
+    ("common/command_line.", "command_line"),
     ("common/", "base"),
     ("client/include/", "api"),
     ("client/src/", "client"),
-    ("daemon/", "daemon"),
+    ("daemon/frontend/grpc/", "daemon/frontend/grpc"),
+    ("daemon/frontend/local/", "daemon/frontend/local"),
+    ("daemon/base/", "daemon/base"),
+    ("daemon/identity/", "daemon/identity"),
+    ("daemon/memory/", "daemon/memory"),
+    ("daemon/store/", "daemon/store"),
+    ("daemon/wire/", "daemon/wire"),
+    ("daemon/persistence/", "daemon/persistence"),
+    ("daemon/net/", "daemon/net"),
+    ("daemon/metrics/", "daemon/metrics"),
+    ("daemon/app/", "daemon/app"),
     ("cli/", "cli"),
     ("python/src/", "python"),
     ("bench/", "bench"),
@@ -30,21 +40,54 @@ LAYERS = [
     ("tests/", "tests"),
 ]
 
-ALLOWED = {
-    "api": {"api"},
-    "base": {"base", "api"},
-    "wire": {"wire", "base", "api", "proto"},
-    "client": {"client", "wire", "base", "api", "proto"},
-    "daemon": {"daemon", "wire", "base", "api", "proto"},
-    "cli": {"cli", "wire", "base", "api", "proto"},
-    # The extension links the client library: its public API, and the pure helpers it compiles
-    # in (python/CMakeLists.txt) or reads inline.
-    "python": {"python", "api", "common/strided_copy.h", "common/tensor_layout.h",
-               "common/stats_schema.h"},
-    "bench": {"bench", "test_support", "api", "base", "proto"},
-    "test_support": {"test_support", "api", "base"},
-    "tests": None,  # tests may reach anything they test
+# The direct edges each layer may have (its own layer is always allowed); a layer may also
+# use whatever the layers it uses may use (the closure below). The daemon's folders form the
+# DAG daemon/CMakeLists.txt draws.
+USES = {
+    "api": set(),
+    "proto": set(),
+    "base": {"api"},
+    "wire": {"base", "proto"},
+    "client": {"wire"},
+    "daemon/base": {"base", "proto"},
+    "daemon/identity": {"daemon/base"},
+    "daemon/memory": {"daemon/base"},
+    "daemon/store": {"daemon/identity", "daemon/memory", "wire"},
+    "daemon/wire": {"daemon/store"},
+    "daemon/persistence": {"daemon/store", "daemon/wire"},
+    "daemon/net": {"daemon/identity"},
+    "daemon/metrics": {"daemon/net"},
+    "daemon/frontend/grpc": {"daemon/store", "daemon/wire", "daemon/metrics"},
+    "daemon/frontend/local": {"daemon/store", "daemon/wire", "daemon/metrics", "daemon/net",
+                              "daemon/persistence"},
+    "daemon/app": {"daemon/frontend/grpc", "daemon/frontend/local", "command_line"},
+    "command_line": {"base"},
+    "cli": {"wire", "command_line"},
+    "bench": {"test_support", "base", "proto", "command_line"},
+    "test_support": {"base"},
 }
+
+
+def closure(uses):
+    """Each layer with every layer it may reach, itself included."""
+    reach = {}
+    for layer in uses:
+        seen, todo = {layer}, [layer]
+        while todo:
+            for next_layer in uses.get(todo.pop(), ()):
+                if next_layer not in seen:
+                    seen.add(next_layer)
+                    todo.append(next_layer)
+        reach[layer] = seen
+    return reach
+
+
+ALLOWED = closure(USES)
+# The extension links the client library: its public API, and the pure helpers it compiles in
+# (python/CMakeLists.txt) or reads inline.
+ALLOWED["python"] = {"python", "api", "common/strided_copy.h", "common/tensor_layout.h",
+                     "common/stats_schema.h"}
+ALLOWED["tests"] = None  # tests may reach anything they test
 
 # Libraries `base` may not use: it is the gRPC-free part of common/.
 GRPC_OR_PROTOBUF = re.compile(r"^(grpc|grpcpp|grpc\+\+|google/protobuf)/")

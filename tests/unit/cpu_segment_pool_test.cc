@@ -1,7 +1,7 @@
 // CpuSegmentPool on real memfd segments: pooling, dedicated segments, owners kept apart,
 // mutable segments never reused, alignment, capacity, removal, and what the kernel enforces on
 // every segment (sealed size, mode 0600, a read-only descriptor that cannot be made writable).
-#include "daemon/cpu_segment_pool.h"
+#include "daemon/memory/cpu_segment_pool.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "daemon/config_file.h"
-#include "daemon/daemon_options.h"
-#include "daemon/listen_address.h"
+#include "daemon/app/config_file.h"
+#include "daemon/app/daemon_options.h"
+#include "daemon/net/listen_address.h"
 
 namespace tensorbroker::daemon {
 namespace {

@@ -1,5 +1,5 @@
 // tensorbrokerd's command line (daemon_options.h ParseCommandLine) over the key table
-// (daemon/option_keys.h): every key is a flag, a config file key and a paragraph of --help, the
+// (daemon/app/option_keys.h): every key is a flag, a config file key and a paragraph of --help, the
 // flags keep their order (the last wins), and the usage errors are exact.
 #include <gtest/gtest.h>
 
@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/config_file.h"
-#include "daemon/daemon_options.h"
-#include "daemon/option_keys.h"
+#include "daemon/app/config_file.h"
+#include "daemon/app/daemon_options.h"
+#include "daemon/app/option_keys.h"
 
 namespace tensorbroker::daemon {
 namespace {

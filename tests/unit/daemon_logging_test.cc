@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "daemon/log.h"
-#include "daemon/peer_registry.h"
+#include "daemon/base/log.h"
+#include "daemon/identity/peer_registry.h"
 
 namespace tensorbroker::daemon {
 namespace {

@@ -1,10 +1,10 @@
-// The daemon's deadline timer (daemon/deadline_timer.h): callbacks run on the timer's own
+// The daemon's deadline timer (daemon/base/deadline_timer.h): callbacks run on the timer's own
 // thread, never before their deadline, one at a time and in deadline order; Cancel says whether
 // it stopped one; callbacks may Schedule and Cancel; the destructor drops what is not due.
 // Orders are made certain by a "gate", a callback that holds the timer's thread until the test
 // lets it go, so that nothing here depends on how fast a machine is; the only wait for time is
 // for a deadline to pass, and no test bounds how long anything takes.
-#include "daemon/deadline_timer.h"
+#include "daemon/base/deadline_timer.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "daemon/descriptor_ledger.h"
+#include "daemon/frontend/local/descriptor_ledger.h"
 
 #include <gtest/gtest.h>
 

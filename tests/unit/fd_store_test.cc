@@ -14,9 +14,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/fd_store.h"
-#include "daemon/listen_fds.h"
-#include "daemon/tensor_record.h"
+#include "daemon/base/listen_fds.h"
+#include "daemon/persistence/fd_store.h"
+#include "daemon/persistence/tensor_record.h"
 #include "tests/unit/service_manager_fixture.h"
 
 namespace tensorbroker::daemon {

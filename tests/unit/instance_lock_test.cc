@@ -1,4 +1,4 @@
-// One daemon per socket path (daemon/instance_lock.h), on real files in a temporary directory:
+// One daemon per socket path (daemon/app/instance_lock.h), on real files in a temporary directory:
 // Acquire makes "<socket>.lock" (mode 0644, this pid in it) and holds its flock; another live
 // holder, in this process or in a real second one (fork), is refused with FAILED_PRECONDITION
 // naming it and how to stop it; a lock left by a process that died or let go is taken over (and
@@ -6,7 +6,7 @@
 // a symlink, a directory or a FIFO is refused, untouched; Adopt takes the open file that holds
 // the lock, in this process or another, and refuses any other. Lock files of another user (the
 // cases a daemon of another uid meets) need two uids: tests/integration/socket_ownership_test.cc.
-#include "daemon/instance_lock.h"
+#include "daemon/app/instance_lock.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -33,8 +33,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/unique_fd.h"
 #include "common/user_names.h"
-#include "daemon/log.h"
-#include "daemon/socket_holder.h"
+#include "daemon/base/log.h"
+#include "daemon/net/socket_holder.h"
 #include "tests/support/temp_dir.h"
 
 namespace tensorbroker::daemon {

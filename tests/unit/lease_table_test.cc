@@ -1,5 +1,5 @@
 // LeaseTable: ids, ownership checks and per-session reclaim.
-#include "daemon/lease_table.h"
+#include "daemon/store/lease_table.h"
 
 #include <gtest/gtest.h>
 

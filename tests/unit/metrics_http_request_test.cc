@@ -1,9 +1,9 @@
-// The request side of the --metrics-listen server (daemon/metrics_http_request.h), without a
-// socket: which status each request line gets (200 for GET/HEAD of /metrics and /, 404, 405,
-// 400, 431), that HEAD sends no body, that `render` is called for /metrics only, that every
-// response says "Connection: close", and how bytes accumulate until the head is complete
-// (a blank line) or too large, however the reads split it.
-#include "daemon/metrics_http_request.h"
+// The request side of the --metrics-listen server (daemon/metrics/metrics_http_request.h), without
+// a socket: which status each request line gets (200 for GET/HEAD of /metrics and /, 404, 405, 400,
+// 431), that HEAD sends no body, that `render` is called for /metrics only, that every response
+// says "Connection: close", and how bytes accumulate until the head is complete (a blank line) or
+// too large, however the reads split it.
+#include "daemon/metrics/metrics_http_request.h"
 
 #include <gtest/gtest.h>
 

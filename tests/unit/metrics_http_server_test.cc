@@ -1,7 +1,7 @@
 // The --metrics-listen HTTP server on a real loopback socket, with an answer far larger than
 // the socket buffers: a client that asks and then reads nothing holds a half-sent answer, and
 // a scrape beside it is still answered in full (the server writes only what a client takes).
-#include "daemon/metrics_http_server.h"
+#include "daemon/metrics/metrics_http_server.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

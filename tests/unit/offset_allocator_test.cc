@@ -1,5 +1,5 @@
 // OffsetAllocator: alignment, first fit, coalescing, exhaustion and bad frees.
-#include "daemon/offset_allocator.h"
+#include "daemon/memory/offset_allocator.h"
 
 #include <gtest/gtest.h>
 

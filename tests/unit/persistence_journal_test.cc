@@ -3,7 +3,7 @@
 // tests/support/service_manager_harness.h keeps. Checks what is kept, what each record says,
 // the order that makes a kill at any instant safe (persistence_journal.h), and that adoption
 // (adoption.h) never drops from it what it adopted.
-#include "daemon/fd_store_journal.h"
+#include "daemon/persistence/fd_store_journal.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -15,10 +15,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/adoption.h"
-#include "daemon/cpu_segment_pool.h"
-#include "daemon/tensor_record.h"
-#include "daemon/tensor_store.h"
+#include "daemon/memory/cpu_segment_pool.h"
+#include "daemon/persistence/adoption.h"
+#include "daemon/persistence/tensor_record.h"
+#include "daemon/store/tensor_store.h"
 #include "tests/unit/service_manager_fixture.h"
 
 namespace tensorbroker::daemon {

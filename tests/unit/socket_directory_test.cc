@@ -1,5 +1,5 @@
-// Where a broker socket may live (common/socket_directory.h, daemon/socket_directory_setup.h), on
-// real directories: the daemon's rules for its socket's directory, the per-user
+// Where a broker socket may live (common/socket_directory.h, daemon/net/socket_directory_setup.h),
+// on real directories: the daemon's rules for its socket's directory, the per-user
 // /tmp/tensorbroker-$UID rule that clients apply too, and the modes of what the daemon creates.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -15,7 +15,7 @@
 #include "common/socket_directory.h"
 #include "common/socket_path.h"
 #include "common/user_names.h"
-#include "daemon/socket_directory_setup.h"
+#include "daemon/net/socket_directory_setup.h"
 #include "tests/support/temp_dir.h"
 
 namespace tensorbroker {

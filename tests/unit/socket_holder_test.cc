@@ -1,7 +1,7 @@
-// Telling who holds a broker socket (daemon/socket_holder.h): the /proc formats it reads, fixed
+// Telling who holds a broker socket (daemon/net/socket_holder.h): the /proc formats it reads, fixed
 // texts as the kernel writes them, then the real /proc with a lock, a listener and a process of
 // this test's own; and the descriptions and advice an operator reads.
-#include "daemon/socket_holder.h"
+#include "daemon/net/socket_holder.h"
 
 #include <gtest/gtest.h>
 #include <sys/file.h>

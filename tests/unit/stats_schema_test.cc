@@ -16,7 +16,7 @@
 #include "cli/info_format.h"
 #include "common/byte_size.h"
 #include "common/prometheus_format.h"
-#include "common/proto_convert.h"
+#include "common/wire/proto_convert.h"
 #include "google/protobuf/descriptor.h"
 
 namespace tensorbroker {

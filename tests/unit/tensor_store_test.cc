@@ -1,6 +1,6 @@
 // TensorStore state machine on a real CpuSegmentPool: create/seal/abort, replace and delete
 // while leased, session close reclaiming leases and pending tensors, waits, ownership codes.
-#include "daemon/tensor_store.h"
+#include "daemon/store/tensor_store.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/cpu_segment_pool.h"
+#include "daemon/memory/cpu_segment_pool.h"
 
 namespace tensorbroker::daemon {
 namespace {

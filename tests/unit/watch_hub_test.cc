@@ -1,6 +1,6 @@
 // WatchHub: ordering, prefix and visibility filters, the bounded log and its single kLost,
 // resuming, parking and wakes, errors and shutdown, and many threads at once.
-#include "daemon/watch_hub.h"
+#include "daemon/store/watch_hub.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,39 @@
+// tensorbrokerd: see DaemonUsage() (daemon_options.cc) or run with --help.
+#include <cstdio>
+#include <string>
+
+#include "daemon/app/daemon_options.h"
+#include "daemon/app/daemon_runner.h"
+#include "daemon/base/log.h"
+
+int main(int argc, char** argv) {
+  using namespace tensorbroker::daemon;
+  auto command_line = ParseCommandLine(argc, argv);
+  if (!command_line.ok()) {
+    std::fprintf(stderr, "tensorbrokerd: %s\n",
+                 std::string(command_line.status().message()).c_str());
+    return 2;
+  }
+  if (command_line->help) {
+    std::fputs(DaemonUsage().c_str(), stdout);
+    return 0;
+  }
+  const uint64_t default_capacity = DefaultCapacityBytes();
+  auto options = LoadDaemonOptions(*command_line, default_capacity);
+  if (!options.ok()) {
+    std::fprintf(stderr, "tensorbrokerd: %s\n", std::string(options.status().message()).c_str());
+    return 2;
+  }
+  if (command_line->print_config) {
+    std::fputs(FormatConfig(*options).c_str(), stdout);
+    return 0;
+  }
+  // SIGHUP: the same file and flags, read again.
+  auto reload = [&] { return LoadDaemonOptions(*command_line, default_capacity); };
+  absl::Status status = RunDaemon(*options, reload);
+  if (!status.ok()) {
+    LogLine(LogLevel::kError, "tensorbrokerd: " + std::string(status.message()));
+    return 1;
+  }
+  return 0;
+}

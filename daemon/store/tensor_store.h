@@ -1,0 +1,449 @@
+// The broker's state: published names, their tensor objects, pending (unsealed) tensors,
+// client sessions and their leases, and the memory pools that back them (CPU shared memory
+// first, then one per GPU served).
+//
+// Lifetime rule: a tensor object's memory is freed when no name points to it, it is not
+// pending, and no lease remains. Delete and replace only unpublish; holders keep valid memory.
+//
+// Tenancy: every call names its principal (a session's, or the caller's for the calls without
+// one). A name belongs to the uid that first published it: replace and Delete are for that uid
+// or an administrator. A tensor is visible (Get, Stat, List, Read, waits) only to its owner,
+// its readers and administrators; to anyone else it does not exist (NOT_FOUND). A version an
+// administrator publishes over another user's name has the name's owner among its readers.
+// Each uid's bytes and tensors are counted against its quota.
+//
+// Inputs are assumed validated for form (name, dtype, shape, readers) by the caller; the store
+// checks state (sessions, ownership, visibility, existence, capacity, quotas) and answers with
+// the gRPC-style codes.
+// Thread-safe: one mutex guards everything. Callbacks (GetCallback, a Put's expiry) run after
+// the mutex is released, on the thread of the call that caused them; they may call the store.
+#ifndef TENSORBROKER_DAEMON_TENSOR_STORE_H_
+#define TENSORBROKER_DAEMON_TENSOR_STORE_H_
+
+#include <dlpack/dlpack.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/mutex.h"
+#include "common/unique_fd.h"
+#include "daemon/base/persistence_journal.h"
+#include "daemon/identity/principal.h"
+#include "daemon/identity/principal_set.h"
+#include "daemon/identity/quota.h"
+#include "daemon/memory/memory_pool.h"
+#include "daemon/store/lease_table.h"
+#include "daemon/store/watch_hub.h"
+#include "tensorbroker/types.h"
+
+namespace tensorbroker::daemon {
+
+// A validated request to reserve a tensor.
+struct TensorSpec {
+  std::string name;
+  DLDataType dtype{};
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;  // filled in
+  uint64_t nbytes = 0;           // buffer size
+  bool is_mutable = false;
+  bool replace = false;
+  DLDevice device{kDLCPU, 0};  // CUDA: the daemon's ordinal
+  // The principal the tensor belongs to (the caller's uid). Create uses its session's uid.
+  uint32_t owner_uid = 0;
+  PrincipalSet readers = PrincipalSet::Anyone();  // besides the owner and administrators
+  // Versions of the name that stay readable by number once this one is published (>= 1).
+  uint32_t keep = 1;
+  // Deleted when the creating session ends, if still the current version; never journaled.
+  bool ephemeral = false;
+};
+
+// The most versions one name may keep (TensorSpec::keep).
+inline constexpr uint32_t kMaxKeep = 1024;
+
+// What one uid may have the daemon hold for it at once, whatever its number of connections
+// (RESOURCE_EXHAUSTED past them): waiting Gets, Watch streams, and Read streams (each holds one
+// chunk of at most 1 MiB while its client is slow to read).
+inline constexpr size_t kMaxWaitingGetsPerUid = 16384;
+inline constexpr size_t kMaxWatchesPerUid = 1024;
+inline constexpr size_t kMaxReadsPerUid = 64;
+
+// Which version of a name a Get asks for.
+struct VersionWanted {
+  uint64_t version = 0;                   // nonzero: exactly this kept version (never waits)
+  std::optional<uint64_t> after_version;  // only a version newer than this (waits for one)
+  bool oldest = false;  // with after_version: the oldest kept one newer than it, not the current
+};
+
+// How a tensor's block is kept in a pool: its kind, and the key of the tensors it may share a
+// segment with (the same owner and the same readers: a reader's descriptor reaches the whole
+// segment).
+inline BlockKind BlockKindOf(const TensorSpec& spec) {
+  return spec.is_mutable ? BlockKind::kMutable : BlockKind::kImmutable;
+}
+std::string SharingKeyOf(const TensorSpec& spec);
+
+// How the store behaves, fixed for its life.
+struct StoreOptions {
+  // A Create not sealed, or a Put not finished, this long after it began is aborted by
+  // ExpirePending and its name freed.
+  absl::Duration pending_timeout = absl::Seconds(60);
+  // Each uid's quota; null: no quotas.
+  std::function<Quota(uint32_t uid)> quota_for;
+  // Whether a tensor of a caller who is no administrator may be made now: OK, or why not
+  // (descriptor_reserve.h: the daemon keeps descriptors for its own work). Null: always.
+  std::function<absl::Status()> may_make_tensor;
+  // Told of each CPU tensor version published and unpublished (persistence_journal.h); may be
+  // null. Must outlive the store.
+  PersistenceJournal* journal = nullptr;
+  // The first version (and event sequence) the store hands out; adoption raises it past every
+  // adopted version. The daemon seeds it from the clock so versions keep increasing across
+  // restarts (DaemonRunner); 1 in tests.
+  uint64_t first_version = 1;
+  // Events kept for Watch streams (the newest; a watcher that falls further behind, or resumes
+  // from before them, gets one kLost event).
+  size_t watch_log = 16384;
+};
+
+// One page of List.
+struct ListPage {
+  std::vector<TensorInfo> tensors;
+  std::string next_page_token;  // empty: this was the last page
+};
+
+// What the store reports about a tensor is the public tensorbroker::TensorInfo (types.h).
+using ::tensorbroker::BrokerStats;
+using ::tensorbroker::TensorInfo;
+
+// A tensor, where its bytes are, and the lease the caller now holds on it.
+struct TensorGrant {
+  TensorInfo info;
+  Block block;
+  uint64_t lease_id = 0;
+  bool writable = false;
+};
+
+// A Put in progress: bytes go to `data` (nbytes of them), then CommitPut or CancelPut.
+struct PutTicket {
+  uint64_t object_id = 0;
+  uint8_t* data = nullptr;  // CUDA: a device pointer
+  uint64_t nbytes = 0;
+  DLDevice device{kDLCPU, 0};
+  uint64_t lease_id = 0;  // the Put's own lease: `data` stays valid until CommitPut/CancelPut
+};
+
+// A Read in progress: the object stays alive until EndRead.
+struct ReadTicket {
+  TensorInfo info;
+  const uint8_t* data = nullptr;  // CUDA: a device pointer
+  uint64_t lease_id = 0;
+};
+
+// A lease's segment as a descriptor of its own, to hand to the lease's holder.
+struct SegmentDescriptor {
+  std::string segment;
+  uint64_t size = 0;
+  bool writable = false;
+  UniqueFd fd;
+};
+
+// DEADLINE_EXCEEDED for a Get of `name` whose wait for `wanted` ran out.
+absl::Status WaitRanOut(const std::string& name, const VersionWanted& wanted);
+
+// Answers a Get that waited (TensorStore::GetOrWait). Runs without the store's lock.
+using GetCallback = std::function<void(absl::StatusOr<TensorGrant>)>;
+
+// Receives events for one session. Called with the store's lock held: must not call back into
+// the store, and should only queue.
+class SessionEventSink {
+ public:
+  virtual ~SessionEventSink() = default;
+  virtual void OnSegmentRemoved(const std::string& segment) = 0;
+};
+
+class TensorStore {
+ public:
+  explicit TensorStore(std::unique_ptr<MemoryPool> cpu_pool, StoreOptions options = {});
+  // `pools` holds the CPU pool first, then at most one pool per other device.
+  explicit TensorStore(std::vector<std::unique_ptr<MemoryPool>> pools, StoreOptions options = {});
+  ~TensorStore();
+
+  // Sessions. `sink` may be null; it must stay valid until CloseSession returns. The session
+  // belongs to `principal` (the kernel's word for the connection that opened it).
+  std::string OpenSession(const Principal& principal, int32_t pid, const std::string& client_name,
+                          SessionEventSink* sink);
+  // OK when `session_id` is open and may be used by a connection of `uid`: FAILED_PRECONDITION
+  // for no such session, PERMISSION_DENIED for a session of another uid.
+  absl::Status CheckSessionUser(const std::string& session_id, uint32_t uid) const;
+  void UpdateSessionHello(const std::string& session_id, int32_t pid,
+                          const std::string& client_name);
+  // Releases the session's leases and aborts its pending tensors. Idempotent (a second call
+  // reports nothing done).
+  struct SessionCleanup {
+    size_t leases_released = 0;
+    size_t pending_aborted = 0;
+  };
+  SessionCleanup CloseSession(const std::string& session_id);
+
+  absl::StatusOr<TensorGrant> Create(const std::string& session_id, const TensorSpec& spec);
+  absl::StatusOr<TensorInfo> Seal(const std::string& session_id, const std::string& name);
+  absl::Status Abort(const std::string& session_id, const std::string& name);
+
+  // A Put by `caller`: `on_expired` (may be empty) runs if the pending timeout aborts it first;
+  // the ticket's bytes stay valid until CommitPut or CancelPut all the same.
+  absl::StatusOr<PutTicket> BeginPut(const Principal& caller, const TensorSpec& spec,
+                                     std::function<void()> on_expired = {});
+  // DEADLINE_EXCEEDED when the pending timeout aborted it.
+  absl::StatusOr<TensorInfo> CommitPut(const PutTicket& ticket);
+  void CancelPut(const PutTicket& ticket);
+
+  // RESOURCE_EXHAUSTED when `caller`'s uid has kMaxReadsPerUid reads in progress.
+  absl::StatusOr<ReadTicket> BeginRead(const Principal& caller, const std::string& name);
+  void EndRead(uint64_t lease_id);
+
+  // Waits until `deadline` (absl::InfinitePast(): do not wait) for `name` to be published
+  // (holding the calling thread: for in-process callers; the servers use GetOrWait).
+  absl::StatusOr<TensorGrant> Get(const std::string& session_id, const std::string& name,
+                                  absl::Time deadline, const VersionWanted& wanted = {});
+  // The same without holding a thread: answers at once (returns the result), or, when `name` is
+  // not published (or not visible to the session, or not newer than wanted.after_version) yet
+  // and `deadline` is in the future, returns nullopt, sets `*waiter_id` and later calls
+  // `on_ready` exactly once (published, session closed, or shutting down) unless
+  // CancelWait(*waiter_id) returned true first. The caller times the wait out with CancelWait.
+  // INVALID_ARGUMENT for a version with an after_version, or oldest without after_version;
+  // RESOURCE_EXHAUSTED when the session's uid has kMaxWaitingGetsPerUid waiting already.
+  std::optional<absl::StatusOr<TensorGrant>> GetOrWait(const std::string& session_id,
+                                                       const std::string& name,
+                                                       const VersionWanted& wanted,
+                                                       absl::Time deadline, uint64_t* waiter_id,
+                                                       GetCallback on_ready);
+  // Stops a wait; true when it was still waiting (its callback will never run).
+  bool CancelWait(uint64_t waiter_id);
+  // NOT_FOUND for a lease that is not this session's, whether or not it exists.
+  absl::Status Release(const std::string& session_id, uint64_t lease_id);
+  // A descriptor of the segment of the CPU tensor that `lease_id` (held by `session_id`) keeps
+  // alive: read-write for the creator of a pending tensor and for a mutable one, else
+  // read-only. FAILED_PRECONDITION for a CUDA tensor.
+  absl::StatusOr<SegmentDescriptor> DescriptorFor(const std::string& session_id, uint64_t lease_id);
+  // The same without the descriptor (fd left invalid): what DescriptorFor would hand over, to
+  // check a request before its reply duplicates the descriptor.
+  absl::StatusOr<SegmentDescriptor> DescribeSegment(const std::string& session_id,
+                                                    uint64_t lease_id);
+  // A second lease of `session_id` on the object its lease `lease_id` keeps alive; writable
+  // like the first (pending for its creator, or mutable).
+  absl::StatusOr<TensorGrant> Retain(const std::string& session_id, uint64_t lease_id);
+
+  // Unpublishes `name`: for its owner or an administrator.
+  absl::Status Delete(const Principal& caller, const std::string& name);
+  // The tensors under `prefix` that `caller` may see, in name order, at most `page_size`
+  // (>= 1) of them after `page_token` (a name from the previous page's next_page_token).
+  ListPage List(const Principal& caller, const std::string& prefix, size_t page_size,
+                const std::string& page_token = "");
+  absl::StatusOr<TensorInfo> Stat(const Principal& caller, const std::string& name);
+  // Pools and counters; `tensors` counts the names `caller` may see, and `users` holds every
+  // user for an administrator, else the caller alone.
+  BrokerStats Stats(const Principal& caller);
+
+  // Watch streams (watch_hub.h): every publication, replacement, deletion and expiry of a
+  // version `caller` may read under `prefix`, in sequence order, from after `after_version`
+  // (unset: from now on). `wake` runs (on whichever thread appended, without the store's lock)
+  // once the parked watcher has events again; it may run after Unwatch. Returns its id;
+  // RESOURCE_EXHAUSTED when `caller`'s uid has kMaxWatchesPerUid watches already.
+  absl::StatusOr<uint64_t> Watch(const Principal& caller, std::string prefix,
+                                 std::optional<uint64_t> after_version, std::function<void()> wake);
+  // Up to `max` events for watcher `watcher_id` (WatchHub::Take): parks it when none is left.
+  // UNAVAILABLE once shutting down. Never waits.
+  absl::StatusOr<std::vector<WatchEvent>> TakeEvents(uint64_t watcher_id, size_t max);
+  void Unwatch(uint64_t watcher_id);
+
+  // Aborts what has been pending longer than the pending timeout at `now` (Creates not sealed,
+  // Puts not finished): their names are free again. Returns how many; logs each.
+  size_t ExpirePending(absl::Time now);
+
+  // Wakes every waiting Get (they answer UNAVAILABLE) and refuses new work.
+  void Shutdown();
+
+  // A tensor a previous instance published, taken back before serving (adoption.h).
+  struct AdoptedTensor {
+    TensorSpec spec;          // owner_uid: who published this version (their quota)
+    uint32_t name_owner = 0;  // the uid the name belongs to
+    uint64_t version = 0;
+    int64_t created_unix_ms = 0;
+    Block block;  // from the CPU pool's AdoptBlock
+  };
+  // Publishes it as it was; versions published later are higher than every adopted one. Not
+  // told to the journal: its record is kept already. ALREADY_EXISTS when the name is taken.
+  absl::Status AdoptPublished(AdoptedTensor tensor);
+  // Memory adopted from the previous instance may be reused from now on (MemoryPool::
+  // EndAdoptionGrace): called once clients have had the time to reconnect and lease again.
+  void EndAdoptionGrace();
+  // Replays the state a successor adopts into `journal`, as if it had journaled from the start:
+  // every segment, then every published CPU tensor. For a takeover (handover.h): call after
+  // Shutdown, so nothing changes any more.
+  void ExportState(PersistenceJournal* journal);
+
+ private:
+  struct TensorObject {
+    uint64_t id = 0;
+    TensorSpec spec;
+    Block block;
+    std::string owner_session;  // creator while pending ("" for a Put)
+    bool pending = false;       // created, not sealed, not aborted
+    bool published = false;     // a name points here
+    bool sealed = false;
+    bool expired = false;  // the pending timeout aborted it
+    uint64_t version = 0;
+    uint32_t leases = 0;
+    int64_t created_unix_ms = 0;
+    absl::Time pending_since;
+    std::function<void()> on_expired;  // a Put's
+  };
+  // A published name: its current version and the older ones it keeps (TensorSpec::keep).
+  struct PublishedName {
+    uint32_t owner_uid = 0;                 // the uid that published the name first
+    uint32_t keep = 1;                      // the newest publication's keep
+    std::map<uint64_t, uint64_t> versions;  // version -> object id, ascending; never empty
+    uint64_t current() const { return versions.rbegin()->second; }
+  };
+  struct Session {
+    Principal principal;
+    int32_t pid = 0;
+    std::string client_name;
+    SessionEventSink* sink = nullptr;
+    std::set<std::string> pending_names;
+    std::set<std::string> expired_names;        // aborted by the pending timeout, not yet reported
+    std::map<std::string, uint64_t> ephemeral;  // name -> object id, sealed ephemeral in it
+  };
+  struct Waiter {
+    uint32_t uid = 0;  // the session's
+    std::string session_id;
+    std::string name;
+    std::optional<uint64_t> after_version;
+    GetCallback on_ready;
+  };
+  struct Usage {
+    uint64_t bytes = 0;
+    uint64_t tensors = 0;
+  };
+  // Holds mu_; on destruction releases it, then runs the callbacks queued meanwhile.
+  class Locked;
+  // Leases taken by the daemon itself (Read streams, Puts) belong to this pseudo-session.
+  static constexpr const char* kInternalSession = "";
+
+  absl::Status CheckSession(const std::string& session_id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::Status CheckServing() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  bool MayReadLocked(const Principal& caller, const TensorObject& object) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The published object `name` that `caller` may see; nullptr when none.
+  TensorObject* VisibleLocked(const Principal& caller, const std::string& name)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Object `object_id` if `caller` may read it, else nullptr.
+  TensorObject* ReadableLocked(const Principal& caller, uint64_t object_id) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The version of `name` that `wanted` picks (version, or after_version with oldest) and
+  // `caller` may see: an object, nullptr to wait for (after_version), or NOT_FOUND.
+  absl::StatusOr<TensorObject*> PickVersionLocked(const Principal& caller, const std::string& name,
+                                                  const VersionWanted& wanted)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Unpublishes one version of `name` (its journal record goes; memory with its last lease).
+  void UnpublishLocked(PublishedName* entry, uint64_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unpublishes every version of the published name `it` (a kDeleted event), logging `why`.
+  void DeleteNameLocked(std::map<std::string, PublishedName>::iterator it, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells watchers of an event about `object` (the version concerned); `sequence` 0 takes the
+  // next number of the version counter. Their wakes run once the lock drops.
+  void EmitLocked(WatchEvent::Kind kind, const TensorObject& object, uint64_t sequence,
+                  uint64_t previous_version = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckQuotaLocked(const TensorSpec& spec) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Whether `caller` may publish `spec->name` now: CheckNameFreeLocked, and under a stream
+  // ring's seat prefix (common/stream_seats.h) only a caller that may read the ring
+  // (PERMISSION_DENIED, checked first) and only an ephemeral tensor (INVALID_ARGUMENT).
+  absl::Status CheckNameLocked(const Principal& caller, TensorSpec* spec) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Not pending; replace allowed for the name's owner or an administrator; adds the name's
+  // owner to the readers of an administrator's version.
+  absl::Status CheckNameFreeLocked(const Principal& caller, TensorSpec* spec) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<TensorObject*> ReserveLocked(const std::string& owner, const Principal& caller,
+                                              const TensorSpec& spec)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<TensorObject*> FindPendingLocked(const std::string& session_id,
+                                                  const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  TensorInfo PublishLocked(TensorObject* object, const Principal& by)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropPendingLocked(TensorObject* object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells the journal (if any) that `object`'s version is published / no longer is (CPU only).
+  // Tells `journal` (the store's own when null) of the published `object`.
+  void JournalPublishedLocked(const TensorObject& object, PersistenceJournal* journal = nullptr)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void JournalUnpublishedLocked(const TensorObject& object) ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  TensorGrant GrantLocked(const std::string& session_id, TensorObject* object, bool writable)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A Get's answer now: a grant, or nullopt when `name` is not published (for this session).
+  std::optional<absl::StatusOr<TensorGrant>> TryGetLocked(const std::string& session_id,
+                                                          const std::string& name,
+                                                          const VersionWanted& wanted)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers every waiter for which `answer(waiter)` gives an answer (after the lock drops).
+  void AnswerWaitersLocked(
+      const std::function<std::optional<absl::StatusOr<TensorGrant>>(const Waiter&)>& answer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseLeaseOnLocked(uint64_t object_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets a waiter (and counts it off its uid's).
+  std::map<uint64_t, Waiter>::iterator EraseWaiterLocked(std::map<uint64_t, Waiter>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<SegmentDescriptor> SegmentOfLocked(const std::string& session_id,
+                                                    uint64_t lease_id)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Frees the object's memory if nothing refers to it any more.
+  void MaybeFreeLocked(TensorObject* object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The pool serving `device`; nullptr when none does.
+  MemoryPool* PoolForLocked(DLDevice device) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void NotifySegmentsRemovedLocked(const std::vector<std::string>& segments)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What Get grants report about `object` (kept_versions empty).
+  TensorInfo ViewLocked(const TensorObject& object) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // `info` (of a published name) with the versions its name keeps that `caller` may read: what
+  // Stat, List, Seal and Put report.
+  TensorInfo WithKeptVersionsLocked(const Principal& caller, TensorInfo info) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  std::string SessionDescriptionLocked(const std::string& session_id) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  const StoreOptions options_;
+  // Mutex rather than absl::Mutex: Debian's Abseil is not built for ThreadSanitizer, so
+  // TSan could not see absl::Mutex's happens-before edges; pthread-based locks it does see.
+  mutable Mutex mu_;
+  std::vector<std::function<void()>> deferred_ ABSL_GUARDED_BY(mu_);     // run by Locked
+  std::vector<std::unique_ptr<MemoryPool>> pools_ ABSL_GUARDED_BY(mu_);  // CPU first
+  std::map<uint64_t, std::unique_ptr<TensorObject>> objects_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, PublishedName> published_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, uint64_t> pending_ ABSL_GUARDED_BY(mu_);  // name -> object
+  std::map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);
+  std::map<uint32_t, Usage> usage_ ABSL_GUARDED_BY(mu_);  // by owner uid; no empty entries
+  LeaseTable leases_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);  // GetOrWait, by waiter id
+  uint64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<uint32_t, size_t> waiters_per_uid_ ABSL_GUARDED_BY(mu_);  // no zero entries
+  std::map<uint64_t, uint32_t> reads_ ABSL_GUARDED_BY(mu_);          // Read's lease -> caller's uid
+  std::map<uint32_t, size_t> reads_per_uid_ ABSL_GUARDED_BY(mu_);    // no zero entries
+  std::map<uint64_t, uint32_t> watchers_ ABSL_GUARDED_BY(mu_);       // watcher id -> caller's uid
+  std::map<uint32_t, size_t> watchers_per_uid_ ABSL_GUARDED_BY(mu_);  // no zero entries
+  uint64_t next_object_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_version_ ABSL_GUARDED_BY(mu_);
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  WatchHub watch_hub_;  // thread-safe itself; appended to under mu_ (lock order: mu_, then its)
+};
+
+}  // namespace tensorbroker::daemon
+
+#endif  // TENSORBROKER_DAEMON_TENSOR_STORE_H_
