@@ -137,8 +137,9 @@ absl::StatusOr<Subprocess> Subprocess::Start(const std::vector<std::string>* arg
   plan.stdout_fd = options.capture_stdout ? out.write.get() : options.stdout_fd;
   plan.stderr_fd = options.capture_stderr ? err.write.get() : options.stderr_fd;
   for (const Pipe* pipe : {&in, &out, &err}) {
-    if (pipe->read.valid())
+    if (pipe->read.valid()) {
       plan.to_close.insert(plan.to_close.end(), {pipe->read.get(), pipe->write.get()});
+    }
   }
   std::vector<std::string> args, environment;
   std::vector<char*> cargs, cenv;
