@@ -17,6 +17,7 @@
 #include "bench/own_daemon.h"
 #include "bench/units.h"
 #include "tensorbroker/client.h"
+#include "tests/support/subprocess.h"
 
 namespace tensorbroker::bench {
 namespace {
@@ -29,39 +30,15 @@ struct ChildResult {
 // Starts one consumer child and parses the figures it prints on its stdout (a pipe).
 absl::StatusOr<ChildResult> RunChild(const std::string& self, const std::string& socket,
                                      const std::string& name) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0)
-    return absl::InternalError(std::string("pipe: ") + strerror(errno));
-  std::vector<std::string> argv = {self, "--child-read", name, "--socket", socket};
-  std::vector<char*> args;
-  for (std::string& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    return absl::InternalError(std::string("fork: ") + strerror(errno));
-  }
-  if (pid == 0) {  // child: inherits the bench's CPU affinity
-    dup2(fds[1], STDOUT_FILENO);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  close(fds[1]);
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    const ssize_t r = read(fds[0], buf, sizeof buf);
-    if (r > 0) {
-      out.append(buf, static_cast<size_t>(r));
-    } else if (r == 0 || errno != EINTR) {
-      break;
-    }
-  }
-  close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  testing::SubprocessOptions options;  // it inherits the bench's CPU affinity
+  options.capture_stdout = true;
+  auto child =
+      testing::Subprocess::Spawn({self, "--child-read", name, "--socket", socket}, options);
+  if (!child.ok()) return child.status();
+  absl::StatusOr<testing::ProcessOutput> done = child->Finish();
+  if (!done.ok()) return done.status();
+  const std::string& out = done->out;
+  const int status = done->status;
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     return absl::InternalError("consumer child failed (" + OwnDaemon::DescribeStatus(status) +
                                "): " + out);

@@ -30,21 +30,24 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "bench/child_process.h"
 #include "bench/report.h"
 #include "common/byte_size.h"
 #include "common/command_line.h"
 #include "tensorbroker/client.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/process_footprint.h"
+#include "tests/support/subprocess.h"
 
 namespace tensorbroker::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using testing::CpuTimeNs;
 using testing::Describe;
 using testing::FootprintOf;
 using testing::ProcessFootprint;
+using testing::Subprocess;
+using testing::SubprocessOptions;
 
 struct Options {
   std::vector<int> clients = {1, 2, 4, 8, 16};
@@ -192,26 +195,29 @@ Round RunRound(const Options& opt, const std::string& self, const std::string& w
                const std::string& scratch) {
   Round round;
   round.before = FootprintOf(daemon_pid);
-  std::vector<Child> children;
+  std::vector<Subprocess> children;
+  SubprocessOptions options;  // a line protocol on stdin and stdout
+  options.pipe_stdin = true;
+  options.capture_stdout = true;
   for (int i = 0; i < clients; ++i) {
-    auto child =
-        Spawn({self, "--child", workload, "--socket", socket, "--id", std::to_string(i),
-               "--seconds", std::to_string(opt.seconds), "--size", std::to_string(opt.size),
-               "--samples", absl::StrCat(scratch, "/samples-", i)});
+    auto child = Subprocess::Spawn(
+        {self, "--child", workload, "--socket", socket, "--id", std::to_string(i), "--seconds",
+         std::to_string(opt.seconds), "--size", std::to_string(opt.size), "--samples",
+         absl::StrCat(scratch, "/samples-", i)},
+        options);
     if (!child.ok()) Die(child.status().ToString());
-    children.push_back(*child);
+    children.push_back(*std::move(child));
   }
-  for (Child& c : children) {
-    if (ReadLine(c.out) != "ready") Die("a client process did not start");
+  for (Subprocess& c : children) {
+    if (c.ReadLine().value_or("") != "ready") Die("a client process did not start");
   }
-  const int64_t cpu_before = CpuNs(daemon_pid);
-  for (Child& c : children) {
-    std::fputs("go\n", c.in);
-    std::fflush(c.in);
+  const int64_t cpu_before = CpuTimeNs(daemon_pid);
+  for (Subprocess& c : children) {
+    if (!c.WriteLine("go").ok()) Die("a client process failed");
   }
   int64_t longest_ns = 0;
-  for (Child& c : children) {
-    std::vector<std::string> done = absl::StrSplit(ReadLine(c.out), ' ');
+  for (Subprocess& c : children) {
+    std::vector<std::string> done = absl::StrSplit(c.ReadLine().value_or(""), ' ');
     int64_t cycles = 0, elapsed = 0;
     if (done.size() != 3 || done[0] != "done" || !absl::SimpleAtoi(done[1], &cycles) ||
         !absl::SimpleAtoi(done[2], &elapsed)) {
@@ -220,9 +226,10 @@ Round RunRound(const Options& opt, const std::string& self, const std::string& w
     round.cycles += static_cast<size_t>(cycles);
     longest_ns = std::max(longest_ns, elapsed);
   }
-  const int64_t cpu_after = CpuNs(daemon_pid);
-  for (Child& c : children) {
-    const int status = Reap(c);
+  const int64_t cpu_after = CpuTimeNs(daemon_pid);
+  for (Subprocess& c : children) {
+    c.CloseStdin();
+    const int status = c.Wait().value_or(0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) Die("a client process failed");
   }
   std::vector<int64_t> all;

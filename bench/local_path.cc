@@ -14,12 +14,18 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "bench/child_process.h"
 #include "bench/units.h"
 #include "tensorbroker/client.h"
+#include "tests/support/process_footprint.h"
+#include "tests/support/subprocess.h"
 
 namespace tensorbroker::bench {
 namespace {
+
+using testing::CpuTimeNs;
+using testing::ProcessOutput;
+using testing::Subprocess;
+using testing::SubprocessOptions;
 
 int CyclesPerChild(const Options& opt) { return std::max(opt.iterations, 10000); }
 
@@ -30,15 +36,19 @@ absl::Status BenchRawRoundTrip(const Options& opt, Report& rep) {
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
     return absl::InternalError("socketpair failed");
   }
-  const pid_t pid = fork();
-  if (pid < 0) return absl::InternalError("fork failed");
-  if (pid == 0) {  // the echo: only read and write until the parent closes its end
+  // The echo: only reads and writes until the parent closes its end.
+  auto echo = Subprocess::Fork([&pair]() -> int {
     close(pair[0]);
     char byte;
     while (read(pair[1], &byte, 1) == 1) {
       if (write(pair[1], &byte, 1) != 1) break;
     }
-    _exit(0);
+    return 0;
+  });
+  if (!echo.ok()) {
+    close(pair[0]);
+    close(pair[1]);
+    return absl::InternalError("fork failed");
   }
   close(pair[1]);
   std::vector<int64_t> ns;
@@ -50,21 +60,25 @@ absl::Status BenchRawRoundTrip(const Options& opt, Report& rep) {
     if (i >= opt.warmup) ns.push_back(NowNs() - start);
   }
   close(pair[0]);
-  waitpid(pid, nullptr, 0);
+  (void)echo->Wait();
   if (!ok) return absl::InternalError("the echo child stopped answering");
   rep.Add("raw_unix_rtt", "C++: raw Unix socket round trip, two processes", ns);
   return absl::OkStatus();
 }
 
 absl::Status BenchPython(const Options& opt, const std::string& socket, Report& rep) {
-  auto child = Spawn({opt.python, opt.python_bench, socket, std::to_string(opt.iterations),
-                      std::to_string(opt.warmup)},
-                     {"PYTHONPATH=" + opt.python_path});
+  SubprocessOptions options;
+  options.env = {"PYTHONPATH=" + opt.python_path};
+  options.pipe_stdin = true;  // closed at once: its stdin is at its end
+  options.capture_stdout = true;
+  auto child = Subprocess::Spawn({opt.python, opt.python_bench, socket,
+                                  std::to_string(opt.iterations), std::to_string(opt.warmup)},
+                                 options);
   if (!child.ok()) return child.status();
-  std::fclose(child->in);
-  child->in = nullptr;
+  child->CloseStdin();
   int rows = 0;
-  for (std::string line = ReadLine(child->out); !line.empty(); line = ReadLine(child->out)) {
+  for (std::string line = child->ReadLine().value_or(""); !line.empty();
+       line = child->ReadLine().value_or("")) {
     std::istringstream in(line);
     std::string word, key;
     Summary s;
@@ -74,7 +88,8 @@ absl::Status BenchPython(const Options& opt, const std::string& socket, Report& 
     rep.AddSummary(key, label.substr(label.find_first_not_of(' ')), s);
     ++rows;
   }
-  const int status = Reap(*child);
+  const absl::StatusOr<ProcessOutput> done = child->Finish();  // reads what no row took
+  const int status = done.ok() ? done->status : 0;
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || rows == 0) {
     return absl::InternalError(absl::StrCat(opt.python, " ", opt.python_bench, " failed (", rows,
                                             " rows, status ", status, ")"));
@@ -85,31 +100,37 @@ absl::Status BenchPython(const Options& opt, const std::string& socket, Report& 
 absl::Status BenchConsumers(const Options& opt, const std::string& self, const std::string& socket,
                             const std::string& name, pid_t daemon_pid, Report& rep) {
   for (int k : {1, 2, 4}) {
-    std::vector<Child> children;
+    std::vector<Subprocess> children;
+    SubprocessOptions options;  // a line protocol on stdin and stdout
+    options.pipe_stdin = true;
+    options.capture_stdout = true;
     for (int i = 0; i < k; ++i) {
       // At least 10,000 cycles each: the daemon's CPU time is counted in clock ticks (10 ms).
-      auto child = Spawn({self, "--child-cycles", name, "--socket", socket, "--iterations",
-                          std::to_string(CyclesPerChild(opt))});
+      auto child = Subprocess::Spawn({self, "--child-cycles", name, "--socket", socket,
+                                      "--iterations", std::to_string(CyclesPerChild(opt))},
+                                     options);
       if (!child.ok()) return child.status();
-      children.push_back(*child);
+      children.push_back(*std::move(child));
     }
-    for (Child& c : children) {
-      if (ReadLine(c.out) != "ready") return absl::InternalError("a consumer child did not start");
+    for (Subprocess& c : children) {
+      if (c.ReadLine().value_or("") != "ready") {
+        return absl::InternalError("a consumer child did not start");
+      }
     }
-    const int64_t cpu_before = daemon_pid > 0 ? CpuNs(daemon_pid) : -1;
+    const int64_t cpu_before = daemon_pid > 0 ? CpuTimeNs(daemon_pid) : -1;
     const int64_t start = NowNs();
-    for (Child& c : children) {
-      std::fputs("go\n", c.in);
-      std::fflush(c.in);
-    }
-    for (Child& c : children) {
-      if (ReadLine(c.out).rfind("done", 0) != 0) {
+    for (Subprocess& c : children) (void)c.WriteLine("go");
+    for (Subprocess& c : children) {
+      if (c.ReadLine().value_or("").rfind("done", 0) != 0) {
         return absl::InternalError("a consumer child failed");
       }
     }
     const int64_t wall = NowNs() - start;
-    const int64_t cpu_after = daemon_pid > 0 ? CpuNs(daemon_pid) : -1;
-    for (Child& c : children) Reap(c);
+    const int64_t cpu_after = daemon_pid > 0 ? CpuTimeNs(daemon_pid) : -1;
+    for (Subprocess& c : children) {
+      c.CloseStdin();
+      (void)c.Wait();
+    }
     const double cycles = static_cast<double>(k) * CyclesPerChild(opt);
     Summary s;
     s.median = s.p10 = s.p90 = static_cast<double>(wall) / cycles;

@@ -2,28 +2,25 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 #include <vector>
 
 #include "bench/report.h"
 #include "bench/units.h"
+#include "common/unique_fd.h"
 #include "tests/support/daemon_wait.h"
 
 namespace tensorbroker::bench {
 
 OwnDaemon::~OwnDaemon() {
-  if (pid_ > 0) (void)Stop();
+  if (process_.pid() > 0) (void)Stop();
   if (!dir_.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
@@ -39,76 +36,43 @@ absl::Status OwnDaemon::Start(const std::string& binary, const std::string& capa
   socket_ = dir_ + "/broker.sock";
   log_ = dir_ + "/tensorbrokerd.log";
   std::vector<std::string> argv = {binary, "--socket", socket_, "--capacity", capacity};
-  std::vector<char*> args;
-  for (std::string& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
   const int log_fd = open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (log_fd < 0) return absl::InternalError(std::string("open log: ") + strerror(errno));
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(log_fd);
-    return absl::InternalError(std::string("fork: ") + strerror(errno));
+  const UniqueFd log(log_fd);
+  testing::SubprocessOptions options;
+  options.stdout_fd = options.stderr_fd = log.get();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (pin_cpu >= 0) {
+    CPU_SET(pin_cpu, &set);
+  } else {
+    // Undo the bench's own pinning, if any: the daemon floats.
+    for (int c = 0; c < CPU_SETSIZE; ++c) CPU_SET(c, &set);
   }
-  if (pid == 0) {  // child: only async-signal-safe calls until exec
-    if (pin_cpu >= 0) {
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      CPU_SET(pin_cpu, &set);
-      if (sched_setaffinity(0, sizeof set, &set) != 0) _exit(126);
-    } else {
-      // Undo the bench's own pinning, if any: the daemon floats.
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      for (int c = 0; c < CPU_SETSIZE; ++c) CPU_SET(c, &set);
-      (void)sched_setaffinity(0, sizeof set, &set);
-    }
-    dup2(log_fd, STDOUT_FILENO);
-    dup2(log_fd, STDERR_FILENO);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  close(log_fd);
-  pid_ = pid;
+  options.cpu_affinity = set;
+  auto process = testing::Subprocess::Spawn(argv, options);
+  if (!process.ok()) return process.status();
+  process_ = *std::move(process);
   // Wait until it answers Ping: the tests' way (tests/support/daemon_wait.h).
-  const testing::WatchedDaemon watched{[this]() -> std::optional<int> {
-                                         std::optional<int> status = testing::ReapIfExited(pid_);
-                                         if (status.has_value()) pid_ = -1;
-                                         return status;
-                                       },
+  const testing::WatchedDaemon watched{[this] { return process_.ExitStatus(); },
                                        [this] { return testing::ReadLogFile(log_); }};
   return testing::WaitForDaemon(watched, "serving on " + socket_,
                                 [this] { return testing::PingOn(socket_); });
 }
 
 std::string OwnDaemon::Stop() {
-  if (pid_ <= 0) return "not running";
+  if (process_.pid() <= 0) return "not running";
   const int64_t t0 = NowNs();
-  kill(pid_, SIGTERM);
-  int status = 0;
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  std::string how;
-  while (true) {
-    const pid_t r = waitpid(pid_, &status, WNOHANG);
-    if (r == pid_) {
-      how = DescribeStatus(status) + " " + FormatNs(static_cast<double>(NowNs() - t0)) +
-            " after SIGTERM";
-      break;
-    }
-    if (r < 0 && errno != EINTR) {
-      how = std::string("waitpid: ") + strerror(errno);
-      break;
-    }
-    if (Clock::now() > deadline) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, &status, 0);
-      how = "did NOT exit within 10 s of SIGTERM; killed with SIGKILL";
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  absl::StatusOr<int> status = process_.Stop(SIGTERM, absl::Seconds(10));
+  clean_exit_ = status.ok() && WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
+  if (status.ok()) {
+    return DescribeStatus(*status) + " " + FormatNs(static_cast<double>(NowNs() - t0)) +
+           " after SIGTERM";
   }
-  pid_ = -1;
-  clean_exit_ = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  return how;
+  if (absl::IsDeadlineExceeded(status.status())) {
+    return "did NOT exit within 10 s of SIGTERM; killed with SIGKILL";
+  }
+  return std::string(status.status().message());
 }
 
 std::string OwnDaemon::LogTail(size_t max_lines) const {

@@ -1,4 +1,5 @@
-// OwnDaemon: a tensorbrokerd the bench starts on a temporary socket and stops with SIGTERM.
+// OwnDaemon: a tensorbrokerd the bench starts (a testing::Subprocess, its stdout and stderr in
+// a log file) on a temporary socket and stops with SIGTERM.
 // It owns the child process and its temporary directory (removed in the destructor). Use it
 // from one thread (main()'s).
 #ifndef TENSORBROKER_BENCH_OWN_DAEMON_H_
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "tests/support/subprocess.h"
 
 namespace tensorbroker::bench {
 
@@ -30,7 +32,7 @@ class OwnDaemon {
 
   bool clean_exit() const { return clean_exit_; }
   const std::string& socket() const { return socket_; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_.pid(); }
 
   // The last `max_lines` lines of the daemon's log, each prefixed with "  | ".
   std::string LogTail(size_t max_lines = 30) const;
@@ -39,7 +41,7 @@ class OwnDaemon {
   static std::string DescribeStatus(int status);
 
  private:
-  pid_t pid_ = -1;
+  testing::Subprocess process_;  // tests/support/subprocess.h
   bool clean_exit_ = false;
   std::string dir_, socket_, log_;
 };

@@ -2,8 +2,6 @@
 // Create (the broker keeps its layout, so get must read through the strides), bfloat16 and
 // float8 (written as raw void with a note on stderr), and a mutable tensor. Runs the real CLI
 // binary against the real daemon (tests/support/daemon_process.h).
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,8 +19,7 @@
 #include "gtest/gtest.h"
 #include "tensorbroker/client.h"
 #include "tests/support/daemon_process.h"
-
-extern char** environ;
+#include "tests/support/subprocess.h"
 
 namespace tensorbroker {
 namespace {
@@ -42,36 +39,26 @@ std::string ReadWholeFile(const std::string& path) {
   return buffer.str();
 }
 
-// Runs the CLI binary with `args`; posix_spawn, so it is safe next to gRPC's threads.
-CliResult RunCli(const std::vector<std::string>& args, const std::string& dir) {
-  const std::string out_path = dir + "/cli_get_test.stdout";
-  const std::string err_path = dir + "/cli_get_test.stderr";
-  std::vector<std::string> argv_storage = {TENSORBROKER_CLI_PATH};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : argv_storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = -1;
+// Runs the CLI binary with `args` (Subprocess: fork and at once exec, so it is safe next to
+// gRPC's threads), its stdout and stderr captured.
+CliResult RunCli(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {TENSORBROKER_CLI_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  testing::SubprocessOptions options;
+  options.capture_stdout = true;
+  options.capture_stderr = true;
   CliResult result;
-  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    ADD_FAILURE() << "posix_spawn " << argv[0] << ": " << std::strerror(rc);
+  absl::StatusOr<testing::Subprocess> cli = testing::Subprocess::Spawn(argv, options);
+  absl::StatusOr<testing::ProcessOutput> done =
+      cli.ok() ? cli->Finish() : absl::StatusOr<testing::ProcessOutput>(cli.status());
+  if (!done.ok()) {
+    ADD_FAILURE() << argv[0] << ": " << done.status();
     return result;
   }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-  }
+  const int status = done->status;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  result.out = ReadWholeFile(out_path);
-  result.err = ReadWholeFile(err_path);
+  result.out = std::move(done->out);
+  result.err = std::move(done->err);
   return result;
 }
 
@@ -110,7 +97,7 @@ class CliGetTest : public ::testing::Test {
 
   CliResult Cli(std::vector<std::string> args) {
     args.insert(args.begin(), {"--socket", daemon_->socket_path()});
-    return RunCli(args, dir_);
+    return RunCli(args);
   }
 
   std::string dir_;

@@ -4,7 +4,6 @@
 // parent's connections alone: afterwards the parent's calls, watch and leases go on as before.
 // The child reports through its exit status (0: every check in it held).
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <functional>
@@ -14,20 +13,19 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "tests/integration/test_util.h"
+#include "tests/support/subprocess.h"
 
 namespace tensorbroker::testing {
 namespace {
 
 using ForkTest = BrokerTest;
 
-// Runs `body` in a forked child and returns the child's wait status.
+// Runs `body` in a forked child and returns the child's wait status (-1: no child).
 int RunInForkedChild(const std::function<int()>& body) {
-  const pid_t pid = ::fork();
-  if (pid == 0) ::_exit(body());
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-  }
-  return status;
+  absl::StatusOr<Subprocess> child = Subprocess::Fork(body);
+  EXPECT_TRUE(child.ok()) << child.status();
+  if (!child.ok()) return -1;
+  return child->Wait().value_or(-1);
 }
 
 bool RefusedForFork(const absl::Status& status) {

@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_join.h"
 #include "tests/integration/test_util.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
 namespace tensorbroker::testing {
@@ -232,25 +233,11 @@ TEST(LifecycleTest, SecondDaemonOnTheSameSocketFailsAndTheFirstKeepsServing) {
   // success.
   std::vector<std::string> argv = {DaemonBinaryPath(), "--socket", socket, "--log-level",
                                    "warning"};
-  std::vector<char*> cargv;
-  for (std::string& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    execv(cargv[0], cargv.data());
-    _exit(127);
-  }
-  int status = 0;
-  const bool exited = PollUntil([&] { return waitpid(pid, &status, WNOHANG) == pid; },
-                                std::chrono::seconds(30), std::chrono::milliseconds(10));
-  if (!exited) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-  }
-  ASSERT_TRUE(exited) << "a second tensorbrokerd on a served socket did not exit";
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 127)
-      << "second tensorbrokerd " << DescribeWaitStatus(status);
+  ASSERT_OK_AND_ASSIGN(Subprocess second, Subprocess::Spawn(argv));
+  const absl::StatusOr<int> status = second.Wait(absl::Seconds(30));  // then SIGKILLed
+  ASSERT_TRUE(status.ok()) << "a second tensorbrokerd on a served socket did not exit";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) != 0 && WEXITSTATUS(*status) != 127)
+      << "second tensorbrokerd " << DescribeWaitStatus(*status);
 
   // The first one is unharmed: same socket file, same tensors, same segments.
   EXPECT_TRUE(std::filesystem::exists(socket));

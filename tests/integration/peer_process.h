@@ -1,8 +1,9 @@
-// A second, real process for the integration tests: tensorbroker_test_peer fork()ed and
-// immediately exec()ed (the test process runs gRPC threads, so fork without exec is unsafe),
-// with its stdin and stdout on pipes. The peer prints one line per step ("held", "map ...",
-// "error NOT_FOUND ..."); the test reads those lines and the exit status.
-// The destructor SIGKILLs and reaps a peer that is still running. Not thread-safe; one owner.
+// A second, real process for the integration tests: tensorbroker_test_peer run with
+// Subprocess::Spawn (tests/support/subprocess.h; fork+exec, as the test process runs gRPC
+// threads), with its stdin and stdout on pipes; it dies with the test process. The peer prints
+// one line per step ("held", "map ...", "error NOT_FOUND ..."); the test reads those lines and
+// the exit status. The destructor SIGKILLs and reaps a peer that is still running. Not
+// thread-safe; one owner.
 #ifndef TENSORBROKER_TESTS_INTEGRATION_PEER_PROCESS_H_
 #define TENSORBROKER_TESTS_INTEGRATION_PEER_PROCESS_H_
 
@@ -10,17 +11,16 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "tests/support/subprocess.h"
 
 namespace tensorbroker::testing {
 
 // Path of the tensorbroker_test_peer binary.
 std::string PeerBinaryPath();
-
-// "exited with status 3", "killed by signal 9 (Killed)".
-std::string DescribeWaitStatus(int status);
 
 class PeerProcess {
  public:
@@ -32,13 +32,7 @@ class PeerProcess {
                                                   const std::string& socket_path,
                                                   std::vector<std::string> args);
 
-  PeerProcess(PeerProcess&& other) noexcept;
-  PeerProcess& operator=(PeerProcess&& other) noexcept;
-  PeerProcess(const PeerProcess&) = delete;
-  PeerProcess& operator=(const PeerProcess&) = delete;
-  ~PeerProcess();
-
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_.pid(); }
 
   // The next line the peer printed, without the newline. The timeout only guards against a
   // hung peer (an error, never a measurement). FAILED_PRECONDITION at end of output.
@@ -50,23 +44,18 @@ class PeerProcess {
   // Sends one line to the peer's stdin.
   absl::Status WriteLine(const std::string& line);
   // Closes the peer's stdin: peers that wait for commands then clean up and exit.
-  void CloseStdin();
+  void CloseStdin() { process_.CloseStdin(); }
 
   // Sends a signal (no wait).
-  void Signal(int sig);
+  void Signal(int sig) { process_.Signal(sig); }
   // Waits for the peer to exit and returns its wait status; kills it after `timeout` (a guard
   // against hangs, reported as DEADLINE_EXCEEDED).
   absl::StatusOr<int> Wait(std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
  private:
-  PeerProcess() = default;
-  void Reset();
+  explicit PeerProcess(Subprocess process) : process_(std::move(process)) {}
 
-  pid_t pid_ = -1;
-  int stdin_fd_ = -1;
-  int stdout_fd_ = -1;
-  std::string buffer_;  // read from stdout, not yet returned
-  bool eof_ = false;
+  Subprocess process_;
 };
 
 // Runs a peer to completion (stdin closed at once): its wait status and whole stdout.

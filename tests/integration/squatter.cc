@@ -5,7 +5,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,7 +14,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/socket_path.h"
-#include "tests/integration/peer_process.h"
 
 namespace tensorbroker::testing {
 namespace {
@@ -90,18 +88,17 @@ absl::StatusOr<Squatter> Squatter::Start(const std::string& socket_path,
   UniqueFd stop_read(stop[0]), stop_write(stop[1]);
   if (::pipe2(result, O_CLOEXEC) != 0) return PipeError();
   UniqueFd result_read(result[0]), result_write(result[1]);
-  const pid_t pid = ::fork();
-  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
-  if (pid == 0) {
+  auto child = Subprocess::Fork([&]() -> int {
     ::close(stop[1]);  // the parent's end: its close is the signal to stop
     Squat(directory.c_str(), make_directory_mode, stream_address, seqpacket_address, ready[1],
           stop[0], result[1]);
-  }
+  });
+  if (!child.ok()) return child.status();
   ready_write.reset();  // the child's ends: EOF once it is gone
   stop_read.reset();
   result_write.reset();
   Squatter squatter;
-  squatter.pid_ = pid;
+  squatter.process_ = *std::move(child);
   squatter.ready_ = std::move(ready_read);
   squatter.stop_ = std::move(stop_write);
   squatter.result_ = std::move(result_read);
@@ -114,24 +111,24 @@ absl::StatusOr<Squatter> Squatter::Start(const std::string& socket_path,
 }
 
 Squatter::Squatter(Squatter&& other) noexcept
-    : pid_(std::exchange(other.pid_, -1)),
+    : process_(std::move(other.process_)),
       ready_(std::move(other.ready_)),
       stop_(std::move(other.stop_)),
       result_(std::move(other.result_)) {}
 
 Squatter::~Squatter() {
-  if (pid_ > 0) (void)Stop();
+  if (process_.pid() > 0) (void)Stop();
 }
 
 absl::StatusOr<Catch> Squatter::Stop() {
   stop_.reset();
   Catch caught;
   const ssize_t n = ::read(result_.get(), &caught, sizeof(caught));
-  int status = 0;
-  ::waitpid(std::exchange(pid_, -1), &status, 0);
+  absl::StatusOr<int> status = process_.Wait();
+  if (!status.ok()) return status.status();
   if (n != static_cast<ssize_t>(sizeof(caught))) {
     return absl::InternalError(
-        absl::StrCat("the squatter said nothing; it ", DescribeWaitStatus(status)));
+        absl::StrCat("the squatter said nothing; it ", DescribeWaitStatus(*status)));
   }
   return caught;
 }

@@ -3,8 +3,9 @@
 // socket's kind) and on `socket_path`.fd (SOCK_SEQPACKET, the local channel's) without ever
 // answering, in a directory it may write (or makes first, with `make_directory_mode`).
 // Stop() has it take every connection that reached it and count the bytes, so a test can say
-// exactly what a victim sent. Between fork and _exit the child makes only async-signal-safe
-// calls (the test process runs gRPC threads). Needs root.
+// exactly what a victim sent. The child is a Subprocess::Fork (tests/support/subprocess.h);
+// between fork and _exit it makes only async-signal-safe calls (the test process runs gRPC
+// threads). Needs root.
 //
 // Owns the child: the destructor stops and reaps it. Move-only; not thread-safe.
 #ifndef TENSORBROKER_TESTS_INTEGRATION_SQUATTER_H_
@@ -16,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/unique_fd.h"
+#include "tests/support/subprocess.h"
 
 namespace tensorbroker::testing {
 
@@ -45,9 +47,9 @@ class Squatter {
 
  private:
   Squatter() = default;
-  pid_t pid_ = -1;
-  UniqueFd ready_;  // the child says 'r' once it listens (or the step it failed at)
-  UniqueFd stop_;   // closed by Stop(): the child then counts and answers on result_
+  Subprocess process_;  // the child; reaped by Stop()
+  UniqueFd ready_;      // the child says 'r' once it listens (or the step it failed at)
+  UniqueFd stop_;       // closed by Stop(): the child then counts and answers on result_
   UniqueFd result_;
 };
 

@@ -10,7 +10,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,6 +39,7 @@
 #include "tests/integration/test_util.h"
 #include "tests/integration/uid_process.h"
 #include "tests/support/daemon_wait.h"
+#include "tests/support/subprocess.h"
 
 namespace tensorbroker::testing {
 namespace {
@@ -71,25 +71,18 @@ class LoggedDaemon {
                                      "--log-level",      "info",     "--config",
                                      config_path};
     argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> cargv;
-    for (std::string& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    const pid_t pid = ::fork();
-    if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
-    if (pid == 0) {
-      // Only async-signal-safe calls until exec: the test process runs gRPC threads.
-      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      ::dup2(log.get(), STDERR_FILENO);
-      ::execv(cargv[0], cargv.data());
-      _exit(127);
-    }
-    daemon->pid_ = pid;
+    SubprocessOptions options;
+    options.stderr_fd = log.get();
+    options.death_signal = SIGTERM;
+    auto process = Subprocess::Spawn(argv, options);
+    if (!process.ok()) return process.status();
+    daemon->process_ = *std::move(process);
     if (absl::Status s = daemon->WaitUntilServing(); !s.ok()) return s;
     return daemon;
   }
 
   ~LoggedDaemon() {
-    if (pid_ > 0) (void)Stop();
+    if (process_.pid() > 0) (void)Stop();
     std::error_code ignored;
     std::filesystem::remove_all(dir_, ignored);
   }
@@ -114,20 +107,11 @@ class LoggedDaemon {
   // SIGTERM, then its wait status; SIGKILL after 30 s (a hang guard: gRPC's own shutdown may
   // take some 10 s after a large Read).
   absl::StatusOr<int> Stop() {
-    if (pid_ <= 0) return absl::FailedPreconditionError("not running");
-    ::kill(pid_, SIGTERM);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    int status = 0;
-    while (::waitpid(pid_, &status, WNOHANG) != pid_) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        ::kill(pid_, SIGKILL);
-        ::waitpid(pid_, &status, 0);
-        pid_ = -1;
-        return absl::DeadlineExceededError("tensorbrokerd did not exit within 30 s; killed it");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (process_.pid() <= 0) return absl::FailedPreconditionError("not running");
+    absl::StatusOr<int> status = process_.Stop(SIGTERM, absl::Seconds(30));
+    if (absl::IsDeadlineExceeded(status.status())) {
+      return absl::DeadlineExceededError("tensorbrokerd did not exit within 30 s; killed it");
     }
-    pid_ = -1;
     return status;
   }
 
@@ -137,12 +121,7 @@ class LoggedDaemon {
 
   // The daemon as WaitForDaemon watches it.
   WatchedDaemon Watched() {
-    return {[this]() -> std::optional<int> {
-              std::optional<int> status = ReapIfExited(pid_);
-              if (status.has_value()) pid_ = -1;  // nothing left to stop
-              return status;
-            },
-            [this] { return Log(); }};
+    return {[this] { return process_.ExitStatus(); }, [this] { return Log(); }};
   }
 
   absl::Status WaitUntilServing() {
@@ -153,7 +132,7 @@ class LoggedDaemon {
   const std::string dir_;
   const std::string socket_;
   const std::string log_path_;
-  pid_t pid_ = -1;
+  Subprocess process_;
 };
 
 // One answer of the tenancy peer: "code=N key=value ... msg=MESSAGE".

@@ -1,8 +1,8 @@
 // A real program run as another user, for the tests of who may serve and who may connect
-// (identity_test.cc): fork(), drop to the uid (and a gid, no supplementary groups), exec() with
-// exactly the environment given; stdout and stderr captured. Needs root (unless the uid and
-// gid are this process's own: then nothing is dropped). Only async-signal-safe
-// calls between fork and exec, as the test process runs gRPC threads.
+// (identity_test.cc): a Subprocess (tests/support/subprocess.h) that drops to the uid (and a
+// gid, no supplementary groups) and exec()s with exactly the environment given, in /; stdout
+// and stderr captured. Needs root (unless the uid and gid are this process's own: then nothing
+// is dropped).
 //
 //   ASSERT_OK_AND_ASSIGN(ProcessOutput put, RunAs(1000, 1000, {cli, "put", "x", "x.npy"}, {}));
 //   EXPECT_EQ(put.err, "tensorbroker: ...\n");
@@ -16,19 +16,14 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/unique_fd.h"
+#include "tests/support/subprocess.h"
 
 namespace tensorbroker::testing {
-
-struct ProcessOutput {
-  int status = -1;  // the wait status (WIFEXITED, WEXITSTATUS)
-  std::string out;
-  std::string err;
-};
 
 class UidProcess {
  public:
@@ -36,30 +31,22 @@ class UidProcess {
   static absl::StatusOr<UidProcess> Start(uid_t uid, gid_t gid,
                                           const std::vector<std::string>& argv,
                                           const std::vector<std::string>& env);
-  UidProcess(UidProcess&& other) noexcept;
-  UidProcess& operator=(UidProcess&& other) noexcept;
-  UidProcess(const UidProcess&) = delete;
-  UidProcess& operator=(const UidProcess&) = delete;
-  ~UidProcess();
-
-  pid_t pid() const { return pid_; }
+  // The child's pid; -1 once reaped.
+  pid_t pid() const { return process_.pid(); }
   // True while it has not exited (reaps it when it has; Finish still reports it).
   bool Running() { return !ExitStatus().has_value(); }
   // Its wait status once it has exited (reaps it; Finish still reports it), else nullopt.
-  std::optional<int> ExitStatus();
+  std::optional<int> ExitStatus() { return process_.ExitStatus(); }
   // What it wrote to its stderr so far, read without waiting (Finish still returns all of it).
-  std::string ErrSoFar();
+  std::string ErrSoFar() { return process_.StderrSoFar(); }
   // Sends `signal` (0: none), reads its output to the end and reaps it. The 30 s bound only
   // guards against a hung child (then SIGKILL and DEADLINE_EXCEEDED), it measures nothing.
   absl::StatusOr<ProcessOutput> Finish(int signal = 0);
 
  private:
-  UidProcess() = default;
-  pid_t pid_ = -1;
-  int reaped_status_ = -1;  // set by Running() when it saw the exit
-  UniqueFd out_;
-  UniqueFd err_;
-  std::string err_so_far_;  // read from err_ by ErrSoFar()
+  explicit UidProcess(Subprocess process) : process_(std::move(process)) {}
+
+  Subprocess process_;
 };
 
 // Start(...) then Finish().

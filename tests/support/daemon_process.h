@@ -7,8 +7,9 @@
 // WaitForDaemon (daemon_wait.h): up to 30 s, and a daemon that exits on its way up fails it at
 // once, with its exit status and the end of its log.
 //
-// Fork safety: Start() fork()s and immediately exec()s, so it is safe even when the calling
-// process already runs gRPC threads.
+// Fork safety: Start() runs it with Subprocess::Spawn (subprocess.h: fork and at once exec),
+// so it is safe even when the calling process already runs gRPC threads. It gets SIGTERM when
+// the test process dies.
 #ifndef TENSORBROKER_TESTS_SUPPORT_DAEMON_PROCESS_H_
 #define TENSORBROKER_TESTS_SUPPORT_DAEMON_PROCESS_H_
 
@@ -20,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "tests/support/daemon_log.h"
+#include "tests/support/subprocess.h"
 
 namespace tensorbroker::testing {
 
@@ -42,7 +44,7 @@ class DaemonProcess {
   ~DaemonProcess();
 
   const std::string& socket_path() const { return socket_path_; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_.pid(); }
   // What the daemon wrote to its stderr so far (its last DaemonLog::kKeptBytes); once it has
   // exited (Stop(), MarkReaped()), to the end.
   std::string Log() const;
@@ -51,11 +53,11 @@ class DaemonProcess {
   absl::StatusOr<int> Stop(int signal = 15 /*SIGTERM*/);
   // The caller reaped the process (it exited on its own, e.g. after a takeover): nothing is
   // left to stop. Its directory is still removed with this object.
-  void MarkReaped() { pid_ = -1; }
+  void MarkReaped() { process_.MarkReaped(); }
 
  private:
   DaemonProcess() = default;
-  pid_t pid_ = -1;
+  Subprocess process_;
   std::string socket_path_;
   std::string owned_dir_;  // removed on destruction when not empty
   std::unique_ptr<DaemonLog> log_;

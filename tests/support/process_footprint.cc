@@ -1,9 +1,12 @@
 #include "tests/support/process_footprint.h"
 
 #include <dirent.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -21,6 +24,21 @@ size_t CountEntries(const std::string& directory) {
 }
 
 }  // namespace
+
+int64_t CpuTimeNs(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {  // fields 14 and 15 (1-based)
+    if (i == 14) utime = std::stoll(field);
+    if (i == 15) stime = std::stoll(field);
+  }
+  return (utime + stime) * (1000000000LL / ::sysconf(_SC_CLK_TCK));
+}
 
 void KeepAsanQuarantineSmall() {
   const char* options = std::getenv("ASAN_OPTIONS");

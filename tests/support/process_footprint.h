@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace tensorbroker::testing {
@@ -27,6 +28,10 @@ ProcessFootprint FootprintOf(pid_t pid);
 // recently freed, and what RSS shows beyond that is growth, as in a plain build. Later
 // ASAN_OPTIONS entries win. Harmless without ASan.
 void KeepAsanQuarantineSmall();
+
+// utime + stime of `pid` from /proc/<pid>/stat, in nanoseconds (clock-tick resolution); -1
+// when unreadable.
+int64_t CpuTimeNs(pid_t pid);
 
 // "fds 14, threads 9, RssAnon 21.3 MiB, RssShmem 0.0 MiB"
 std::string Describe(const ProcessFootprint& footprint);

@@ -17,6 +17,7 @@
 #include "daemon/base/listen_fds.h"
 #include "daemon/persistence/fd_store.h"
 #include "daemon/persistence/tensor_record.h"
+#include "tests/support/subprocess.h"
 #include "tests/unit/service_manager_fixture.h"
 
 namespace tensorbroker::daemon {
@@ -98,8 +99,7 @@ TEST_F(FdStoreTest, TheNextProcessGetsTheKeptDescriptorsFrom3OnNamedAndForItself
 // TakeListenFds in a forked child that arranges descriptors 3 and 4 and the variables as a
 // service manager would; the child's exit code says what it found (0: all as expected).
 int TakeInChild(const std::string& listen_pid, const std::string& names) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
+  auto child = testing::Subprocess::Fork([&]() -> int {
     UniqueFd a = Memfd(), b = Memfd();
     const ino_t ia = InodeOf(a.get()), ib = InodeOf(b.get());
     if (::dup2(a.get(), 3) < 0 || ::dup2(b.get(), 4) < 0) ::_exit(10);
@@ -120,10 +120,12 @@ int TakeInChild(const std::string& listen_pid, const std::string& names) {
     if ((*taken)[0].fd.get() != 3 || InodeOf(3) != ia || InodeOf(4) != ib) ::_exit(14);
     if ((::fcntl(3, F_GETFD) & FD_CLOEXEC) == 0) ::_exit(15);
     ::_exit(0);
-  }
-  int status = 0;
-  EXPECT_EQ(::waitpid(pid, &status, 0), pid);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  });
+  EXPECT_TRUE(child.ok()) << child.status();
+  if (!child.ok()) return -1;
+  absl::StatusOr<int> status = child->Wait();
+  EXPECT_TRUE(status.ok()) << status.status();
+  return status.ok() && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
 }
 
 TEST(ListenFds, TakesNamedDescriptorsMeantForThisProcessOnce) {

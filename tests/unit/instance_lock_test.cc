@@ -12,7 +12,6 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/file.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -35,6 +34,7 @@
 #include "common/user_names.h"
 #include "daemon/base/log.h"
 #include "daemon/net/socket_holder.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
 namespace tensorbroker::daemon {
@@ -67,78 +67,52 @@ bool LockIsFree(const std::string& path) {
   return false;
 }
 
-// A real second process (fork) that runs `act` and then stays until Release() or Kill(); it
-// dies with the test process (PR_SET_PDEATHSIG, and EOF on its pipe). `act` says whether it
-// succeeded; it runs in the child only, which never returns into the test. The destructor kills
-// and reaps a child still there, so a failed assertion leaves nothing behind.
+// A real second process (testing::Subprocess::Fork) that runs `act` and then stays until
+// Release() or Kill(); it dies with the test process (PR_SET_PDEATHSIG, and EOF on its stdin).
+// `act` says whether it succeeded (a line on its stdout); it runs in the child only, which never
+// returns into the test. The Subprocess kills and reaps a child still there, so a failed
+// assertion leaves nothing behind.
 class SecondProcess {
  public:
   explicit SecondProcess(const std::function<bool()>& act) {
-    int ready[2] = {-1, -1};
-    int hold[2] = {-1, -1};
-    if (::pipe2(ready, O_CLOEXEC) != 0 || ::pipe2(hold, O_CLOEXEC) != 0) {
-      ADD_FAILURE() << "pipe2: " << std::strerror(errno);
+    testing::SubprocessOptions options;
+    options.pipe_stdin = true;  // held open until Release()
+    options.capture_stdout = true;
+    options.death_signal = SIGKILL;
+    auto child = testing::Subprocess::Fork(
+        [&]() -> int {
+          const char* answer = act() ? "y\n" : "n\n";
+          if (::write(STDOUT_FILENO, answer, 2) != 2) return 4;
+          char byte = 0;
+          while (::read(STDIN_FILENO, &byte, 1) != 0) {
+          }
+          return 0;
+        },
+        options);
+    if (!child.ok()) {
+      ADD_FAILURE() << child.status();
       return;
     }
-    const pid_t parent = ::getpid();
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(3);
-      ::close(ready[0]);
-      ::close(hold[1]);
-      const char answer = act() ? 'y' : 'n';
-      if (::write(ready[1], &answer, 1) != 1) ::_exit(4);
-      char byte = 0;
-      while (::read(hold[0], &byte, 1) != 0) {
-      }
-      ::_exit(0);
-    }
-    ::close(ready[1]);
-    ::close(hold[0]);
-    hold_.reset(hold[1]);
-    UniqueFd ready_read(ready[0]);
-    if (pid_ < 0) {
-      ADD_FAILURE() << "fork: " << std::strerror(errno);
-      return;
-    }
-    char answer = 0;
-    ssize_t n;
-    do {
-      n = ::read(ready_read.get(), &answer, 1);
-    } while (n < 0 && errno == EINTR);
-    succeeded_ = n == 1 && answer == 'y';
+    process_ = *std::move(child);
+    succeeded_ = process_.ReadLine().value_or("") == "y";
   }
-  ~SecondProcess() { Kill(); }
   SecondProcess(const SecondProcess&) = delete;
   SecondProcess& operator=(const SecondProcess&) = delete;
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_.pid(); }
   // Whether `act` succeeded in it.
   bool succeeded() const { return succeeded_; }
   // Lets it exit (its descriptors close) and reaps it.
   void Release() {
-    hold_.reset();
-    Reap();
+    process_.CloseStdin();
+    (void)process_.Wait();
   }
   // SIGKILL, then reaps it: a daemon that died.
-  void Kill() {
-    if (pid_ > 0) ::kill(pid_, SIGKILL);
-    Reap();
-  }
+  void Kill() { (void)process_.Stop(SIGKILL, absl::InfiniteDuration()); }
 
  private:
-  void Reap() {
-    if (pid_ <= 0) return;
-    int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-    pid_ = -1;
-  }
-
-  pid_t pid_ = -1;
+  testing::Subprocess process_;
   bool succeeded_ = false;
-  UniqueFd hold_;
 };
 
 // For a SecondProcess: acquires the lock of `socket_path` and keeps it for the child's life.

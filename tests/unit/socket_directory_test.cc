@@ -16,6 +16,7 @@
 #include "common/socket_path.h"
 #include "common/user_names.h"
 #include "daemon/net/socket_directory_setup.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
 namespace tensorbroker {
@@ -206,31 +207,24 @@ TEST(SocketDirectory, DaemonRefusesADirectoryItMayNotWrite) {
   if (::geteuid() != 0) GTEST_SKIP() << "acting as uid 65534 needs root";
   TempDir dir("tbsockdir");
   ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
-  int pipe_fds[2];
-  ASSERT_EQ(::pipe(pipe_fds), 0);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::close(pipe_fds[0]);
-    if (::setresgid(kOther, kOther, kOther) != 0 || ::setresuid(kOther, kOther, kOther) != 0) {
-      ::_exit(2);
-    }
+  // The child says what PrepareSocketDirectory answered it on its stdout.
+  const auto prepare = [&]() -> int {
     const absl::Status status = daemon::PrepareSocketDirectory(dir.path() + "/broker.sock");
     const std::string text =
         absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message());
     const bool written =
-        ::write(pipe_fds[1], text.data(), text.size()) == static_cast<ssize_t>(text.size());
-    ::_exit(written ? 0 : 3);
-  }
-  ::close(pipe_fds[1]);
-  std::string said;
-  char buffer[512];
-  ssize_t n = 0;
-  while ((n = ::read(pipe_fds[0], buffer, sizeof(buffer))) > 0) said.append(buffer, n);
-  ::close(pipe_fds[0]);
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+        ::write(STDOUT_FILENO, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    return written ? 0 : 3;
+  };
+  testing::SubprocessOptions options;
+  options.run_as = testing::RunAsUser{kOther, kOther};  // it exits 126 when it cannot
+  options.capture_stdout = true;
+  absl::StatusOr<testing::Subprocess> child = testing::Subprocess::Fork(prepare, options);
+  ASSERT_TRUE(child.ok()) << child.status();
+  absl::StatusOr<testing::ProcessOutput> done = child->Finish();
+  ASSERT_TRUE(done.ok()) << done.status();
+  const std::string& said = done->out;
+  ASSERT_TRUE(WIFEXITED(done->status) && WEXITSTATUS(done->status) == 0) << done->status;
   EXPECT_EQ(said,
             absl::StrCat("FAILED_PRECONDITION: --socket ", dir.path(), "/broker.sock: directory ",
                          dir.path(), " (owner uid 0 (root), mode 0755) does not let this daemon's ",
