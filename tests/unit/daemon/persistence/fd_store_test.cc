@@ -18,7 +18,7 @@
 #include "daemon/persistence/fd_store.h"
 #include "daemon/persistence/tensor_record.h"
 #include "tests/support/subprocess.h"
-#include "tests/unit/service_manager_fixture.h"
+#include "tests/unit/daemon/persistence/service_manager_fixture.h"
 
 namespace tensorbroker::daemon {
 namespace {

@@ -19,7 +19,7 @@
 #include "daemon/persistence/adoption.h"
 #include "daemon/persistence/tensor_record.h"
 #include "daemon/store/tensor_store.h"
-#include "tests/unit/service_manager_fixture.h"
+#include "tests/unit/daemon/persistence/service_manager_fixture.h"
 
 namespace tensorbroker::daemon {
 namespace {
