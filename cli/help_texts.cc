@@ -50,8 +50,9 @@ each as it happens, in sequence order, until interrupted (Ctrl-C, or the reader 
 going away):
   SEQUENCE KIND NAME vVERSION DTYPE[SHAPE] SIZE
 KIND is published (a new name), replaced (a newer version), deleted, expired (a version left
-the name's kept history, see put --keep) or lost: events the daemon no longer remembers may
-have been missed (a watcher that fell behind, or resumed from before the daemon's memory):
+the name's kept history: the producer's keep, e.g. Python's put(..., keep=N)) or lost: events
+the daemon no longer remembers may have been missed (a watcher that fell behind, or resumed
+from before the daemon's memory):
   SEQUENCE lost FIRST..LAST
 
 Options:
