@@ -413,7 +413,9 @@ TEST_F(RestartTest, ASealThatFindsTheDaemonGoneIsAbortedAndTheNextCallsWork) {
 
 // reconnect_timeout 0: a call of the session that finds the daemon gone fails with
 // UNAVAILABLE (and so do those after it). Calls without a session's state (Stat, List, Stats,
-// Delete) reach whichever daemon serves, as gRPC reconnects by itself.
+// Delete) reach whichever daemon serves once gRPC has reconnected by itself: a channel whose
+// attempt fell while no daemon listened waits out gRPC's backoff (1 s, growing) first, so such
+// a call may fail UNAVAILABLE until then (seen once under load here, 2026-12-06).
 TEST_F(RestartTest, WithoutAReconnectTimeoutACallAfterARestartIsUnavailable) {
   Start();
   ConnectOptions options;
@@ -425,7 +427,10 @@ TEST_F(RestartTest, WithoutAReconnectTimeoutACallAfterARestartIsUnavailable) {
   Start();
   EXPECT_CODE(c->Get("kept"), absl::StatusCode::kUnavailable);
   EXPECT_CODE(c->Get("kept"), absl::StatusCode::kUnavailable);
-  EXPECT_OK(c->Stat("kept"));
+  EXPECT_TRUE(PollUntil([&] { return c->Stat("kept").ok(); }, std::chrono::seconds(30),
+                        std::chrono::milliseconds(100)))
+      << "Stat never reached the new daemon: " << c->Stat("kept").status();
+  EXPECT_CODE(c->Get("kept"), absl::StatusCode::kUnavailable);
 }
 
 TEST_F(RestartTest, WhatIsNotARecordOrASegmentIsDroppedAndTheRestAdopted) {
