@@ -3,7 +3,6 @@
 #include <fcntl.h>
 
 #include <cerrno>
-#include <random>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -17,14 +16,6 @@
 
 namespace tensorbroker::daemon {
 namespace {
-
-// 128 random bits: a session id is a bearer token, so it must not be guessable.
-std::string NewSessionId() {
-  std::random_device random;
-  std::string id;
-  for (int i = 0; i < 4; ++i) absl::StrAppend(&id, absl::Hex(random(), absl::kZeroPad8));
-  return id;
-}
 
 std::vector<std::unique_ptr<MemoryPool>> OnePool(std::unique_ptr<MemoryPool> pool) {
   std::vector<std::unique_ptr<MemoryPool>> pools;
@@ -92,6 +83,8 @@ TensorStore::TensorStore(std::unique_ptr<MemoryPool> cpu_pool, StoreOptions opti
 TensorStore::TensorStore(std::vector<std::unique_ptr<MemoryPool>> pools, StoreOptions options)
     : options_(std::move(options)),
       pools_(std::move(pools)),
+      ledger_(options_.quota_for, {kMaxReadsPerUid, kMaxWatchesPerUid}),
+      waiters_(kMaxWaitingGetsPerUid),
       next_version_(std::max<uint64_t>(options_.first_version, 1)),
       watch_hub_(options_.watch_log) {
   // What came before this store's first version (a previous instance's) is unknown to its log.
@@ -120,43 +113,30 @@ MemoryPool* TensorStore::PoolForLocked(DLDevice device) const {
 std::string TensorStore::OpenSession(const Principal& principal, int32_t pid,
                                      const std::string& client_name, SessionEventSink* sink) {
   Locked lock(this);
-  std::string id = NewSessionId();
-  sessions_[id] = Session{principal, pid, client_name, sink, {}, {}, {}};
-  return id;
+  return sessions_.Open(principal, pid, client_name, sink);
 }
 
 absl::Status TensorStore::CheckSessionUser(const std::string& session_id, uint32_t uid) const {
   Locked lock(this);
-  if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
-  const uint32_t owner = sessions_.at(session_id).principal.uid;
-  if (owner != uid) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("session_id: the session belongs to another user (uid ", owner, ")"));
-  }
-  return absl::OkStatus();
+  return sessions_.CheckUser(session_id, uid);
 }
 
 void TensorStore::UpdateSessionHello(const std::string& session_id, int32_t pid,
                                      const std::string& client_name) {
   Locked lock(this);
-  auto it = sessions_.find(session_id);
-  if (it == sessions_.end()) return;
-  it->second.pid = pid;
-  it->second.client_name = client_name;
+  sessions_.UpdateHello(session_id, pid, client_name);
 }
 
 TensorStore::SessionCleanup TensorStore::CloseSession(const std::string& session_id) {
   Locked lock(this);
-  auto it = sessions_.find(session_id);
-  if (it == sessions_.end()) return {};
-  const std::set<std::string> pending_names = std::move(it->second.pending_names);
-  const std::map<std::string, uint64_t> ephemeral = std::move(it->second.ephemeral);
-  sessions_.erase(it);
+  std::optional<SessionTable::Session> closed = sessions_.Close(session_id);
+  if (!closed.has_value()) return {};
+  const std::set<std::string>& pending_names = closed->pending_names;
   // Its ephemeral names go first, while its leases still keep their objects known.
-  for (const auto& [name, object_id] : ephemeral) {
-    auto published = published_.find(name);
-    if (published != published_.end() && published->second.current() == object_id) {
-      DeleteNameLocked(published, "its ephemeral creator's session ended");
+  for (const auto& [name, object_id] : closed->ephemeral) {
+    const NameIndex::Published* published = names_.Find(name);
+    if (published != nullptr && published->current() == object_id) {
+      DeleteNameLocked(name, "its ephemeral creator's session ended");
     }
   }
   AnswerWaitersLocked([&](const Waiter& w) -> std::optional<absl::StatusOr<TensorGrant>> {
@@ -170,21 +150,12 @@ TensorStore::SessionCleanup TensorStore::CloseSession(const std::string& session
     ++cleanup.leases_released;
   }
   for (const std::string& name : pending_names) {
-    auto pending = pending_.find(name);
-    if (pending == pending_.end()) continue;
-    DropPendingLocked(objects_.at(pending->second).get());
+    const std::optional<uint64_t> pending = names_.PendingObject(name);
+    if (!pending.has_value()) continue;
+    DropPendingLocked(objects_.at(*pending).get());
   }
   cleanup.pending_aborted = pending_names.size();
   return cleanup;
-}
-
-absl::Status TensorStore::CheckSession(const std::string& session_id) const {
-  if (sessions_.count(session_id) == 0) {
-    // The id itself is left out: session ids are capabilities, and this message is logged.
-    return absl::FailedPreconditionError(
-        "session_id: not an open session; open the Session stream first");
-  }
-  return absl::OkStatus();
 }
 
 absl::Status TensorStore::CheckServing() const {
@@ -198,9 +169,9 @@ bool TensorStore::MayReadLocked(const Principal& caller, const TensorObject& obj
 
 TensorStore::TensorObject* TensorStore::VisibleLocked(const Principal& caller,
                                                       const std::string& name) {
-  auto it = published_.find(name);
-  if (it == published_.end()) return nullptr;
-  TensorObject* object = objects_.at(it->second.current()).get();
+  const NameIndex::Published* entry = names_.Find(name);
+  if (entry == nullptr) return nullptr;
+  TensorObject* object = objects_.at(entry->current()).get();
   return MayReadLocked(caller, *object) ? object : nullptr;
 }
 
@@ -212,17 +183,17 @@ TensorStore::TensorObject* TensorStore::ReadableLocked(const Principal& caller,
 
 absl::StatusOr<TensorStore::TensorObject*> TensorStore::PickVersionLocked(
     const Principal& caller, const std::string& name, const VersionWanted& wanted) {
-  auto entry = published_.find(name);
+  const NameIndex::Published* entry = names_.Find(name);
   if (wanted.version != 0) {
-    if (entry != published_.end()) {
-      auto it = entry->second.versions.find(wanted.version);
-      if (it != entry->second.versions.end()) {
+    if (entry != nullptr) {
+      auto it = entry->versions.find(wanted.version);
+      if (it != entry->versions.end()) {
         if (TensorObject* object = ReadableLocked(caller, it->second)) return object;
       }
     }
     std::string kept;
-    if (entry != published_.end()) {
-      for (const auto& [version, object_id] : entry->second.versions) {
+    if (entry != nullptr) {
+      for (const auto& [version, object_id] : entry->versions) {
         if (ReadableLocked(caller, object_id) != nullptr)
           absl::StrAppend(&kept, kept.empty() ? "" : ", ", version);
       }
@@ -231,13 +202,13 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::PickVersionLocked(
     return absl::NotFoundError(absl::StrCat("version: name '", name, "' does not keep version ",
                                             wanted.version, " (it keeps ", kept, ")"));
   }
-  if (entry == published_.end()) return nullptr;
-  TensorObject* current = ReadableLocked(caller, entry->second.current());
+  if (entry == nullptr) return nullptr;
+  TensorObject* current = ReadableLocked(caller, entry->current());
   if (current == nullptr) return nullptr;
   if (!wanted.after_version.has_value()) return current;
   if (current->version <= *wanted.after_version) return nullptr;
   if (wanted.oldest) {
-    const auto& versions = entry->second.versions;
+    const auto& versions = entry->versions;
     for (auto it = versions.upper_bound(*wanted.after_version); it != versions.end(); ++it) {
       if (TensorObject* object = ReadableLocked(caller, it->second)) return object;
     }
@@ -245,36 +216,12 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::PickVersionLocked(
   return current;
 }
 
-absl::Status TensorStore::CheckQuotaLocked(const TensorSpec& spec) const {
-  if (!options_.quota_for) return absl::OkStatus();
-  const Quota quota = options_.quota_for(spec.owner_uid);
-  Usage usage;
-  if (auto it = usage_.find(spec.owner_uid); it != usage_.end()) usage = it->second;
-  auto in_use = [&] {
-    return absl::StrCat(DescribeUid(spec.owner_uid), " holds ", FormatByteSize(usage.bytes), " in ",
-                        usage.tensors, " tensor(s)");
-  };
-  if (quota.bytes != 0 && spec.nbytes > quota.bytes - std::min(quota.bytes, usage.bytes)) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("quota-bytes: name '", spec.name, "' needs ", FormatByteSize(spec.nbytes),
-                     "; ", in_use(), " of its quota of ", FormatByteSize(quota.bytes),
-                     " (release or delete tensors, or ask for a larger quota)"));
-  }
-  if (quota.tensors != 0 && usage.tensors >= quota.tensors) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "quota-tensors: name '", spec.name, "': ", in_use(), ", its quota is ", quota.tensors,
-        " tensor(s) (release or delete tensors, or ask for a larger quota)"));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status TensorStore::CheckNameLocked(const Principal& caller, TensorSpec* spec) const {
   const std::optional<std::string> ring = RingOfSeat(spec->name);
   if (ring.has_value()) {
-    auto published = published_.find(*ring);
+    const NameIndex::Published* published = names_.Find(*ring);
     // The same answer whether the ring exists or not, to one who may not read it.
-    if (published == published_.end() ||
-        !MayReadLocked(caller, *objects_.at(published->second.current()))) {
+    if (published == nullptr || !MayReadLocked(caller, *objects_.at(published->current()))) {
       return absl::PermissionDeniedError(
           absl::StrCat("name '", spec->name, "' is a reader seat of the stream '", *ring,
                        "': only a process that may read '", *ring, "' may take one"));
@@ -289,20 +236,20 @@ absl::Status TensorStore::CheckNameLocked(const Principal& caller, TensorSpec* s
 }
 
 absl::Status TensorStore::CheckNameFreeLocked(const Principal& caller, TensorSpec* spec) const {
-  if (pending_.count(spec->name) > 0) {
+  if (names_.IsPending(spec->name)) {
     return absl::AlreadyExistsError(absl::StrCat(
         "name '", spec->name, "' is being created by another request and is not sealed yet"));
   }
-  auto published = published_.find(spec->name);
-  if (published == published_.end()) return absl::OkStatus();
+  const NameIndex::Published* published = names_.Find(spec->name);
+  if (published == nullptr) return absl::OkStatus();
   if (!spec->replace) {
     return absl::AlreadyExistsError(
         absl::StrCat("name '", spec->name, "' is already published (set replace to overwrite)"));
   }
-  const uint32_t name_owner = published->second.owner_uid;
+  const uint32_t name_owner = published->owner_uid;
   if (!caller.admin && name_owner != caller.uid) {
     // The name is taken either way; whose it is stays unsaid to one who may not see it.
-    const bool visible = MayReadLocked(caller, *objects_.at(published->second.current()));
+    const bool visible = MayReadLocked(caller, *objects_.at(published->current()));
     return absl::PermissionDeniedError(absl::StrCat(
         "name '", spec->name, "' belongs to ", visible ? DescribeUid(name_owner) : "another user",
         "; only its owner or an administrator may replace it"));
@@ -338,13 +285,15 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std:
         " of elements, more than the capacity of ", FormatByteSize(capacity),
         " (whatever the strides)"));
   }
-  if (absl::Status s = CheckQuotaLocked(spec); !s.ok()) return s;
+  if (absl::Status s = ledger_.CheckRoom(spec.owner_uid, spec.name, spec.nbytes); !s.ok()) {
+    return s;
+  }
   if (options_.may_make_tensor && !caller.admin) {
     if (absl::Status s = options_.may_make_tensor(); !s.ok()) return s;
   }
   std::vector<std::string> removed;
   auto block = pool->Allocate(spec.nbytes, BlockKindOf(spec), SharingKeyOf(spec), &removed);
-  NotifySegmentsRemovedLocked(removed);
+  sessions_.NotifySegmentsRemoved(removed);
   if (!block.ok()) {
     return absl::Status(block.status().code(), absl::StrCat("name '", spec.name, "' (", spec.nbytes,
                                                             " bytes): ", block.status().message()));
@@ -359,22 +308,17 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std:
   object->pending_since = absl::Now();
   TensorObject* raw = object.get();
   objects_.emplace(raw->id, std::move(object));
-  pending_.emplace(spec.name, raw->id);
-  Usage& usage = usage_[spec.owner_uid];
-  usage.bytes += spec.nbytes;
-  ++usage.tensors;
-  if (auto session = sessions_.find(owner); session != sessions_.end()) {
-    session->second.pending_names.insert(spec.name);
-    session->second.expired_names.erase(spec.name);
-  }
+  names_.AddPending(spec.name, raw->id);
+  ledger_.Charge(spec.owner_uid, spec.nbytes);
+  sessions_.AddPending(owner, spec.name);
   return raw;
 }
 
 absl::StatusOr<TensorGrant> TensorStore::Create(const std::string& session_id,
                                                 const TensorSpec& spec) {
   Locked lock(this);
-  if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
-  const Principal& caller = sessions_.at(session_id).principal;
+  if (absl::Status s = sessions_.Check(session_id); !s.ok()) return s;
+  const Principal& caller = sessions_.PrincipalOf(session_id);
   TensorSpec owned = spec;
   owned.owner_uid = caller.uid;
   auto object = ReserveLocked(session_id, caller, owned);
@@ -384,8 +328,7 @@ absl::StatusOr<TensorGrant> TensorStore::Create(const std::string& session_id,
 
 absl::StatusOr<TensorStore::TensorObject*> TensorStore::FindPendingLocked(
     const std::string& session_id, const std::string& name) {
-  Session& session = sessions_.at(session_id);
-  if (session.expired_names.erase(name) > 0) {
+  if (sessions_.TakeExpired(session_id, name)) {
     return absl::DeadlineExceededError(absl::StrCat(
         "name '", name, "' was aborted: not sealed within the daemon's pending timeout (",
         absl::FormatDuration(options_.pending_timeout), ")"));
@@ -394,21 +337,20 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::FindPendingLocked(
     return absl::NotFoundError(
         absl::StrCat("name '", name, "' has no unsealed tensor (Create it first)"));
   };
-  auto it = pending_.find(name);
-  if (it == pending_.end()) {
-    auto published = published_.find(name);
-    if (published != published_.end() &&
-        objects_.at(published->second.current())->owner_session == session_id) {
+  const std::optional<uint64_t> pending = names_.PendingObject(name);
+  if (!pending.has_value()) {
+    const NameIndex::Published* published = names_.Find(name);
+    if (published != nullptr && objects_.at(published->current())->owner_session == session_id) {
       return absl::FailedPreconditionError(absl::StrCat("name '", name, "' is already sealed"));
     }
     return none();
   }
-  TensorObject* object = objects_.at(it->second).get();
+  TensorObject* object = objects_.at(*pending).get();
   if (object->owner_session != session_id) {
     // Another user's pending tensor that this one may not read does not exist for it, as
     // through Stat and Get.
-    if (object->spec.owner_uid != session.principal.uid &&
-        !MayReadLocked(session.principal, *object)) {
+    const Principal& principal = sessions_.PrincipalOf(session_id);
+    if (object->spec.owner_uid != principal.uid && !MayReadLocked(principal, *object)) {
       return none();
     }
     return absl::PermissionDeniedError(
@@ -422,72 +364,69 @@ absl::StatusOr<TensorInfo> TensorStore::Seal(const std::string& session_id,
   Locked lock(this);
   // Nothing is published once shutting down: the state handed to a successor is final.
   if (absl::Status s = CheckServing(); !s.ok()) return s;
-  if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
+  if (absl::Status s = sessions_.Check(session_id); !s.ok()) return s;
   auto object = FindPendingLocked(session_id, name);
   if (!object.ok()) return object.status();
-  Session& session = sessions_.at(session_id);
-  session.pending_names.erase(name);
-  if ((*object)->spec.ephemeral) session.ephemeral[name] = (*object)->id;
-  return PublishLocked(*object, session.principal);
+  sessions_.EndPending(session_id, name);
+  if ((*object)->spec.ephemeral) sessions_.AddEphemeral(session_id, name, (*object)->id);
+  return PublishLocked(*object, sessions_.PrincipalOf(session_id));
 }
 
 absl::Status TensorStore::Abort(const std::string& session_id, const std::string& name) {
   Locked lock(this);
-  if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
+  if (absl::Status s = sessions_.Check(session_id); !s.ok()) return s;
   auto object = FindPendingLocked(session_id, name);
   if (!object.ok()) return object.status();
-  sessions_.at(session_id).pending_names.erase(name);
+  sessions_.EndPending(session_id, name);
   DropPendingLocked(*object);
   return absl::OkStatus();
 }
 
 TensorInfo TensorStore::PublishLocked(TensorObject* object, const Principal& by) {
   const std::string& name = object->spec.name;
-  pending_.erase(name);
+  names_.ErasePending(name);
   object->pending = false;
   object->sealed = true;
   object->version = next_version_++;
-  auto [entry, first] = published_.try_emplace(name);
+  const uint64_t previous_id =
+      names_.Publish(name, object->spec.owner_uid, object->spec.keep, object->version, object->id);
+  NameIndex::Published& entry = *names_.Find(name);
+  const bool first = previous_id == 0;
   uint64_t previous_version = 0;
-  if (first) {
-    entry->second.owner_uid = object->spec.owner_uid;
-  } else {
-    const TensorObject& previous = *objects_.at(entry->second.current());
+  if (!first) {
+    const TensorObject& previous = *objects_.at(previous_id);
     previous_version = previous.version;
     // Someone else's name (an administrator's act) at info; an owner's own replacement, which a
     // stream makes at every frame, at debug.
-    const LogLevel level = by.uid == entry->second.owner_uid ? LogLevel::kDebug : LogLevel::kInfo;
+    const LogLevel level = by.uid == entry.owner_uid ? LogLevel::kDebug : LogLevel::kInfo;
     if (LogEnabled(level)) {  // spares the user-name lookups too
       Log(level, "'", LogSafe(name), "' replaced (version ", previous.version, " -> ",
-          object->version, ", owner ", DescribeUid(entry->second.owner_uid), ") by ",
-          DescribeUid(by.uid));
+          object->version, ", owner ", DescribeUid(entry.owner_uid), ") by ", DescribeUid(by.uid));
     }
   }
-  entry->second.keep = object->spec.keep;
-  entry->second.versions.emplace(object->version, object->id);
   object->published = true;
   // The new version is recorded before an old one's record goes: a kill in between leaves both,
   // and adoption keeps the newest `keep`.
   JournalPublishedLocked(*object);
   EmitLocked(first ? WatchEvent::Kind::kPublished : WatchEvent::Kind::kReplaced, *object,
              object->version, previous_version);
-  while (entry->second.versions.size() > entry->second.keep) {
-    const uint64_t oldest = entry->second.versions.begin()->first;
+  while (entry.versions.size() > entry.keep) {
+    const uint64_t oldest = entry.versions.begin()->first;
     // The version just replaced is told of by kReplaced; older ones leave the history.
     if (oldest != previous_version) {
-      EmitLocked(WatchEvent::Kind::kExpired, *objects_.at(entry->second.versions.begin()->second),
-                 0);
+      EmitLocked(WatchEvent::Kind::kExpired, *objects_.at(entry.versions.begin()->second), 0);
     }
-    UnpublishLocked(&entry->second, oldest);
+    UnpublishLocked(name, oldest);
   }
   AnswerWaitersLocked([&](const Waiter& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
                           mu_) -> std::optional<absl::StatusOr<TensorGrant>> {
     if (w.name != name) return std::nullopt;
     if (w.after_version.has_value() && object->version <= *w.after_version) return std::nullopt;
-    auto session = sessions_.find(w.session_id);
-    if (session == sessions_.end()) return absl::StatusOr<TensorGrant>(CheckSession(w.session_id));
+    if (absl::Status s = sessions_.Check(w.session_id); !s.ok()) {
+      return absl::StatusOr<TensorGrant>(s);
+    }
     // A tensor the waiter may not read does not exist for it: it keeps waiting.
-    if (!MayReadLocked(session->second.principal, *object)) return std::nullopt;
+    if (!MayReadLocked(sessions_.PrincipalOf(w.session_id), *object)) return std::nullopt;
     return GrantLocked(w.session_id, object, object->spec.is_mutable);
   });
   return WithKeptVersionsLocked(by, ViewLocked(*object));
@@ -508,39 +447,16 @@ void TensorStore::EmitLocked(WatchEvent::Kind kind, const TensorObject& object, 
   watch_hub_.Append(std::move(entry), &deferred_);
 }
 
-namespace {
-
-// Counts one more for `uid` when it has fewer than `most`; RESOURCE_EXHAUSTED naming `what`.
-absl::Status CountIn(std::map<uint32_t, size_t>* counts, uint32_t uid, size_t most,
-                     const char* what) {
-  size_t& count = (*counts)[uid];
-  if (count >= most) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(what, ": uid ", uid, " has ", most, " already (the most one user may have)"));
-  }
-  ++count;
-  return absl::OkStatus();
-}
-
-void CountOff(std::map<uint32_t, size_t>* counts, uint32_t uid) {
-  auto it = counts->find(uid);
-  if (it == counts->end()) return;
-  if (--it->second == 0) counts->erase(it);
-}
-
-}  // namespace
-
 absl::StatusOr<uint64_t> TensorStore::Watch(const Principal& caller, std::string prefix,
                                             std::optional<uint64_t> after_version,
                                             std::function<void()> wake) {
   Locked lock(this);
-  if (absl::Status s = CountIn(&watchers_per_uid_, caller.uid, kMaxWatchesPerUid, "watches");
-      !s.ok()) {
+  if (absl::Status s = ledger_.CheckStream(QuotaLedger::Stream::kWatch, caller.uid); !s.ok()) {
     return s;
   }
   const uint64_t id =
       watch_hub_.Add(caller, std::move(prefix), after_version, next_version_ - 1, std::move(wake));
-  watchers_[id] = caller.uid;
+  ledger_.OpenStream(QuotaLedger::Stream::kWatch, id, caller.uid);
   return id;
 }
 
@@ -551,23 +467,18 @@ absl::StatusOr<std::vector<WatchEvent>> TensorStore::TakeEvents(uint64_t watcher
 void TensorStore::Unwatch(uint64_t watcher_id) {
   watch_hub_.Remove(watcher_id);
   Locked lock(this);
-  auto it = watchers_.find(watcher_id);
-  if (it == watchers_.end()) return;
-  CountOff(&watchers_per_uid_, it->second);
-  watchers_.erase(it);
+  ledger_.CloseStream(QuotaLedger::Stream::kWatch, watcher_id);
 }
 
-void TensorStore::UnpublishLocked(PublishedName* entry, uint64_t version) {
-  auto it = entry->versions.find(version);
-  TensorObject* object = objects_.at(it->second).get();
-  entry->versions.erase(it);
+void TensorStore::UnpublishLocked(const std::string& name, uint64_t version) {
+  TensorObject* object = objects_.at(names_.RemoveVersion(name, version)).get();
   object->published = false;
   JournalUnpublishedLocked(*object);
   MaybeFreeLocked(object);
 }
 
 void TensorStore::DropPendingLocked(TensorObject* object) {
-  pending_.erase(object->spec.name);
+  names_.ErasePending(object->spec.name);
   object->pending = false;
   MaybeFreeLocked(object);
 }
@@ -627,21 +538,17 @@ absl::StatusOr<ReadTicket> TensorStore::BeginRead(const Principal& caller,
   if (absl::Status s = CheckServing(); !s.ok()) return s;
   TensorObject* object = VisibleLocked(caller, name);
   if (object == nullptr) return NotPublished(name);
-  if (absl::Status s = CountIn(&reads_per_uid_, caller.uid, kMaxReadsPerUid, "reads in progress");
-      !s.ok()) {
+  if (absl::Status s = ledger_.CheckStream(QuotaLedger::Stream::kRead, caller.uid); !s.ok()) {
     return s;
   }
   TensorGrant grant = GrantLocked(kInternalSession, object, /*writable=*/false);
-  reads_[grant.lease_id] = caller.uid;
+  ledger_.OpenStream(QuotaLedger::Stream::kRead, grant.lease_id, caller.uid);
   return ReadTicket{std::move(grant.info), object->block.data, grant.lease_id};
 }
 
 void TensorStore::EndRead(uint64_t lease_id) {
   Locked lock(this);
-  if (auto read = reads_.find(lease_id); read != reads_.end()) {
-    CountOff(&reads_per_uid_, read->second);
-    reads_.erase(read);
-  }
+  ledger_.CloseStream(QuotaLedger::Stream::kRead, lease_id);
   auto object_id = leases_.Remove(kInternalSession, lease_id);
   if (object_id.ok()) ReleaseLeaseOnLocked(*object_id);
 }
@@ -662,9 +569,9 @@ std::optional<absl::StatusOr<TensorGrant>> TensorStore::TryGetLocked(const std::
                                                                      const VersionWanted& wanted) {
   if (absl::Status s = CheckServing(); !s.ok()) return s;
   // The session may have closed while we waited: the lease would belong to no one.
-  if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
+  if (absl::Status s = sessions_.Check(session_id); !s.ok()) return s;
   absl::StatusOr<TensorObject*> object =
-      PickVersionLocked(sessions_.at(session_id).principal, name, wanted);
+      PickVersionLocked(sessions_.PrincipalOf(session_id), name, wanted);
   if (!object.ok()) return object.status();
   if (*object == nullptr) return std::nullopt;
   return GrantLocked(session_id, *object, /*writable=*/(*object)->spec.is_mutable);
@@ -698,43 +605,28 @@ std::optional<absl::StatusOr<TensorGrant>> TensorStore::GetOrWait(
   Locked lock(this);
   if (auto now = TryGetLocked(session_id, name, wanted); now.has_value()) return now;
   if (absl::Now() >= deadline) return absl::StatusOr<TensorGrant>(NothingNewer(name, wanted));
-  const uint32_t uid = sessions_.at(session_id).principal.uid;  // TryGetLocked checked it
-  if (absl::Status s = CountIn(&waiters_per_uid_, uid, kMaxWaitingGetsPerUid, "waiting Gets");
-      !s.ok()) {
-    return absl::StatusOr<TensorGrant>(s);
-  }
-  *waiter_id = next_waiter_id_++;
-  waiters_.emplace(*waiter_id,
-                   Waiter{uid, session_id, name, wanted.after_version, std::move(on_ready)});
+  const uint32_t uid = sessions_.PrincipalOf(session_id).uid;  // TryGetLocked checked it
+  absl::StatusOr<uint64_t> id =
+      waiters_.Add(Waiter{uid, session_id, name, wanted.after_version, std::move(on_ready)});
+  if (!id.ok()) return absl::StatusOr<TensorGrant>(id.status());
+  *waiter_id = *id;
   return std::nullopt;
 }
 
 bool TensorStore::CancelWait(uint64_t waiter_id) {
   Locked lock(this);
-  auto it = waiters_.find(waiter_id);
-  if (it == waiters_.end()) return false;
-  EraseWaiterLocked(it);
-  return true;
-}
-
-std::map<uint64_t, TensorStore::Waiter>::iterator TensorStore::EraseWaiterLocked(
-    std::map<uint64_t, Waiter>::iterator it) {
-  CountOff(&waiters_per_uid_, it->second.uid);
-  return waiters_.erase(it);
+  return waiters_.Remove(waiter_id);
 }
 
 void TensorStore::AnswerWaitersLocked(
     const std::function<std::optional<absl::StatusOr<TensorGrant>>(const Waiter&)>& answer) {
-  for (auto it = waiters_.begin(); it != waiters_.end();) {
-    std::optional<absl::StatusOr<TensorGrant>> result = answer(it->second);
-    if (!result.has_value()) {
-      ++it;
-      continue;
-    }
-    deferred_.push_back([on_ready = std::move(it->second.on_ready),
+  waiters_.RemoveIf([&](Waiter& waiter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::optional<absl::StatusOr<TensorGrant>> result = answer(waiter);
+    if (!result.has_value()) return false;
+    deferred_.push_back([on_ready = std::move(waiter.on_ready),
                          result = *std::move(result)]() mutable { on_ready(std::move(result)); });
-    it = EraseWaiterLocked(it);
-  }
+    return true;
+  });
 }
 
 absl::StatusOr<TensorGrant> TensorStore::Get(const std::string& session_id, const std::string& name,
@@ -766,7 +658,7 @@ absl::StatusOr<TensorGrant> TensorStore::Get(const std::string& session_id, cons
 
 absl::Status TensorStore::Release(const std::string& session_id, uint64_t lease_id) {
   Locked lock(this);
-  if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
+  if (absl::Status s = sessions_.Check(session_id); !s.ok()) return s;
   auto object_id = leases_.Remove(session_id, lease_id);
   if (!object_id.ok()) return object_id.status();
   ReleaseLeaseOnLocked(*object_id);
@@ -794,7 +686,7 @@ absl::StatusOr<SegmentDescriptor> TensorStore::DescriptorFor(const std::string& 
 
 absl::StatusOr<SegmentDescriptor> TensorStore::SegmentOfLocked(const std::string& session_id,
                                                                uint64_t lease_id) {
-  if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
+  if (absl::Status s = sessions_.Check(session_id); !s.ok()) return s;
   auto object_id = leases_.ObjectOf(session_id, lease_id);
   if (!object_id.ok()) return object_id.status();
   const TensorObject& object = *objects_.at(*object_id);
@@ -813,7 +705,7 @@ absl::StatusOr<SegmentDescriptor> TensorStore::SegmentOfLocked(const std::string
 absl::StatusOr<TensorGrant> TensorStore::Retain(const std::string& session_id, uint64_t lease_id) {
   Locked lock(this);
   if (absl::Status s = CheckServing(); !s.ok()) return s;
-  if (absl::Status s = CheckSession(session_id); !s.ok()) return s;
+  if (absl::Status s = sessions_.Check(session_id); !s.ok()) return s;
   auto object_id = leases_.ObjectOf(session_id, lease_id);
   if (!object_id.ok()) return object_id.status();
   TensorObject* object = objects_.at(*object_id).get();
@@ -833,46 +725,40 @@ absl::Status TensorStore::Delete(const Principal& caller, const std::string& nam
   if (absl::Status s = CheckServing(); !s.ok()) return s;
   TensorObject* object = VisibleLocked(caller, name);
   if (object == nullptr) {
-    if (auto pending = pending_.find(name);
-        pending != pending_.end() && MayReadLocked(caller, *objects_.at(pending->second))) {
+    if (const std::optional<uint64_t> pending = names_.PendingObject(name);
+        pending.has_value() && MayReadLocked(caller, *objects_.at(*pending))) {
       return absl::FailedPreconditionError(
           absl::StrCat("name '", name, "' is not sealed yet; its creator can Abort it"));
     }
     return NotPublished(name);
   }
-  auto it = published_.find(name);
-  const uint32_t owner = it->second.owner_uid;
+  const uint32_t owner = names_.Find(name)->owner_uid;
   if (!caller.admin && owner != caller.uid) {
     return absl::PermissionDeniedError(
         absl::StrCat("name '", name, "' belongs to ", DescribeUid(owner),
                      "; only its owner or an administrator may delete it"));
   }
-  DeleteNameLocked(it, absl::StrCat("by ", DescribeUid(caller.uid)));
+  DeleteNameLocked(name, absl::StrCat("by ", DescribeUid(caller.uid)));
   return absl::OkStatus();
 }
 
-void TensorStore::DeleteNameLocked(std::map<std::string, PublishedName>::iterator it,
-                                   const std::string& why) {
-  const TensorObject& object = *objects_.at(it->second.current());
-  const size_t older = it->second.versions.size() - 1;
+void TensorStore::DeleteNameLocked(const std::string& name, const std::string& why) {
+  const NameIndex::Published& entry = *names_.Find(name);
+  const TensorObject& object = *objects_.at(entry.current());
+  const size_t older = entry.versions.size() - 1;
   EmitLocked(WatchEvent::Kind::kDeleted, object, 0);
-  Log(LogLevel::kInfo, "'", LogSafe(it->first), "' deleted (version ", object.version, ", owner ",
-      DescribeUid(it->second.owner_uid),
+  Log(LogLevel::kInfo, "'", LogSafe(name), "' deleted (version ", object.version, ", owner ",
+      DescribeUid(entry.owner_uid),
       older == 0 ? std::string() : absl::StrCat(", and ", older, " older kept version(s)"), ") ",
       why);
-  while (!it->second.versions.empty()) {
-    UnpublishLocked(&it->second, it->second.versions.begin()->first);
-  }
-  published_.erase(it);
+  while (!entry.versions.empty()) UnpublishLocked(name, entry.versions.begin()->first);
+  names_.Erase(name);
 }
 
 absl::Status TensorStore::AdoptPublished(AdoptedTensor tensor) {
   Locked lock(this);
   const std::string name = tensor.spec.name;
-  auto existing = published_.find(name);
-  if (pending_.count(name) != 0 ||
-      (existing != published_.end() && (existing->second.owner_uid != tensor.name_owner ||
-                                        existing->second.versions.count(tensor.version) != 0))) {
+  if (!names_.MayAdopt(name, tensor.name_owner, tensor.version)) {
     return absl::AlreadyExistsError(absl::StrCat("name '", name, "' is taken"));
   }
   auto object = std::make_unique<TensorObject>();
@@ -883,16 +769,10 @@ absl::Status TensorStore::AdoptPublished(AdoptedTensor tensor) {
   object->sealed = true;
   object->version = tensor.version;
   object->created_unix_ms = tensor.created_unix_ms;
-  Usage& usage = usage_[object->spec.owner_uid];
-  usage.bytes += object->spec.nbytes;
-  ++usage.tensors;
+  ledger_.Charge(object->spec.owner_uid, object->spec.nbytes);
   next_version_ = std::max(next_version_, tensor.version + 1);
   watch_hub_.Forget(next_version_ - 1, &deferred_);  // the previous instance's events are gone
-  PublishedName& entry = published_[name];
-  entry.owner_uid = tensor.name_owner;
-  entry.versions.emplace(tensor.version, object->id);
-  // The name keeps what its newest version asked for.
-  if (entry.versions.rbegin()->first == tensor.version) entry.keep = object->spec.keep;
+  names_.Adopt(name, tensor.name_owner, object->spec.keep, tensor.version, object->id);
   objects_.emplace(object->id, std::move(object));
   return absl::OkStatus();
 }
@@ -905,7 +785,7 @@ void TensorStore::EndAdoptionGrace() {
 void TensorStore::ExportState(PersistenceJournal* journal) {
   Locked lock(this);
   for (auto& pool : pools_) pool->ReplaySegments(journal);
-  for (const auto& [name, published] : published_) {
+  for (const auto& [name, published] : names_.published()) {
     for (const auto& [version, object_id] : published.versions) {
       auto it = objects_.find(object_id);
       if (it != objects_.end()) JournalPublishedLocked(*it->second, journal);
@@ -942,19 +822,9 @@ void TensorStore::MaybeFreeLocked(TensorObject* object) {
   if (object->pending || object->published || object->leases > 0) return;
   std::vector<std::string> removed;
   PoolForLocked(object->block.device)->Free(object->block, &removed);
-  auto usage = usage_.find(object->spec.owner_uid);
-  usage->second.bytes -= object->spec.nbytes;
-  if (--usage->second.tensors == 0) usage_.erase(usage);
+  ledger_.Refund(object->spec.owner_uid, object->spec.nbytes);
   objects_.erase(object->id);
-  NotifySegmentsRemovedLocked(removed);
-}
-
-void TensorStore::NotifySegmentsRemovedLocked(const std::vector<std::string>& segments) {
-  if (segments.empty()) return;
-  for (auto& [id, session] : sessions_) {
-    if (session.sink == nullptr) continue;
-    for (const std::string& segment : segments) session.sink->OnSegmentRemoved(segment);
-  }
+  sessions_.NotifySegmentsRemoved(removed);
 }
 
 ListPage TensorStore::List(const Principal& caller, const std::string& prefix, size_t page_size,
@@ -962,9 +832,9 @@ ListPage TensorStore::List(const Principal& caller, const std::string& prefix, s
   Locked lock(this);
   ListPage page;
   // The token is the last name of the previous page: this one starts after it.
-  auto it =
-      page_token < prefix ? published_.lower_bound(prefix) : published_.upper_bound(page_token);
-  for (; it != published_.end() && absl::StartsWith(it->first, prefix); ++it) {
+  const std::map<std::string, NameIndex::Published>& published = names_.published();
+  auto it = page_token < prefix ? published.lower_bound(prefix) : published.upper_bound(page_token);
+  for (; it != published.end() && absl::StartsWith(it->first, prefix); ++it) {
     const TensorObject& object = *objects_.at(it->second.current());
     if (!MayReadLocked(caller, object)) continue;
     if (page.tensors.size() == page_size) {
@@ -981,8 +851,8 @@ absl::StatusOr<TensorInfo> TensorStore::Stat(const Principal& caller, const std:
   if (const TensorObject* object = VisibleLocked(caller, name); object != nullptr) {
     return WithKeptVersionsLocked(caller, ViewLocked(*object));
   }
-  if (auto it = pending_.find(name); it != pending_.end()) {
-    const TensorObject& object = *objects_.at(it->second);
+  if (const std::optional<uint64_t> pending = names_.PendingObject(name); pending.has_value()) {
+    const TensorObject& object = *objects_.at(*pending);
     if (MayReadLocked(caller, object)) return ViewLocked(object);
   }
   return NotPublished(name);
@@ -1002,42 +872,25 @@ BrokerStats TensorStore::Stats(const Principal& caller) {
   stats.reserved_bytes = pool.reserved_bytes;
   stats.segments = pool.segments;
   if (caller.admin) {
-    stats.tensors = published_.size();
+    stats.tensors = names_.published().size();
   } else {
-    for (const auto& [name, entry] : published_) {
+    for (const auto& [name, entry] : names_.published()) {
       stats.tensors += MayReadLocked(caller, *objects_.at(entry.current())) ? 1 : 0;
     }
   }
   stats.leases = leases_.size();
   stats.clients = sessions_.size();
-  stats.pending = pending_.size();
+  stats.pending = names_.pending().size();
   stats.waiting_gets = waiters_.size();
   stats.watchers = watch_hub_.watchers();
-  auto add_user = [&](uint32_t uid, const Usage& usage) {
-    UserUsage row;
-    row.uid = uid;
-    row.bytes = usage.bytes;
-    row.tensors = usage.tensors;
-    if (options_.quota_for) {
-      const Quota quota = options_.quota_for(uid);
-      row.quota_bytes = quota.bytes;
-      row.quota_tensors = quota.tensors;
-    }
-    stats.users.push_back(row);
-  };
-  if (caller.admin) {
-    for (const auto& [uid, usage] : usage_) add_user(uid, usage);
-  } else {
-    auto own = usage_.find(caller.uid);
-    add_user(caller.uid, own == usage_.end() ? Usage{} : own->second);
-  }
+  stats.users = ledger_.Users(caller);
   return stats;
 }
 
 size_t TensorStore::ExpirePending(absl::Time now) {
   Locked lock(this);
   std::vector<TensorObject*> expired;
-  for (const auto& [name, object_id] : pending_) {
+  for (const auto& [name, object_id] : names_.pending()) {
     TensorObject* object = objects_.at(object_id).get();
     if (now - object->pending_since >= options_.pending_timeout) expired.push_back(object);
   }
@@ -1047,26 +900,15 @@ size_t TensorStore::ExpirePending(absl::Time now) {
         "' aborted: ", object->owner_session.empty() ? "its Put did not finish" : "not sealed",
         " within the pending timeout (", absl::FormatDuration(options_.pending_timeout),
         "); owner ", DescribeUid(object->spec.owner_uid),
-        SessionDescriptionLocked(object->owner_session), "; the name is free again");
-    if (auto session = sessions_.find(object->owner_session); session != sessions_.end()) {
-      session->second.pending_names.erase(name);
-      // Reported at the creator's next Seal or Abort; bounded by what it had pending.
-      session->second.expired_names.insert(name);
-    }
+        sessions_.Description(object->owner_session), "; the name is free again");
+    // Reported at the creator's next Seal or Abort.
+    sessions_.ExpirePending(object->owner_session, name);
     object->expired = true;
     if (object->on_expired) deferred_.push_back(std::move(object->on_expired));
     object->on_expired = nullptr;
     DropPendingLocked(object);
   }
   return expired.size();
-}
-
-std::string TensorStore::SessionDescriptionLocked(const std::string& session_id) const {
-  auto session = sessions_.find(session_id);
-  if (session == sessions_.end()) return "";
-  return absl::StrCat(" pid ", session->second.pid, session->second.client_name.empty() ? "" : " (",
-                      LogSafe(session->second.client_name),
-                      session->second.client_name.empty() ? "" : ")");
 }
 
 void TensorStore::Shutdown() {
@@ -1079,8 +921,8 @@ void TensorStore::Shutdown() {
 }
 
 TensorInfo TensorStore::WithKeptVersionsLocked(const Principal& caller, TensorInfo info) const {
-  if (auto name = published_.find(info.name); name != published_.end()) {
-    for (const auto& [version, object_id] : name->second.versions) {
+  if (const NameIndex::Published* name = names_.Find(info.name); name != nullptr) {
+    for (const auto& [version, object_id] : name->versions) {
       if (MayReadLocked(caller, *objects_.at(object_id))) info.kept_versions.push_back(version);
     }
   }
@@ -1100,11 +942,11 @@ TensorInfo TensorStore::ViewLocked(const TensorObject& object) const {
   view.version = object.version;
   view.leases = object.leases;
   view.created_unix_ms = object.created_unix_ms;
-  auto name = published_.find(object.spec.name);
-  const bool named = name != published_.end() && object.published &&
-                     name->second.versions.count(object.version) != 0;
-  view.owner_uid = named ? name->second.owner_uid : object.spec.owner_uid;
-  view.keep = named ? name->second.keep : object.spec.keep;
+  const NameIndex::Published* name = names_.Find(object.spec.name);
+  const bool named =
+      name != nullptr && object.published && name->versions.count(object.version) != 0;
+  view.owner_uid = named ? name->owner_uid : object.spec.owner_uid;
+  view.keep = named ? name->keep : object.spec.keep;
   view.readers = object.spec.readers.Entries();
   view.ephemeral = object.spec.ephemeral;
   return view;

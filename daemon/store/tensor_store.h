@@ -15,8 +15,12 @@
 // Inputs are assumed validated for form (name, dtype, shape, readers) by the caller; the store
 // checks state (sessions, ownership, visibility, existence, capacity, quotas) and answers with
 // the gRPC-style codes.
-// Thread-safe: one mutex guards everything. Callbacks (GetCallback, a Put's expiry) run after
-// the mutex is released, on the thread of the call that caused them; they may call the store.
+// Thread-safe: one mutex guards everything. The state lives in small parts that have no lock of
+// their own and are guarded by it (sessions: session_table.h, names: name_index.h, waiting Gets:
+// wait_list.h, usage and per-uid counts: quota_ledger.h, leases: lease_table.h); the store keeps
+// the tensor objects, the pools, and the decisions that span parts. Callbacks (GetCallback, a
+// Put's expiry) run after the mutex is released, on the thread of the call that caused them; they
+// may call the store.
 #ifndef TENSORBROKER_DAEMON_TENSOR_STORE_H_
 #define TENSORBROKER_DAEMON_TENSOR_STORE_H_
 
@@ -42,6 +46,10 @@
 #include "daemon/identity/quota.h"
 #include "daemon/memory/memory_pool.h"
 #include "daemon/store/lease_table.h"
+#include "daemon/store/name_index.h"
+#include "daemon/store/quota_ledger.h"
+#include "daemon/store/session_table.h"
+#include "daemon/store/wait_list.h"
 #include "daemon/store/watch_hub.h"
 #include "tensorbroker/types.h"
 
@@ -158,16 +166,8 @@ struct SegmentDescriptor {
 // DEADLINE_EXCEEDED for a Get of `name` whose wait for `wanted` ran out.
 absl::Status WaitRanOut(const std::string& name, const VersionWanted& wanted);
 
-// Answers a Get that waited (TensorStore::GetOrWait). Runs without the store's lock.
-using GetCallback = std::function<void(absl::StatusOr<TensorGrant>)>;
-
-// Receives events for one session. Called with the store's lock held: must not call back into
-// the store, and should only queue.
-class SessionEventSink {
- public:
-  virtual ~SessionEventSink() = default;
-  virtual void OnSegmentRemoved(const std::string& segment) = 0;
-};
+// GetCallback (wait_list.h) answers a Get that waited; SessionEventSink (session_table.h)
+// receives a session's events.
 
 class TensorStore {
  public:
@@ -306,39 +306,12 @@ class TensorStore {
     absl::Time pending_since;
     std::function<void()> on_expired;  // a Put's
   };
-  // A published name: its current version and the older ones it keeps (TensorSpec::keep).
-  struct PublishedName {
-    uint32_t owner_uid = 0;                 // the uid that published the name first
-    uint32_t keep = 1;                      // the newest publication's keep
-    std::map<uint64_t, uint64_t> versions;  // version -> object id, ascending; never empty
-    uint64_t current() const { return versions.rbegin()->second; }
-  };
-  struct Session {
-    Principal principal;
-    int32_t pid = 0;
-    std::string client_name;
-    SessionEventSink* sink = nullptr;
-    std::set<std::string> pending_names;
-    std::set<std::string> expired_names;        // aborted by the pending timeout, not yet reported
-    std::map<std::string, uint64_t> ephemeral;  // name -> object id, sealed ephemeral in it
-  };
-  struct Waiter {
-    uint32_t uid = 0;  // the session's
-    std::string session_id;
-    std::string name;
-    std::optional<uint64_t> after_version;
-    GetCallback on_ready;
-  };
-  struct Usage {
-    uint64_t bytes = 0;
-    uint64_t tensors = 0;
-  };
+  using Waiter = WaitList::Waiter;
   // Holds mu_; on destruction releases it, then runs the callbacks queued meanwhile.
   class Locked;
   // Leases taken by the daemon itself (Read streams, Puts) belong to this pseudo-session.
   static constexpr const char* kInternalSession = "";
 
-  absl::Status CheckSession(const std::string& session_id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::Status CheckServing() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   bool MayReadLocked(const Principal& caller, const TensorObject& object) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -354,15 +327,15 @@ class TensorStore {
                                                   const VersionWanted& wanted)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Unpublishes one version of `name` (its journal record goes; memory with its last lease).
-  void UnpublishLocked(PublishedName* entry, uint64_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Unpublishes every version of the published name `it` (a kDeleted event), logging `why`.
-  void DeleteNameLocked(std::map<std::string, PublishedName>::iterator it, const std::string& why)
+  void UnpublishLocked(const std::string& name, uint64_t version)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unpublishes every version of the published `name` (a kDeleted event), logging `why`.
+  void DeleteNameLocked(const std::string& name, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells watchers of an event about `object` (the version concerned); `sequence` 0 takes the
   // next number of the version counter. Their wakes run once the lock drops.
   void EmitLocked(WatchEvent::Kind kind, const TensorObject& object, uint64_t sequence,
                   uint64_t previous_version = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CheckQuotaLocked(const TensorSpec& spec) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Whether `caller` may publish `spec->name` now: CheckNameFreeLocked, and under a stream
   // ring's seat prefix (common/stream_seats.h) only a caller that may read the ring
   // (PERMISSION_DENIED, checked first) and only an ephemeral tensor (INVALID_ARGUMENT).
@@ -398,9 +371,6 @@ class TensorStore {
       const std::function<std::optional<absl::StatusOr<TensorGrant>>(const Waiter&)>& answer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseLeaseOnLocked(uint64_t object_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Forgets a waiter (and counts it off its uid's).
-  std::map<uint64_t, Waiter>::iterator EraseWaiterLocked(std::map<uint64_t, Waiter>::iterator it)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<SegmentDescriptor> SegmentOfLocked(const std::string& session_id,
                                                     uint64_t lease_id)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -408,15 +378,11 @@ class TensorStore {
   void MaybeFreeLocked(TensorObject* object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The pool serving `device`; nullptr when none does.
   MemoryPool* PoolForLocked(DLDevice device) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  void NotifySegmentsRemovedLocked(const std::vector<std::string>& segments)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What Get grants report about `object` (kept_versions empty).
   TensorInfo ViewLocked(const TensorObject& object) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // `info` (of a published name) with the versions its name keeps that `caller` may read: what
   // Stat, List, Seal and Put report.
   TensorInfo WithKeptVersionsLocked(const Principal& caller, TensorInfo info) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  std::string SessionDescriptionLocked(const std::string& session_id) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const StoreOptions options_;
@@ -426,18 +392,11 @@ class TensorStore {
   std::vector<std::function<void()>> deferred_ ABSL_GUARDED_BY(mu_);     // run by Locked
   std::vector<std::unique_ptr<MemoryPool>> pools_ ABSL_GUARDED_BY(mu_);  // CPU first
   std::map<uint64_t, std::unique_ptr<TensorObject>> objects_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, PublishedName> published_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, uint64_t> pending_ ABSL_GUARDED_BY(mu_);  // name -> object
-  std::map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);
-  std::map<uint32_t, Usage> usage_ ABSL_GUARDED_BY(mu_);  // by owner uid; no empty entries
+  NameIndex names_ ABSL_GUARDED_BY(mu_);
+  SessionTable sessions_ ABSL_GUARDED_BY(mu_);
+  QuotaLedger ledger_ ABSL_GUARDED_BY(mu_);  // by owner uid (tensors), by caller's uid (streams)
   LeaseTable leases_ ABSL_GUARDED_BY(mu_);
-  std::map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);  // GetOrWait, by waiter id
-  uint64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
-  std::map<uint32_t, size_t> waiters_per_uid_ ABSL_GUARDED_BY(mu_);  // no zero entries
-  std::map<uint64_t, uint32_t> reads_ ABSL_GUARDED_BY(mu_);          // Read's lease -> caller's uid
-  std::map<uint32_t, size_t> reads_per_uid_ ABSL_GUARDED_BY(mu_);    // no zero entries
-  std::map<uint64_t, uint32_t> watchers_ ABSL_GUARDED_BY(mu_);       // watcher id -> caller's uid
-  std::map<uint32_t, size_t> watchers_per_uid_ ABSL_GUARDED_BY(mu_);  // no zero entries
+  WaitList waiters_ ABSL_GUARDED_BY(mu_);  // GetOrWait's
   uint64_t next_object_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_version_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
