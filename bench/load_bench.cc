@@ -35,6 +35,7 @@
 #include "common/command_line.h"
 #include "tensorbroker/client.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/host_tensor.h"
 #include "tests/support/process_footprint.h"
 #include "tests/support/subprocess.h"
 
@@ -124,13 +125,7 @@ Options Parse(int argc, char** argv) {
 
 DLTensor HostBytes(std::vector<uint8_t>& bytes, std::vector<int64_t>& shape) {
   shape = {static_cast<int64_t>(bytes.size())};
-  DLTensor t{};
-  t.data = bytes.data();
-  t.device = {kDLCPU, 0};
-  t.ndim = 1;
-  t.dtype = dtypes::kUInt8;
-  t.shape = shape.data();
-  return t;
+  return testing::HostTensor(bytes.data(), shape, dtypes::kUInt8);
 }
 
 // One client process: connects, says "ready", waits for "go", cycles for opt.seconds, writes

@@ -29,6 +29,7 @@
 #include "tests/support/daemon_log.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/daemon_wait.h"
+#include "tests/support/host_tensor.h"
 #include "tests/support/service_manager_harness.h"
 
 namespace {
@@ -52,12 +53,8 @@ double Median(std::vector<double> v) {
 void PutMany(Client& client, int count) {
   std::vector<float> values(1024, 1.f);  // 4 KiB each
   std::vector<int64_t> shape = {1024};
-  DLTensor t{};
-  t.data = values.data();
-  t.device = {kDLCPU, 0};
-  t.ndim = 1;
-  t.dtype = tensorbroker::dtypes::kFloat32;
-  t.shape = shape.data();
+  const DLTensor t =
+      tensorbroker::testing::HostTensor(values.data(), shape, tensorbroker::dtypes::kFloat32);
   for (int i = 0; i < count; ++i) {
     if (auto put = client.Put(absl::StrCat("bench/", i), t); !put.ok()) {
       Die(put.status().ToString());

@@ -1,6 +1,7 @@
 #include "daemon/app/option_keys.h"
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -172,24 +173,25 @@ absl::Status ApplyPublishersOf(const std::string& prefix, const std::string& val
   return ApplyPrefixRule(false, prefix, value, field, o);
 }
 
-absl::Status ApplyQuotaBytesOf(const std::string& user, const std::string& value,
-                               const std::string& field, DaemonOptions* o) {
+// Sets (*by_uid)[the uid `user` names] to what `parsed` holds; the user's error comes first.
+absl::Status StoreForUser(const std::string& user, const std::string& field,
+                          absl::StatusOr<uint64_t> parsed, std::map<uint32_t, uint64_t>* by_uid) {
   auto uid = ParseUserArgument(user, field);
   if (!uid.ok()) return uid.status();
-  auto bytes = ParseByteSize(value, field);
-  if (!bytes.ok()) return bytes.status();
-  o->access.quota_bytes_by_uid[*uid] = *bytes;
+  if (!parsed.ok()) return parsed.status();
+  (*by_uid)[*uid] = *parsed;
   return absl::OkStatus();
+}
+
+absl::Status ApplyQuotaBytesOf(const std::string& user, const std::string& value,
+                               const std::string& field, DaemonOptions* o) {
+  return StoreForUser(user, field, ParseByteSize(value, field), &o->access.quota_bytes_by_uid);
 }
 
 absl::Status ApplyQuotaTensorsOf(const std::string& user, const std::string& value,
                                  const std::string& field, DaemonOptions* o) {
-  auto uid = ParseUserArgument(user, field);
-  if (!uid.ok()) return uid.status();
-  auto count = ParseCount(value, field, UINT64_MAX);
-  if (!count.ok()) return count.status();
-  o->access.quota_tensors_by_uid[*uid] = *count;
-  return absl::OkStatus();
+  return StoreForUser(user, field, ParseCount(value, field, UINT64_MAX),
+                      &o->access.quota_tensors_by_uid);
 }
 
 // --print-config's values (OptionKey::print).

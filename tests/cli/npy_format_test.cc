@@ -17,10 +17,12 @@
 #include "cli/npy_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/host_tensor.h"
 
 namespace tensorbroker::npy {
 namespace {
 
+using ::tensorbroker::testing::HostTensor;
 using ::testing::HasSubstr;
 
 bool SameDType(const DLDataType& a, const DLDataType& b) {
@@ -53,18 +55,6 @@ std::string Serialize(const DLTensor& tensor, absl::string_view descr) {
   });
   EXPECT_TRUE(s.ok()) << s;
   return out;
-}
-
-DLTensor HostTensor(void* data, DLDataType dtype, std::vector<int64_t>& shape,
-                    std::vector<int64_t>* strides = nullptr) {
-  DLTensor t{};
-  t.data = data;
-  t.device = {kDLCPU, 0};
-  t.ndim = static_cast<int32_t>(shape.size());
-  t.dtype = dtype;
-  t.shape = shape.data();
-  t.strides = strides != nullptr ? strides->data() : nullptr;
-  return t;
 }
 
 class TempFile {
@@ -106,7 +96,7 @@ TEST_P(RoundTripTest, WriteThenParseGivesTheSameArray) {
   if (c.dtype.code == kDLBool) {
     for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i % 2);
   }
-  const std::string file = Serialize(HostTensor(data.data(), c.dtype, shape), descr->text);
+  const std::string file = Serialize(HostTensor(data.data(), shape, c.dtype), descr->text);
 
   absl::StatusOr<NpyHeader> header = ParseFile(file);
   ASSERT_TRUE(header.ok()) << header.status();
@@ -337,7 +327,7 @@ TEST(NpyFormatTest, DimensionsThatOverflowAreRefusedNamingTheField) {
 TEST(NpyFormatTest, EveryTruncationAndRandomCorruptionIsHandled) {
   std::vector<int64_t> shape{3, 4};
   std::vector<float> values(12, 1.5f);
-  const std::string file = Serialize(HostTensor(values.data(), {kDLFloat, 32, 1}, shape), "<f4");
+  const std::string file = Serialize(HostTensor(values.data(), shape, {kDLFloat, 32, 1}), "<f4");
   ASSERT_TRUE(ParseFile(file).ok());
   for (size_t len = 0; len < file.size(); ++len) {
     absl::StatusOr<NpyHeader> h = ParseFile(absl::string_view(file).substr(0, len));
@@ -408,7 +398,7 @@ TEST(NpyFileTest, WritesStridedTensorsInCOrder) {
   for (int i = 0; i < 12; ++i) m[i] = static_cast<int16_t>(i);
   std::vector<int64_t> shape{3, 2};
   std::vector<int64_t> strides{4, 2};
-  std::string out = Serialize(HostTensor(m.data(), {kDLInt, 16, 1}, shape, &strides), "<i2");
+  std::string out = Serialize(HostTensor(m.data(), shape, {kDLInt, 16, 1}, strides.data()), "<i2");
   absl::StatusOr<NpyHeader> h = ParseFile(out);
   ASSERT_TRUE(h.ok());
   std::vector<int16_t> got(6);
@@ -417,7 +407,7 @@ TEST(NpyFileTest, WritesStridedTensorsInCOrder) {
 
   std::vector<int64_t> tshape{4, 3};
   std::vector<int64_t> tstrides{1, 4};
-  out = Serialize(HostTensor(m.data(), {kDLInt, 16, 1}, tshape, &tstrides), "<i2");
+  out = Serialize(HostTensor(m.data(), tshape, {kDLInt, 16, 1}, tstrides.data()), "<i2");
   h = ParseFile(out);
   ASSERT_TRUE(h.ok());
   got.resize(12);
@@ -427,7 +417,7 @@ TEST(NpyFileTest, WritesStridedTensorsInCOrder) {
   // byte_offset is honoured, and size-1 dimensions with odd strides are fine.
   std::vector<int64_t> one_shape{1, 3};
   std::vector<int64_t> one_strides{100, 1};
-  DLTensor row = HostTensor(m.data(), {kDLInt, 16, 1}, one_shape, &one_strides);
+  DLTensor row = HostTensor(m.data(), one_shape, {kDLInt, 16, 1}, one_strides.data());
   row.byte_offset = 8;
   out = Serialize(row, "<i2");
   h = ParseFile(out);
@@ -440,7 +430,7 @@ TEST(NpyFileTest, WritesStridedTensorsInCOrder) {
 TEST(NpyFileTest, ScalarsAndEmptyArrays) {
   double scalar = 2.5;
   std::vector<int64_t> no_dims;
-  std::string out = Serialize(HostTensor(&scalar, {kDLFloat, 64, 1}, no_dims), "<f8");
+  std::string out = Serialize(HostTensor(&scalar, no_dims, {kDLFloat, 64, 1}), "<f8");
   absl::StatusOr<NpyHeader> h = ParseFile(out);
   ASSERT_TRUE(h.ok()) << h.status();
   EXPECT_TRUE(h->shape.empty());
@@ -450,7 +440,7 @@ TEST(NpyFileTest, ScalarsAndEmptyArrays) {
   EXPECT_EQ(back, 2.5);
 
   std::vector<int64_t> empty_shape{0, 3};
-  out = Serialize(HostTensor(nullptr, {kDLFloat, 32, 1}, empty_shape), "<f4");
+  out = Serialize(HostTensor(nullptr, empty_shape, {kDLFloat, 32, 1}), "<f4");
   h = ParseFile(out);
   ASSERT_TRUE(h.ok()) << h.status();
   EXPECT_EQ(h->shape, empty_shape);
@@ -461,7 +451,7 @@ TEST(NpyFileTest, ScalarsAndEmptyArrays) {
 TEST(NpyFileTest, SinkErrorsArePropagated) {
   std::vector<int64_t> shape{4};
   std::vector<float> v(4);
-  absl::Status s = WriteNpy(HostTensor(v.data(), {kDLFloat, 32, 1}, shape), "<f4",
+  absl::Status s = WriteNpy(HostTensor(v.data(), shape, {kDLFloat, 32, 1}), "<f4",
                             [](absl::string_view) { return absl::DataLossError("disk full"); });
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
 }

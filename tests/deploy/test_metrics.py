@@ -45,18 +45,25 @@ def stopped_at_the_end(daemon, log_path):
     assert code == 0, f"tensorbrokerd: {describe_exit(code)}; its log:\n{quote_log(log_path)}"
 
 
-@pytest.fixture
-def broker():
-    with tempfile.TemporaryDirectory(prefix="tbmetrics.") as d:
+@contextlib.contextmanager
+def running_daemon(prefix, *options):
+    """A daemon on b.sock in a new temporary directory (128M, no CUDA, then `options`), its
+    stderr in daemon.log there, stopped at the end: (workdir, socket, log path, process)."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as d:
         sock = os.path.join(d, "b.sock")
         log_path = os.path.join(d, "daemon.log")
         with open(log_path, "wb") as log:
             daemon = subprocess.Popen([DAEMON, "--socket", sock, "--capacity", "128M",
-                                       "--cuda-capacity", "0", "--log-level", "warning"],
-                                      stderr=log)
+                                       "--cuda-capacity", "0", *options], stderr=log)
         with stopped_at_the_end(daemon, log_path):
-            wait_for(daemon, f"serving on {sock}", lambda: os.path.exists(sock), log_path)
-            yield d, sock
+            yield d, sock, log_path, daemon
+
+
+@pytest.fixture
+def broker():
+    with running_daemon("tbmetrics.", "--log-level", "warning") as (d, sock, log_path, daemon):
+        wait_for(daemon, f"serving on {sock}", lambda: os.path.exists(sock), log_path)
+        yield d, sock
 
 
 def cli(sock, *args):
@@ -135,19 +142,13 @@ def test_prometheus_and_json_exclude_each_other(broker):
 @contextlib.contextmanager
 def serving_http():
     """A daemon serving /metrics on a free loopback port: (workdir, socket, base URL, process)."""
-    with tempfile.TemporaryDirectory(prefix="tbhttp.") as d:
-        sock = os.path.join(d, "b.sock")
-        log_path = os.path.join(d, "daemon.log")
-        with open(log_path, "wb") as log:
-            daemon = subprocess.Popen([DAEMON, "--socket", sock, "--capacity", "128M",
-                                       "--cuda-capacity", "0", "--metrics-listen", "127.0.0.1:0"],
-                                      stderr=log)
-        with stopped_at_the_end(daemon, log_path):
-            line = wait_for(daemon, f"serving on {sock} and /metrics",
-                            lambda: os.path.exists(sock) and
-                            log_line(log_path, "<6>metrics at http://127.0.0.1:"), log_path)
-            url = line[len("<6>metrics at "):].strip()[:-len("/metrics")]
-            yield d, sock, url, daemon
+    with running_daemon("tbhttp.", "--metrics-listen", "127.0.0.1:0") as started:
+        d, sock, log_path, daemon = started
+        line = wait_for(daemon, f"serving on {sock} and /metrics",
+                        lambda: os.path.exists(sock) and
+                        log_line(log_path, "<6>metrics at http://127.0.0.1:"), log_path)
+        url = line[len("<6>metrics at "):].strip()[:-len("/metrics")]
+        yield d, sock, url, daemon
 
 
 @pytest.fixture

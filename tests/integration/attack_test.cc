@@ -14,10 +14,8 @@
 #include <string>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
-
 #include "absl/strings/str_cat.h"
-#include "tensorbroker/v1/broker.grpc.pb.h"
+#include "tests/integration/raw_session.h"
 #include "tests/integration/test_util.h"
 
 namespace tensorbroker::testing {
@@ -45,32 +43,6 @@ std::map<std::string, std::string> RunAttack(const std::vector<std::string>& arg
   return said;
 }
 
-// A Session stream of this (root's) process, open while the object lives: its id is what the
-// attacker is given, as if it had leaked.
-class RootSession {
- public:
-  explicit RootSession(const std::string& socket)
-      : stub_(v1::Broker::NewStub(
-            grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials()))),
-        stream_(stub_->Session(&context_)) {
-    v1::SessionEvent event;
-    if (stream_->Write(v1::SessionRequest()) && stream_->Read(&event) && event.has_opened()) {
-      id_ = event.opened().session_id();
-    }
-  }
-  ~RootSession() {
-    context_.TryCancel();
-    (void)stream_->Finish();
-  }
-  const std::string& id() const { return id_; }
-
- private:
-  std::unique_ptr<v1::Broker::Stub> stub_;
-  grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::SessionRequest, v1::SessionEvent>> stream_;
-  std::string id_;
-};
-
 using AttackTest = BrokerTest;
 
 TEST_F(AttackTest, AnotherUidCannotReachRootsTensorsOrSession) {
@@ -84,7 +56,7 @@ TEST_F(AttackTest, AnotherUidCannotReachRootsTensorsOrSession) {
   // The daemon's socket directory must be searchable for the other uid (the socket is 0660).
   const std::string dir = std::filesystem::path(socket()).parent_path().string();
   ASSERT_EQ(::chmod(dir.c_str(), 0755), 0);
-  RootSession session(socket());
+  RawSession session(socket());  // its id is what the attacker is given, as if leaked
   ASSERT_FALSE(session.id().empty());
   ASSERT_OK_AND_ASSIGN(BrokerStats before, client().Stats());
 

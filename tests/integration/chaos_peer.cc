@@ -35,6 +35,7 @@
 #include "absl/strings/str_cat.h"
 #include "tensorbroker/client.h"
 #include "tests/integration/stamped_tensor.h"
+#include "tests/support/host_tensor.h"
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
@@ -178,12 +179,8 @@ class Worker {
       std::vector<uint64_t> values(static_cast<size_t>(kSizes[Pick(5)]));
       FillStamped(name, NextStamp(), values.data(), values.size());
       std::vector<int64_t> shape = {static_cast<int64_t>(values.size())};
-      DLTensor source{};
-      source.data = values.data();
-      source.device = {kDLCPU, 0};
-      source.ndim = 1;
-      source.dtype = tensorbroker::dtypes::kUInt64;
-      source.shape = shape.data();
+      const DLTensor source =
+          tensorbroker::testing::HostTensor(values.data(), shape, tensorbroker::dtypes::kUInt64);
       tensorbroker::PutOptions put;
       put.replace = replace;
       Expect(client_->Put(name, source, put).status(), "put");

@@ -36,6 +36,7 @@
 #include "common/byte_size.h"
 #include "common/user_names.h"
 #include "tensorbroker/v1/broker.grpc.pb.h"
+#include "tests/integration/raw_session.h"
 #include "tests/integration/test_util.h"
 #include "tests/integration/uid_process.h"
 #include "tests/support/daemon_wait.h"
@@ -202,12 +203,6 @@ class OtherUser {
     EXPECT_EQ(tb_reply_.message, (message_)) << tb_reply_.line;           \
   } while (0)
 
-std::unique_ptr<grpc::ClientContext> Deadline30s() {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  return context;
-}
-
 v1::DataType Uint8Proto() {
   v1::DataType dtype;
   dtype.set_code(kDLUInt);
@@ -215,66 +210,6 @@ v1::DataType Uint8Proto() {
   dtype.set_lanes(1);
   return dtype;
 }
-
-// Root's raw gRPC view: a stub and an open Session, for what the Client does not expose
-// (regions, lease ids, pages, header-only Puts).
-class RawSession {
- public:
-  explicit RawSession(const std::string& socket)
-      : stub_(v1::Broker::NewStub(
-            grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials()))),
-        stream_(stub_->Session(&context_)) {
-    v1::SessionEvent event;
-    if (stream_->Write(v1::SessionRequest()) && stream_->Read(&event) && event.has_opened()) {
-      id_ = event.opened().session_id();
-    }
-  }
-  ~RawSession() {
-    context_.TryCancel();
-    (void)stream_->Finish();
-  }
-  const std::string& id() const { return id_; }
-  v1::Broker::Stub& stub() { return *stub_; }
-
-  grpc::Status Get(const std::string& name, v1::TensorGrant* grant) {
-    v1::GetRequest request;
-    request.set_session_id(id_);
-    request.set_name(name);
-    return stub_->Get(Deadline30s().get(), request, grant);
-  }
-  grpc::Status Release(uint64_t lease) {
-    v1::ReleaseRequest request;
-    request.set_session_id(id_);
-    request.set_lease_id(lease);
-    v1::Empty empty;
-    return stub_->Release(Deadline30s().get(), request, &empty);
-  }
-  grpc::Status Retain(uint64_t lease) {
-    v1::RetainRequest request;
-    request.set_session_id(id_);
-    request.set_lease_id(lease);
-    v1::TensorGrant grant;
-    return stub_->Retain(Deadline30s().get(), request, &grant);
-  }
-  grpc::Status Create(v1::CreateRequest request, v1::TensorGrant* grant) {
-    request.set_session_id(id_);
-    return stub_->Create(Deadline30s().get(), request, grant);
-  }
-  grpc::Status List(const std::string& prefix, uint32_t page_size, const std::string& token,
-                    v1::ListResponse* page) {
-    v1::ListRequest request;
-    request.set_prefix(prefix);
-    request.set_page_size(page_size);
-    request.set_page_token(token);
-    return stub_->List(Deadline30s().get(), request, page);
-  }
-
- private:
-  std::unique_ptr<v1::Broker::Stub> stub_;
-  grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::SessionRequest, v1::SessionEvent>> stream_;
-  std::string id_;
-};
 
 #define EXPECT_GRPC(status_expr, code_, message_)                          \
   do {                                                                     \

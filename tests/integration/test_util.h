@@ -24,6 +24,7 @@
 #include "tests/integration/peer_process.h"
 #include "tests/integration/shm_inspect.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/host_tensor.h"
 
 namespace tensorbroker::testing {
 
@@ -58,20 +59,6 @@ absl::Status StatusOf(const absl::StatusOr<T>& s) {
     const absl::Status tb_status_ = ::tensorbroker::testing::StatusOf(expr); \
     EXPECT_EQ(tb_status_.code(), code_) << #expr << ": " << tb_status_;      \
   } while (0)
-
-// A contiguous-by-default DLTensor view of host memory; `shape` and `strides` must outlive it.
-inline DLTensor HostTensor(void* data, std::vector<int64_t>& shape, DLDataType dtype,
-                           int64_t* strides = nullptr, uint64_t byte_offset = 0) {
-  DLTensor t{};
-  t.data = data;
-  t.device = DLDevice{kDLCPU, 0};
-  t.ndim = static_cast<int32_t>(shape.size());
-  t.dtype = dtype;
-  t.shape = shape.data();
-  t.strides = strides;
-  t.byte_offset = byte_offset;
-  return t;
-}
 
 inline const uint8_t* DataOf(const DLTensor& t) {
   return static_cast<const uint8_t*>(t.data) + t.byte_offset;

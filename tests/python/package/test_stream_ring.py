@@ -64,6 +64,16 @@ def publish(writer, seq):
     assert writer.publish() == seq
 
 
+def report_of(daemon, script, *args):
+    """Runs `script` (an AS_UID_65534 one) with the daemon's socket and `args` while the socket
+    is reachable, expects it to exit 0, and returns the JSON report it printed."""
+    with reachable_by_other_users(daemon):
+        done = subprocess.run([sys.executable, "-c", script, daemon.socket, *args],
+                              capture_output=True, text=True, timeout=HANG_GUARD)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
 def test_a_reader_in_another_process_follows_every_frame_it_takes_untorn(daemon, client):
     writer = client.stream_writer("ring/follow", WORDS, "int64")
     follower = subprocess.Popen([sys.executable, "-c", FOLLOWER, daemon.socket, "ring/follow"],
@@ -200,11 +210,7 @@ def test_another_uid_reads_but_cannot_write_the_ring_or_touch_a_seat(daemon, cli
     [seat] = [t["name"] for t in client.list("ring/shared/.readers/")]
     publish(writer, 1)
     held = reader.next(timeout=5)
-    with reachable_by_other_users(daemon):
-        done = subprocess.run([sys.executable, "-c", ATTACKER, daemon.socket, "ring/shared",
-                               seat], capture_output=True, text=True, timeout=HANG_GUARD)
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = report_of(daemon, ATTACKER, "ring/shared", seat)
     assert (report["uid"], report["frame"]) == (65534, 1)
     assert report["mprotect"] == [-1, "EACCES"], report
     assert [s for s in report["seats_listed"] if s == seat] == [], report  # only its own
@@ -223,23 +229,30 @@ def test_another_uid_reads_but_cannot_write_the_ring_or_touch_a_seat(daemon, cli
     victim.close()
 
 
+# For the scripts below: forges a sealed seat under a ring's seat prefix, with the seat's magic
+# and the given admission token.
+FORGE_SEAT = r"""
+import struct
+
+def forge(seat_name, admission):
+    seat = client.create(seat_name, 256, "uint8", mutable=True, readers="uid:0")
+    np.asarray(seat)[:16] = np.frombuffer(struct.pack("<QQ", 0x3230544145534254, admission),
+                                          np.uint8)
+    seat.seal()
+"""
+
+
 # Runs as uid 65534, which may not read the ring: it tries to take seats under the ring's seat
 # prefix (magic right, admission token guessed) to take the stream's only reader place, by
 # Create and by Put. The daemon keeps that prefix for processes that may read the ring.
-SQUATTER = AS_UID_65534 + r"""
-import struct
+SQUATTER = AS_UID_65534 + FORGE_SEAT + r"""
 socket, name = sys.argv[1:3]
 client = tensorbroker.connect(socket)
 report = {"get_ring": outcome(lambda: client.get(name, timeout=0) and None)}
-
-def forge(seat_name):
-    seat = client.create(seat_name, 256, "uint8", mutable=True, readers="uid:0")
-    np.asarray(seat)[:16] = np.frombuffer(struct.pack("<QQ", 0x3230544145534254, 12345), np.uint8)
-    seat.seal()
-
-report["create"] = [outcome(lambda: forge(name + "/.readers/" + str(n))) for n in range(50)]
+report["create"] = [outcome(lambda: forge(name + "/.readers/" + str(n), 12345))
+                    for n in range(50)]
 report["put"] = outcome(lambda: client.put(name + "/.readers/p", np.zeros(256, np.uint8)) and None)
-report["nested"] = outcome(lambda: forge(name + "/.readers/x/.readers/y"))
+report["nested"] = outcome(lambda: forge(name + "/.readers/x/.readers/y", 12345))
 print(json.dumps(report), flush=True)
 """
 
@@ -247,11 +260,7 @@ print(json.dumps(report), flush=True)
 @ROOT_ONLY
 def test_a_process_that_may_not_read_the_ring_cannot_take_or_squat_a_seat(daemon, client):
     writer = client.stream_writer("ring/private", 8, "uint8", max_readers=1, readers="uid:0")
-    with reachable_by_other_users(daemon):
-        done = subprocess.run([sys.executable, "-c", SQUATTER, daemon.socket, "ring/private"],
-                              capture_output=True, text=True, timeout=HANG_GUARD)
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = report_of(daemon, SQUATTER, "ring/private")
     assert report["get_ring"][0] == "NotFound", report
     refusal = ("name 'ring/private/.readers/0' is a reader seat of the stream 'ring/private': "
                "only a process that may read 'ring/private' may take one")
@@ -274,20 +283,13 @@ def test_a_process_that_may_not_read_the_ring_cannot_take_or_squat_a_seat(daemon
 # Runs as uid 65534, a reader the writer admits (the ring is readable by anyone): it tries to
 # forge lasting seats with the ring's admission token, then joins as a reader and scribbles over
 # its own seat (random words, and claims of the newest frames) while the victim reads.
-SCRIBBLER = AS_UID_65534 + r"""
-import random, struct, time
+SCRIBBLER = AS_UID_65534 + FORGE_SEAT + r"""
+import random, time
 socket, name = sys.argv[1:3]
 client = tensorbroker.connect(socket)
 ring = client.get(name, timeout=30)
 admission = struct.unpack_from("<Q", bytes(np.asarray(ring)[:128]), 112)[0]
-
-def forge(seat_name):
-    seat = client.create(seat_name, 256, "uint8", mutable=True, readers="uid:0")
-    np.asarray(seat)[:16] = np.frombuffer(struct.pack("<QQ", 0x3230544145534254, admission),
-                                          np.uint8)
-    seat.seal()
-
-report = {"forge": outcome(lambda: forge(name + "/.readers/forged")),
+report = {"forge": outcome(lambda: forge(name + "/.readers/forged", admission)),
           "put": outcome(lambda: client.put(name + "/.readers/p", np.zeros(256, np.uint8)))}
 reader = client.stream_reader(name, timeout=30)
 [mine] = [t["name"] for t in client.list(name + "/.readers/")]
