@@ -258,7 +258,8 @@ absl::Status CudaHostRegister(void* data, uint64_t bytes, bool read_only) {
   if (e != cudaSuccess) {
     return Failed(absl::StrCat("cudaHostRegister(", bytes, " bytes", read_only ? ", read-only" : "",
                                "); page-locking needs free physical memory and may be limited by "
-                               "the locked-memory limit (see the README, \"CUDA tensors\")"),
+                               "the locked-memory limit (see docs/architecture.md, "
+                               "\"CUDA tensors\")"),
                   e);
   }
   return absl::OkStatus();

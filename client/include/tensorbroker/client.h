@@ -128,7 +128,8 @@ struct GetOptions {
   std::chrono::milliseconds timeout{0};
   // CPU tensors: map page-locked for CUDA (cudaHostRegister, once per segment and process; the
   // tensor reports kDLCUDAHost). INVALID_ARGUMENT for a CUDA tensor, FAILED_PRECONDITION
-  // without a usable GPU. Page-locked memory counts against the memlock limit (see README).
+  // without a usable GPU. Page-locked memory counts against the memlock limit
+  // (docs/architecture.md, "CUDA tensors").
   bool pinned = false;
   // Where the caller needs the tensor ({kDLCUDA, n}: this process's ordinal; {kDLCPU, 0}).
   // Get never copies: FAILED_PRECONDITION naming where it is when that is elsewhere (the lease
