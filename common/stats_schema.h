@@ -3,10 +3,13 @@
 // member. Everything that shows the counters reads these rows: the CLI's text and JSON
 // (cli/info_format.cc), the Python dict (python/src/py_client.cc), the Prometheus text
 // (common/prometheus_format.cc, the daemon's /metrics too) and the proto conversion
-// (common/wire/proto_convert.cc, which finds each row's proto field by its key).
+// (common/wire/proto_convert.cc and the daemon's daemon/wire/store_proto.cc, which find each row's
+// proto field by its key). The rows are templates over the struct they point into: the public
+// BrokerStats (kBrokerStatsFields, ...) and the daemon's StoreStats (daemon/store/store_types.h),
+// whose members carry the same names.
 //
-// A new counter: a uint64_t member of BrokerStats, a uint64 field of the same name in
-// v1.BrokerStats (proto/tensorbroker/v1/broker.proto), and a row here.
+// A new counter: a uint64_t member of BrokerStats and of the daemon's StoreStats, a uint64 field
+// of the same name in v1.BrokerStats (proto/tensorbroker/v1/broker.proto), and a row here.
 //
 // Header-only constant data and one template, so that the Python extension compiles it in
 // (it links the client library's API only). Thread-safe.
@@ -37,56 +40,62 @@ struct StatsField {
 
 // Daemon-wide counters, in the order every output shows them. The byte and segment figures are
 // the CPU pool's: Prometheus exports them per pool (kPoolStatsFields) rather than on their own.
-inline constexpr StatsField<BrokerStats> kBrokerStatsFields[] = {
+template <typename Stats>
+inline constexpr StatsField<Stats> kBrokerStatsRows[] = {
     {"capacity_bytes", "capacity", nullptr, "Most memory the daemon may hold in CPU memory.",
-     StatsUnit::kBytes, &BrokerStats::capacity_bytes},
+     StatsUnit::kBytes, &Stats::capacity_bytes},
     {"used_bytes", "used", nullptr, "CPU bytes allocated to tensors.", StatsUnit::kBytes,
-     &BrokerStats::used_bytes},
+     &Stats::used_bytes},
     {"reserved_bytes", "reserved", nullptr, "Bytes of shared-memory segments held.",
-     StatsUnit::kBytes, &BrokerStats::reserved_bytes},
+     StatsUnit::kBytes, &Stats::reserved_bytes},
     {"tensors", "tensors", "tensorbroker_tensors", "Published tensor names.", StatsUnit::kCount,
-     &BrokerStats::tensors},
-    {"leases", "leases", "tensorbroker_leases", "Live leases.", StatsUnit::kCount,
-     &BrokerStats::leases},
+     &Stats::tensors},
+    {"leases", "leases", "tensorbroker_leases", "Live leases.", StatsUnit::kCount, &Stats::leases},
     {"clients", "clients", "tensorbroker_clients", "Open client sessions.", StatsUnit::kCount,
-     &BrokerStats::clients},
+     &Stats::clients},
     {"segments", "segments", nullptr, "Shared-memory segments held.", StatsUnit::kCount,
-     &BrokerStats::segments},
+     &Stats::segments},
     {"pending", "pending", "tensorbroker_pending_tensors", "Tensors created and not yet sealed.",
-     StatsUnit::kCount, &BrokerStats::pending},
+     StatsUnit::kCount, &Stats::pending},
     {"waiting_gets", "waiting gets", "tensorbroker_waiting_gets",
-     "Gets waiting for their name to be published.", StatsUnit::kCount, &BrokerStats::waiting_gets},
+     "Gets waiting for their name to be published.", StatsUnit::kCount, &Stats::waiting_gets},
     {"watchers", "watchers", "tensorbroker_watchers", "Watch streams open.", StatsUnit::kCount,
-     &BrokerStats::watchers},
+     &Stats::watchers},
 };
 
 // Each memory pool's counters (BrokerStats::pools; Prometheus label device="cpu"|"cuda:N").
-inline constexpr StatsField<PoolUsage> kPoolStatsFields[] = {
+template <typename Pool>
+inline constexpr StatsField<Pool> kPoolStatsRows[] = {
     {"capacity_bytes", nullptr, "tensorbroker_capacity_bytes",
-     "Most memory the daemon may hold on the device.", StatsUnit::kBytes,
-     &PoolUsage::capacity_bytes},
+     "Most memory the daemon may hold on the device.", StatsUnit::kBytes, &Pool::capacity_bytes},
     {"used_bytes", nullptr, "tensorbroker_used_bytes",
      "Bytes allocated to tensors (pending and unlinked included).", StatsUnit::kBytes,
-     &PoolUsage::used_bytes},
+     &Pool::used_bytes},
     {"reserved_bytes", nullptr, "tensorbroker_reserved_bytes",
      "Bytes of shared-memory segments or CUDA slabs held.", StatsUnit::kBytes,
-     &PoolUsage::reserved_bytes},
+     &Pool::reserved_bytes},
     {"segments", nullptr, "tensorbroker_segments", "Shared-memory segments or CUDA slabs held.",
-     StatsUnit::kCount, &PoolUsage::segments},
+     StatsUnit::kCount, &Pool::segments},
 };
 
 // What each user holds, and their quota (BrokerStats::users; Prometheus labels uid and user).
-inline constexpr StatsField<UserUsage> kUserStatsFields[] = {
+template <typename User>
+inline constexpr StatsField<User> kUserStatsRows[] = {
     {"bytes", nullptr, "tensorbroker_user_bytes",
      "Bytes of the tensors each user holds (every version in memory).", StatsUnit::kBytes,
-     &UserUsage::bytes},
+     &User::bytes},
     {"tensors", nullptr, "tensorbroker_user_tensors",
-     "Tensors each user holds (every version in memory).", StatsUnit::kCount, &UserUsage::tensors},
+     "Tensors each user holds (every version in memory).", StatsUnit::kCount, &User::tensors},
     {"quota_bytes", nullptr, "tensorbroker_user_quota_bytes",
-     "Each user's quota of bytes (0: unlimited).", StatsUnit::kBytes, &UserUsage::quota_bytes},
+     "Each user's quota of bytes (0: unlimited).", StatsUnit::kBytes, &User::quota_bytes},
     {"quota_tensors", nullptr, "tensorbroker_user_quota_tensors",
-     "Each user's quota of tensors (0: unlimited).", StatsUnit::kCount, &UserUsage::quota_tensors},
+     "Each user's quota of tensors (0: unlimited).", StatsUnit::kCount, &User::quota_tensors},
 };
+
+// The rows of the public structs.
+inline constexpr const auto& kBrokerStatsFields = kBrokerStatsRows<BrokerStats>;
+inline constexpr const auto& kPoolStatsFields = kPoolStatsRows<PoolUsage>;
+inline constexpr const auto& kUserStatsFields = kUserStatsRows<UserUsage>;
 
 // Walks `stats` as the CLI's JSON object and the Python dict show it: every kBrokerStatsFields
 // row, then the list "pools" (per pool: "device", then its kPoolStatsFields rows), then the list

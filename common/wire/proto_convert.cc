@@ -8,12 +8,9 @@
 #include "google/protobuf/message.h"
 
 namespace tensorbroker {
-namespace {
 
-// The uint64 field of `message` named as the row's key; nullptr if none (StatsSchema tests that
-// every row has one).
-const google::protobuf::FieldDescriptor* CounterField(const google::protobuf::Message& message,
-                                                      const char* key) {
+const google::protobuf::FieldDescriptor* StatsCounterField(const google::protobuf::Message& message,
+                                                           const char* key) {
   const google::protobuf::FieldDescriptor* field = message.GetDescriptor()->FindFieldByName(key);
   if (field == nullptr || field->is_repeated() ||
       field->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_UINT64) {
@@ -22,22 +19,15 @@ const google::protobuf::FieldDescriptor* CounterField(const google::protobuf::Me
   return field;
 }
 
-// Every counter of a stats_schema.h table, from or to the proto message's field of its name.
+namespace {
+
+// Every counter of a stats_schema.h table, from the proto message's field of its name.
 template <typename Struct, size_t N>
 void CountersFromProto(const StatsField<Struct> (&rows)[N], const google::protobuf::Message& in,
                        Struct* out) {
   for (const StatsField<Struct>& row : rows) {
-    const google::protobuf::FieldDescriptor* field = CounterField(in, row.key);
+    const google::protobuf::FieldDescriptor* field = StatsCounterField(in, row.key);
     if (field != nullptr) out->*row.member = in.GetReflection()->GetUInt64(in, field);
-  }
-}
-
-template <typename Struct, size_t N>
-void CountersToProto(const StatsField<Struct> (&rows)[N], const Struct& in,
-                     google::protobuf::Message* out) {
-  for (const StatsField<Struct>& row : rows) {
-    const google::protobuf::FieldDescriptor* field = CounterField(*out, row.key);
-    if (field != nullptr) out->GetReflection()->SetUInt64(out, field, in.*row.member);
   }
 }
 
@@ -103,25 +93,6 @@ TensorInfo FromProto(const v1::TensorInfo& info) {
   return out;
 }
 
-void ToProto(const TensorInfo& info, v1::TensorInfo* out) {
-  out->set_name(info.name);
-  ToProto(info.dtype, out->mutable_dtype());
-  out->mutable_shape()->Assign(info.shape.begin(), info.shape.end());
-  out->mutable_strides()->Assign(info.strides.begin(), info.strides.end());
-  out->set_nbytes(info.nbytes);
-  ToProto(info.device, out->mutable_device());
-  out->set_sealed(info.sealed);
-  out->set_mutable_(info.is_mutable);
-  out->set_version(info.version);
-  out->set_leases(info.leases);
-  out->set_created_unix_ms(info.created_unix_ms);
-  out->set_owner_uid(info.owner_uid);
-  for (const std::string& reader : info.readers) out->add_readers(reader);
-  out->set_keep(info.keep);
-  out->set_ephemeral(info.ephemeral);
-  out->mutable_kept_versions()->Assign(info.kept_versions.begin(), info.kept_versions.end());
-}
-
 WatchEvent FromProto(const v1::WatchEvent& event) {
   WatchEvent out;
   switch (event.kind()) {
@@ -149,33 +120,6 @@ WatchEvent FromProto(const v1::WatchEvent& event) {
   out.lost_first = event.lost_first();
   out.lost_last = event.lost_last();
   return out;
-}
-
-void ToProto(const WatchEvent& event, v1::WatchEvent* out) {
-  switch (event.kind) {
-    case WatchEvent::Kind::kPublished:
-      out->set_kind(v1::WatchEvent::PUBLISHED);
-      break;
-    case WatchEvent::Kind::kReplaced:
-      out->set_kind(v1::WatchEvent::REPLACED);
-      break;
-    case WatchEvent::Kind::kDeleted:
-      out->set_kind(v1::WatchEvent::DELETED);
-      break;
-    case WatchEvent::Kind::kExpired:
-      out->set_kind(v1::WatchEvent::EXPIRED);
-      break;
-    case WatchEvent::Kind::kLost:
-      out->set_kind(v1::WatchEvent::LOST);
-      break;
-  }
-  out->set_sequence(event.sequence);
-  out->set_name(event.name);
-  out->set_version(event.version);
-  out->set_previous_version(event.previous_version);
-  if (event.kind != WatchEvent::Kind::kLost) ToProto(event.info, out->mutable_info());
-  out->set_lost_first(event.lost_first);
-  out->set_lost_last(event.lost_last);
 }
 
 BrokerStats FromProto(const v1::BrokerStats& stats) {
@@ -206,35 +150,6 @@ BrokerStats FromProto(const v1::BrokerStats& stats) {
     out.users.push_back(std::move(usage));
   }
   return out;
-}
-
-void ToProto(const BrokerStats& stats, v1::BrokerStats* out) {
-  CountersToProto(kBrokerStatsFields, stats, out);
-  for (const PoolUsage& usage : stats.pools) {
-    v1::PoolStats* pool = out->add_pools();
-    ToProto(usage.device, pool->mutable_device());
-    CountersToProto(kPoolStatsFields, usage, pool);
-  }
-  for (const MethodStats& m : stats.methods) {
-    v1::MethodStats* method = out->add_methods();
-    method->set_method(m.method);
-    for (const auto& [code, count] : m.calls) {
-      v1::MethodStats::CodeCount* call = method->add_calls();
-      call->set_code(code);
-      call->set_count(count);
-    }
-    method->mutable_bucket_bounds_seconds()->Assign(m.bucket_bounds_seconds.begin(),
-                                                    m.bucket_bounds_seconds.end());
-    method->mutable_bucket_counts()->Assign(m.bucket_counts.begin(), m.bucket_counts.end());
-    method->set_latency_sum_seconds(m.latency_sum_seconds);
-    method->set_latency_count(m.latency_count);
-  }
-  for (const UserUsage& usage : stats.users) {
-    v1::UserUsage* user = out->add_users();
-    user->set_uid(usage.uid);
-    user->set_user(usage.user);
-    CountersToProto(kUserStatsFields, usage, user);
-  }
 }
 
 }  // namespace tensorbroker

@@ -1,5 +1,7 @@
-// Conversions between the wire messages (tensorbroker.v1) and the plain C++/DLPack types used on
-// either side. Conversions never validate: the daemon validates what it receives separately.
+// Conversions between the wire messages (tensorbroker.v1) and the plain C++/DLPack types: both
+// ways for dtypes and devices, and from the wire into the client's public types (types.h). The
+// daemon's own types go onto the wire in daemon/wire/store_proto.h. Conversions never validate:
+// the daemon validates what it receives separately.
 #ifndef TENSORBROKER_COMMON_PROTO_CONVERT_H_
 #define TENSORBROKER_COMMON_PROTO_CONVERT_H_
 
@@ -8,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "google/protobuf/message.h"
 #include "tensorbroker/types.h"
 #include "tensorbroker/v1/broker.pb.h"
 
@@ -27,15 +30,16 @@ void ToProto(const DLDevice& device, v1::Device* out);
 std::vector<int64_t> ToVector(const google::protobuf::RepeatedField<int64_t>& values);
 
 TensorInfo FromProto(const v1::TensorInfo& info);
-void ToProto(const TensorInfo& info, v1::TensorInfo* out);
 
 WatchEvent FromProto(const v1::WatchEvent& event);
-void ToProto(const WatchEvent& event, v1::WatchEvent* out);
 
-// The counters of common/stats_schema.h go by their rows: each to and from the uint64 field named
-// as its key (protobuf reflection).
+// The counters of common/stats_schema.h go by their rows: each from (and, in the daemon, to) the
+// uint64 field named as its key (protobuf reflection).
 BrokerStats FromProto(const v1::BrokerStats& stats);
-void ToProto(const BrokerStats& stats, v1::BrokerStats* out);
+// The uint64 field of `message` named `key` (a stats row's); nullptr if none (StatsSchema tests
+// that every row has one).
+const google::protobuf::FieldDescriptor* StatsCounterField(const google::protobuf::Message& message,
+                                                           const char* key);
 
 }  // namespace tensorbroker
 

@@ -19,6 +19,7 @@
 #include "common/cuda_devices.h"
 #include "common/prometheus_format.h"
 #include "common/socket_path.h"
+#include "common/wire/proto_convert.h"
 #include "daemon/app/daemon_runner.h"
 #include "daemon/base/descriptor_reserve.h"
 #include "daemon/memory/cpu_segment_pool.h"
@@ -234,7 +235,8 @@ Adoption Daemon::BuildStore(std::vector<NamedFd> handed) {
 absl::Status Daemon::StartMetricsHttp() {
   if (options_.metrics_listen.empty()) return absl::OkStatus();
   auto started = MetricsHttpServer::Start(options_.metrics_listen, [this] {
-    return PrometheusText(service_->CurrentStats(operator_view_));
+    // The schema's one Prometheus writer, from the wire form (the public types).
+    return PrometheusText(FromProto(service_->CurrentStats(operator_view_)));
   });
   if (!started.ok()) return started.status();
   metrics_http_ = *std::move(started);

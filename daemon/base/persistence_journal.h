@@ -1,5 +1,6 @@
 // What a restarted daemon needs to adopt the sealed CPU tensors, told as it happens: segments
-// as they are created and removed, tensor versions as they are published and unpublished.
+// as they are created and removed (here), tensor versions as they are published and unpublished
+// (TensorJournal, daemon/store/tensor_journal.h, which extends this).
 //
 // Order is what makes a kill at any instant safe: calls are made under the store's lock, in
 // the order of the changes. A version is told published only once its bytes are final (at
@@ -16,10 +17,7 @@
 #ifndef TENSORBROKER_DAEMON_PERSISTENCE_JOURNAL_H_
 #define TENSORBROKER_DAEMON_PERSISTENCE_JOURNAL_H_
 
-#include <cstdint>
 #include <string>
-
-#include "tensorbroker/v1/state.pb.h"
 
 namespace tensorbroker::daemon {
 
@@ -30,8 +28,6 @@ class PersistenceJournal {
   virtual ~PersistenceJournal() = default;
   virtual void SegmentCreated(const MemfdSegment& segment) = 0;
   virtual void SegmentRemoved(const std::string& segment) = 0;
-  virtual void TensorPublished(const v1::TensorRecord& record) = 0;
-  virtual void TensorUnpublished(uint64_t version) = 0;
 };
 
 }  // namespace tensorbroker::daemon

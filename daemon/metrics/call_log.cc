@@ -37,9 +37,10 @@ std::string NameField(absl::string_view name) {
   return absl::StrCat("name=\"", LogSafe(name), "\"");
 }
 
-std::string DescribeTensor(const TensorInfo& info) {
-  return absl::StrCat(DTypeName(info.dtype), "[", absl::StrJoin(info.shape, ","), "] ", info.nbytes,
-                      " bytes on ", DeviceName(info.device));
+std::string DescribeTensor(DLDataType dtype, absl::Span<const int64_t> shape, uint64_t nbytes,
+                           DLDevice device) {
+  return absl::StrCat(DTypeName(dtype), "[", absl::StrJoin(shape, ","), "] ", nbytes, " bytes on ",
+                      DeviceName(device));
 }
 
 void LogCallFailure(absl::string_view method, LogText what, LogText client,

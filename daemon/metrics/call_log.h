@@ -6,13 +6,16 @@
 #ifndef TENSORBROKER_DAEMON_CALL_LOG_H_
 #define TENSORBROKER_DAEMON_CALL_LOG_H_
 
+#include <dlpack/dlpack.h>
+
+#include <cstdint>
 #include <string>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "daemon/base/log.h"
-#include "tensorbroker/types.h"
 
 namespace tensorbroker::daemon {
 
@@ -25,7 +28,13 @@ LogLevel FailureLevel(absl::StatusCode code);
 // name="a/b"; an invalid name from a client is escaped and cut, never raw.
 std::string NameField(absl::string_view name);
 // "float32[10,100] 4000 bytes on cpu": what a tensor is, never what it holds.
-std::string DescribeTensor(const TensorInfo& info);
+std::string DescribeTensor(DLDataType dtype, absl::Span<const int64_t> shape, uint64_t nbytes,
+                           DLDevice device);
+// The same of a tensor's view (the store's TensorView): anything with those members.
+template <typename View>
+std::string DescribeTensor(const View& view) {
+  return DescribeTensor(view.dtype, view.shape, view.nbytes, view.device);
+}
 
 // "<method> <what> <client>: <CODE>: <message>" at FailureLevel; nothing for OK.
 void LogCallFailure(absl::string_view method, LogText what, LogText client,

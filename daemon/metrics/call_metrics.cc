@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "tensorbroker/v1/broker.pb.h"
+
 namespace tensorbroker::daemon {
 
 void CallMetrics::Record(const std::string& method, int code, absl::Duration duration, bool timed) {
@@ -20,11 +22,11 @@ void CallMetrics::Record(const std::string& method, int code, absl::Duration dur
   ++per.timed;
 }
 
-std::vector<MethodStats> CallMetrics::Snapshot() const {
+std::vector<MethodCalls> CallMetrics::Snapshot() const {
   MutexLock lock(mu_);
-  std::vector<MethodStats> out;
+  std::vector<MethodCalls> out;
   for (const auto& [method, per] : methods_) {
-    MethodStats stats;
+    MethodCalls stats;
     stats.method = method;
     stats.calls.assign(per.calls.begin(), per.calls.end());
     stats.bucket_bounds_seconds.assign(kBucketBounds.begin(), kBucketBounds.end());
@@ -34,6 +36,20 @@ std::vector<MethodStats> CallMetrics::Snapshot() const {
     out.push_back(std::move(stats));
   }
   return out;
+}
+
+void ToProto(const MethodCalls& calls, v1::MethodStats* out) {
+  out->set_method(calls.method);
+  for (const auto& [code, count] : calls.calls) {
+    v1::MethodStats::CodeCount* call = out->add_calls();
+    call->set_code(code);
+    call->set_count(count);
+  }
+  out->mutable_bucket_bounds_seconds()->Assign(calls.bucket_bounds_seconds.begin(),
+                                               calls.bucket_bounds_seconds.end());
+  out->mutable_bucket_counts()->Assign(calls.bucket_counts.begin(), calls.bucket_counts.end());
+  out->set_latency_sum_seconds(calls.latency_sum_seconds);
+  out->set_latency_count(calls.latency_count);
 }
 
 }  // namespace tensorbroker::daemon

@@ -10,13 +10,31 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
 #include "common/mutex.h"
-#include "tensorbroker/types.h"
+
+namespace tensorbroker::v1 {
+class MethodStats;
+}  // namespace tensorbroker::v1
 
 namespace tensorbroker::daemon {
+
+// One method's calls since the daemon started: counts by status code and a latency histogram
+// (streams that last a session are counted, not timed).
+struct MethodCalls {
+  std::string method;                           // "Create", ..., or kUnknownMethod
+  std::vector<std::pair<int, uint64_t>> calls;  // (grpc status code, count), by code
+  std::vector<double> bucket_bounds_seconds;    // upper bounds; +Inf is the last count
+  std::vector<uint64_t> bucket_counts;          // per bucket, not cumulative; one more
+  double latency_sum_seconds = 0;
+  uint64_t latency_count = 0;
+};
+
+// The Stats reply's row of `calls` (v1.MethodStats).
+void ToProto(const MethodCalls& calls, v1::MethodStats* out);
 
 // The label of every gRPC call to a method the daemon does not serve.
 inline constexpr char kUnknownMethod[] = "unknown";
@@ -31,7 +49,7 @@ class CallMetrics {
   // `timed`: false for calls whose duration is a connection's life (the Session stream): they
   // are counted, not put into the histogram.
   void Record(const std::string& method, int code, absl::Duration duration, bool timed);
-  std::vector<MethodStats> Snapshot() const;
+  std::vector<MethodCalls> Snapshot() const;  // by method name
 
  private:
   struct PerMethod {

@@ -40,8 +40,9 @@ void FdStoreJournal::SegmentRemoved(const std::string& segment) {
   WarnIfNotRemoved(store_.Remove(SegmentFdName(segment)), absl::StrCat("segment ", segment));
 }
 
-void FdStoreJournal::TensorPublished(const v1::TensorRecord& record) {
+void FdStoreJournal::TensorPublished(const JournaledTensor& tensor) {
   if (stopped()) return;
+  const v1::TensorRecord record = TensorRecordOf(tensor);
   const std::string what =
       absl::StrCat("'", LogSafe(record.info().name()), "' version ", record.info().version());
   auto fd = WriteTensorRecord(record);

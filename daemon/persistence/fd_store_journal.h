@@ -1,4 +1,4 @@
-// The PersistenceJournal kept in systemd's descriptor store (fd_store.h): each segment's
+// The journal (TensorJournal) kept in systemd's descriptor store (fd_store.h): each segment's
 // read-write descriptor under "s-<segment>", each published version's TensorRecord (in a
 // sealed memfd, tensor_record.h) under "r-<version>". A removal is FDSTOREREMOVE=1 of that
 // name. Nothing is removed at shutdown (Stop): what is stored is what the next instance adopts.
@@ -9,8 +9,8 @@
 #include <atomic>
 #include <string>
 
-#include "daemon/base/persistence_journal.h"
 #include "daemon/persistence/fd_store.h"
+#include "daemon/store/tensor_journal.h"
 
 namespace tensorbroker::daemon {
 
@@ -18,13 +18,13 @@ namespace tensorbroker::daemon {
 std::string SegmentFdName(const std::string& segment);
 std::string RecordFdName(uint64_t version);
 
-class FdStoreJournal final : public PersistenceJournal {
+class FdStoreJournal final : public TensorJournal {
  public:
   explicit FdStoreJournal(FdStore store) : store_(store) {}
 
   void SegmentCreated(const MemfdSegment& segment) override;
   void SegmentRemoved(const std::string& segment) override;
-  void TensorPublished(const v1::TensorRecord& record) override;
+  void TensorPublished(const JournaledTensor& tensor) override;
   void TensorUnpublished(uint64_t version) override;
   // Sends nothing more: called once every call has finished, before the store and the pools
   // are destroyed (which frees memory in this process, not in the descriptor store).

@@ -44,7 +44,8 @@ void HandoverCollector::SegmentCreated(const MemfdSegment& segment) {
 
 void HandoverCollector::SegmentRemoved(const std::string& segment) { Drop(SegmentFdName(segment)); }
 
-void HandoverCollector::TensorPublished(const v1::TensorRecord& record) {
+void HandoverCollector::TensorPublished(const JournaledTensor& tensor) {
+  const v1::TensorRecord record = TensorRecordOf(tensor);
   auto fd = WriteTensorRecord(record);
   if (!fd.ok()) {
     if (status_.ok()) status_ = fd.status();

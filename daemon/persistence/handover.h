@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/base/listen_fds.h"
-#include "daemon/base/persistence_journal.h"
+#include "daemon/store/tensor_journal.h"
 
 namespace tensorbroker::daemon {
 
@@ -27,11 +27,11 @@ inline constexpr char kHandedSocketName[] = "socket";
 // What the running daemon hands over, gathered by replaying its state as journal calls
 // (TensorStore::ExportState): a duplicate of each segment's read-write descriptor and a sealed
 // record memfd per tensor, under the descriptor store's names.
-class HandoverCollector final : public PersistenceJournal {
+class HandoverCollector final : public TensorJournal {
  public:
   void SegmentCreated(const MemfdSegment& segment) override;
   void SegmentRemoved(const std::string& segment) override;
-  void TensorPublished(const v1::TensorRecord& record) override;
+  void TensorPublished(const JournaledTensor& tensor) override;
   void TensorUnpublished(uint64_t version) override;
   // A descriptor of another kind (the lock, the sockets), duplicated.
   void Add(const std::string& name, int fd);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/wire/store_proto.h"
 
 namespace tensorbroker::daemon {
 namespace {
@@ -27,6 +28,16 @@ absl::Status ErrnoStatus(const char* what) {
 }
 
 }  // namespace
+
+v1::TensorRecord TensorRecordOf(const JournaledTensor& tensor) {
+  v1::TensorRecord record;
+  ToProto(tensor.view, record.mutable_info());
+  record.set_publisher_uid(tensor.publisher_uid);
+  record.set_segment(tensor.segment);
+  record.set_offset(tensor.offset);
+  record.set_block_size(tensor.block_size);
+  return record;
+}
 
 absl::StatusOr<UniqueFd> WriteTensorRecord(v1::TensorRecord record) {
   record.set_format(kTensorRecordFormat);

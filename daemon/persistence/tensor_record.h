@@ -10,12 +10,16 @@
 
 #include "absl/status/statusor.h"
 #include "common/unique_fd.h"
+#include "daemon/store/tensor_journal.h"
 #include "tensorbroker/v1/state.pb.h"
 
 namespace tensorbroker::daemon {
 
 inline constexpr uint32_t kTensorRecordFormat = 1;
 inline constexpr uint64_t kMaxTensorRecordBytes = 64 * 1024;
+
+// The record of a journaled version (its info written by daemon/wire/store_proto.h).
+v1::TensorRecord TensorRecordOf(const JournaledTensor& tensor);
 
 // A new sealed memfd holding `record` (its format set). INVALID_ARGUMENT when it would exceed
 // kMaxTensorRecordBytes; RESOURCE_EXHAUSTED or INTERNAL when the kernel refuses.

@@ -76,8 +76,8 @@ QuotaLedger::Usage QuotaLedger::UsageOf(uint32_t uid) const {
   return it == usage_.end() ? Usage{} : it->second;
 }
 
-UserUsage QuotaLedger::Row(uint32_t uid, const Usage& usage) const {
-  UserUsage row;
+StoreStats::User QuotaLedger::Row(uint32_t uid, const Usage& usage) const {
+  StoreStats::User row;
   row.uid = uid;
   row.bytes = usage.bytes;
   row.tensors = usage.tensors;
@@ -89,8 +89,8 @@ UserUsage QuotaLedger::Row(uint32_t uid, const Usage& usage) const {
   return row;
 }
 
-std::vector<UserUsage> QuotaLedger::Users(const Principal& caller) const {
-  std::vector<UserUsage> rows;
+std::vector<StoreStats::User> QuotaLedger::Users(const Principal& caller) const {
+  std::vector<StoreStats::User> rows;
   if (caller.admin) {
     for (const auto& [uid, usage] : usage_) rows.push_back(Row(uid, usage));
   } else {

@@ -15,7 +15,7 @@
 #include "absl/status/status.h"
 #include "daemon/identity/principal.h"
 #include "daemon/identity/quota.h"
-#include "tensorbroker/types.h"
+#include "daemon/store/store_types.h"
 
 namespace tensorbroker::daemon {
 
@@ -52,7 +52,7 @@ class QuotaLedger {
   Usage UsageOf(uint32_t uid) const;
   // Stats' rows: every uid holding something for an administrator, else the caller's alone
   // (even when it holds nothing). `user` is left empty.
-  std::vector<UserUsage> Users(const Principal& caller) const;
+  std::vector<StoreStats::User> Users(const Principal& caller) const;
 
   // Whether `uid` may open one more stream of `kind` now: RESOURCE_EXHAUSTED when it has the
   // most of that kind already ("reads in progress: ...", "watches: ...").
@@ -72,7 +72,7 @@ class QuotaLedger {
   };
   Streams& StreamsOf(Stream kind) { return kind == Stream::kRead ? reads_ : watches_; }
   const Streams& StreamsOf(Stream kind) const { return kind == Stream::kRead ? reads_ : watches_; }
-  UserUsage Row(uint32_t uid, const Usage& usage) const;
+  StoreStats::User Row(uint32_t uid, const Usage& usage) const;
 
   const std::function<Quota(uint32_t uid)> quota_for_;
   std::map<uint32_t, Usage> usage_;  // no empty entries

@@ -11,7 +11,6 @@
 #include "common/mutex.h"
 #include "common/stream_seats.h"
 #include "common/tensor_layout.h"
-#include "common/wire/proto_convert.h"
 #include "daemon/base/log.h"
 
 namespace tensorbroker::daemon {
@@ -359,7 +358,7 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::FindPendingLocked(
   return object;
 }
 
-absl::StatusOr<TensorInfo> TensorStore::Seal(const std::string& session_id,
+absl::StatusOr<TensorView> TensorStore::Seal(const std::string& session_id,
                                              const std::string& name) {
   Locked lock(this);
   // Nothing is published once shutting down: the state handed to a successor is final.
@@ -382,7 +381,7 @@ absl::Status TensorStore::Abort(const std::string& session_id, const std::string
   return absl::OkStatus();
 }
 
-TensorInfo TensorStore::PublishLocked(TensorObject* object, const Principal& by) {
+TensorView TensorStore::PublishLocked(TensorObject* object, const Principal& by) {
   const std::string& name = object->spec.name;
   names_.ErasePending(name);
   object->pending = false;
@@ -408,13 +407,13 @@ TensorInfo TensorStore::PublishLocked(TensorObject* object, const Principal& by)
   // The new version is recorded before an old one's record goes: a kill in between leaves both,
   // and adoption keeps the newest `keep`.
   JournalPublishedLocked(*object);
-  EmitLocked(first ? WatchEvent::Kind::kPublished : WatchEvent::Kind::kReplaced, *object,
+  EmitLocked(first ? StoreEvent::Kind::kPublished : StoreEvent::Kind::kReplaced, *object,
              object->version, previous_version);
   while (entry.versions.size() > entry.keep) {
     const uint64_t oldest = entry.versions.begin()->first;
     // The version just replaced is told of by kReplaced; older ones leave the history.
     if (oldest != previous_version) {
-      EmitLocked(WatchEvent::Kind::kExpired, *objects_.at(entry.versions.begin()->second), 0);
+      EmitLocked(StoreEvent::Kind::kExpired, *objects_.at(entry.versions.begin()->second), 0);
     }
     UnpublishLocked(name, oldest);
   }
@@ -432,7 +431,7 @@ TensorInfo TensorStore::PublishLocked(TensorObject* object, const Principal& by)
   return WithKeptVersionsLocked(by, ViewLocked(*object));
 }
 
-void TensorStore::EmitLocked(WatchEvent::Kind kind, const TensorObject& object, uint64_t sequence,
+void TensorStore::EmitLocked(StoreEvent::Kind kind, const TensorObject& object, uint64_t sequence,
                              uint64_t previous_version) {
   WatchEntry entry;
   entry.event.kind = kind;
@@ -460,7 +459,7 @@ absl::StatusOr<uint64_t> TensorStore::Watch(const Principal& caller, std::string
   return id;
 }
 
-absl::StatusOr<std::vector<WatchEvent>> TensorStore::TakeEvents(uint64_t watcher_id, size_t max) {
+absl::StatusOr<std::vector<StoreEvent>> TensorStore::TakeEvents(uint64_t watcher_id, size_t max) {
   return watch_hub_.Take(watcher_id, max);
 }
 
@@ -497,10 +496,10 @@ absl::StatusOr<PutTicket> TensorStore::BeginPut(const Principal& caller, const T
                    grant.lease_id};
 }
 
-absl::StatusOr<TensorInfo> TensorStore::CommitPut(const PutTicket& ticket) {
+absl::StatusOr<TensorView> TensorStore::CommitPut(const PutTicket& ticket) {
   Locked lock(this);
   auto it = objects_.find(ticket.object_id);
-  absl::StatusOr<TensorInfo> result = absl::InternalError("put ticket is no longer pending");
+  absl::StatusOr<TensorView> result = absl::InternalError("put ticket is no longer pending");
   if (it != objects_.end() && it->second->expired) {
     result = absl::DeadlineExceededError(
         absl::StrCat("name '", it->second->spec.name,
@@ -746,7 +745,7 @@ void TensorStore::DeleteNameLocked(const std::string& name, const std::string& w
   const NameIndex::Published& entry = *names_.Find(name);
   const TensorObject& object = *objects_.at(entry.current());
   const size_t older = entry.versions.size() - 1;
-  EmitLocked(WatchEvent::Kind::kDeleted, object, 0);
+  EmitLocked(StoreEvent::Kind::kDeleted, object, 0);
   Log(LogLevel::kInfo, "'", LogSafe(name), "' deleted (version ", object.version, ", owner ",
       DescribeUid(entry.owner_uid),
       older == 0 ? std::string() : absl::StrCat(", and ", older, " older kept version(s)"), ") ",
@@ -782,7 +781,7 @@ void TensorStore::EndAdoptionGrace() {
   for (auto& pool : pools_) pool->EndAdoptionGrace();
 }
 
-void TensorStore::ExportState(PersistenceJournal* journal) {
+void TensorStore::ExportState(TensorJournal* journal) {
   Locked lock(this);
   for (auto& pool : pools_) pool->ReplaySegments(journal);
   for (const auto& [name, published] : names_.published()) {
@@ -793,21 +792,20 @@ void TensorStore::ExportState(PersistenceJournal* journal) {
   }
 }
 
-void TensorStore::JournalPublishedLocked(const TensorObject& object, PersistenceJournal* journal) {
+void TensorStore::JournalPublishedLocked(const TensorObject& object, TensorJournal* journal) {
   if (journal == nullptr) journal = options_.journal;
   // An ephemeral tensor ends with its session, so never outlives this instance.
   if (journal == nullptr || object.block.device.device_type != kDLCPU || object.spec.ephemeral) {
     return;
   }
-  v1::TensorRecord record;
-  TensorInfo info = ViewLocked(object);
-  info.leases = 0;  // leases end with the instance
-  ToProto(info, record.mutable_info());
-  record.set_publisher_uid(object.spec.owner_uid);
-  record.set_segment(object.block.segment);
-  record.set_offset(object.block.offset);
-  record.set_block_size(object.block.size);
-  journal->TensorPublished(record);
+  JournaledTensor tensor;
+  tensor.view = ViewLocked(object);
+  tensor.view.leases = 0;  // leases end with the instance
+  tensor.publisher_uid = object.spec.owner_uid;
+  tensor.segment = object.block.segment;
+  tensor.offset = object.block.offset;
+  tensor.block_size = object.block.size;
+  journal->TensorPublished(tensor);
 }
 
 void TensorStore::JournalUnpublishedLocked(const TensorObject& object) {
@@ -846,7 +844,7 @@ ListPage TensorStore::List(const Principal& caller, const std::string& prefix, s
   return page;
 }
 
-absl::StatusOr<TensorInfo> TensorStore::Stat(const Principal& caller, const std::string& name) {
+absl::StatusOr<TensorView> TensorStore::Stat(const Principal& caller, const std::string& name) {
   Locked lock(this);
   if (const TensorObject* object = VisibleLocked(caller, name); object != nullptr) {
     return WithKeptVersionsLocked(caller, ViewLocked(*object));
@@ -858,10 +856,10 @@ absl::StatusOr<TensorInfo> TensorStore::Stat(const Principal& caller, const std:
   return NotPublished(name);
 }
 
-BrokerStats TensorStore::Stats(const Principal& caller) {
+StoreStats TensorStore::Stats(const Principal& caller) {
   Locked lock(this);
   const PoolStats pool = pools_.front()->Stats();
-  BrokerStats stats;
+  StoreStats stats;
   for (const auto& each : pools_) {
     const PoolStats figures = each->Stats();
     stats.pools.push_back({each->device(), figures.capacity_bytes, figures.used_bytes,
@@ -920,7 +918,7 @@ void TensorStore::Shutdown() {
   });
 }
 
-TensorInfo TensorStore::WithKeptVersionsLocked(const Principal& caller, TensorInfo info) const {
+TensorView TensorStore::WithKeptVersionsLocked(const Principal& caller, TensorView info) const {
   if (const NameIndex::Published* name = names_.Find(info.name); name != nullptr) {
     for (const auto& [version, object_id] : name->versions) {
       if (MayReadLocked(caller, *objects_.at(object_id))) info.kept_versions.push_back(version);
@@ -929,8 +927,8 @@ TensorInfo TensorStore::WithKeptVersionsLocked(const Principal& caller, TensorIn
   return info;
 }
 
-TensorInfo TensorStore::ViewLocked(const TensorObject& object) const {
-  TensorInfo view;
+TensorView TensorStore::ViewLocked(const TensorObject& object) const {
+  TensorView view;
   view.name = object.spec.name;
   view.dtype = object.spec.dtype;
   view.shape = object.spec.shape;

@@ -40,7 +40,6 @@
 #include "absl/time/time.h"
 #include "common/mutex.h"
 #include "common/unique_fd.h"
-#include "daemon/base/persistence_journal.h"
 #include "daemon/identity/principal.h"
 #include "daemon/identity/principal_set.h"
 #include "daemon/identity/quota.h"
@@ -49,9 +48,10 @@
 #include "daemon/store/name_index.h"
 #include "daemon/store/quota_ledger.h"
 #include "daemon/store/session_table.h"
+#include "daemon/store/store_types.h"
+#include "daemon/store/tensor_journal.h"
 #include "daemon/store/wait_list.h"
 #include "daemon/store/watch_hub.h"
-#include "tensorbroker/types.h"
 
 namespace tensorbroker::daemon {
 
@@ -109,9 +109,9 @@ struct StoreOptions {
   // Whether a tensor of a caller who is no administrator may be made now: OK, or why not
   // (descriptor_reserve.h: the daemon keeps descriptors for its own work). Null: always.
   std::function<absl::Status()> may_make_tensor;
-  // Told of each CPU tensor version published and unpublished (persistence_journal.h); may be
+  // Told of each CPU tensor version published and unpublished (tensor_journal.h); may be
   // null. Must outlive the store.
-  PersistenceJournal* journal = nullptr;
+  TensorJournal* journal = nullptr;
   // The first version (and event sequence) the store hands out; adoption raises it past every
   // adopted version. The daemon seeds it from the clock so versions keep increasing across
   // restarts (DaemonRunner); 1 in tests.
@@ -123,17 +123,13 @@ struct StoreOptions {
 
 // One page of List.
 struct ListPage {
-  std::vector<TensorInfo> tensors;
+  std::vector<TensorView> tensors;
   std::string next_page_token;  // empty: this was the last page
 };
 
-// What the store reports about a tensor is the public tensorbroker::TensorInfo (types.h).
-using ::tensorbroker::BrokerStats;
-using ::tensorbroker::TensorInfo;
-
 // A tensor, where its bytes are, and the lease the caller now holds on it.
 struct TensorGrant {
-  TensorInfo info;
+  TensorView info;
   Block block;
   uint64_t lease_id = 0;
   bool writable = false;
@@ -150,7 +146,7 @@ struct PutTicket {
 
 // A Read in progress: the object stays alive until EndRead.
 struct ReadTicket {
-  TensorInfo info;
+  TensorView info;
   const uint8_t* data = nullptr;  // CUDA: a device pointer
   uint64_t lease_id = 0;
 };
@@ -194,7 +190,7 @@ class TensorStore {
   SessionCleanup CloseSession(const std::string& session_id);
 
   absl::StatusOr<TensorGrant> Create(const std::string& session_id, const TensorSpec& spec);
-  absl::StatusOr<TensorInfo> Seal(const std::string& session_id, const std::string& name);
+  absl::StatusOr<TensorView> Seal(const std::string& session_id, const std::string& name);
   absl::Status Abort(const std::string& session_id, const std::string& name);
 
   // A Put by `caller`: `on_expired` (may be empty) runs if the pending timeout aborts it first;
@@ -202,7 +198,7 @@ class TensorStore {
   absl::StatusOr<PutTicket> BeginPut(const Principal& caller, const TensorSpec& spec,
                                      std::function<void()> on_expired = {});
   // DEADLINE_EXCEEDED when the pending timeout aborted it.
-  absl::StatusOr<TensorInfo> CommitPut(const PutTicket& ticket);
+  absl::StatusOr<TensorView> CommitPut(const PutTicket& ticket);
   void CancelPut(const PutTicket& ticket);
 
   // RESOURCE_EXHAUSTED when `caller`'s uid has kMaxReadsPerUid reads in progress.
@@ -247,10 +243,10 @@ class TensorStore {
   // (>= 1) of them after `page_token` (a name from the previous page's next_page_token).
   ListPage List(const Principal& caller, const std::string& prefix, size_t page_size,
                 const std::string& page_token = "");
-  absl::StatusOr<TensorInfo> Stat(const Principal& caller, const std::string& name);
+  absl::StatusOr<TensorView> Stat(const Principal& caller, const std::string& name);
   // Pools and counters; `tensors` counts the names `caller` may see, and `users` holds every
   // user for an administrator, else the caller alone.
-  BrokerStats Stats(const Principal& caller);
+  StoreStats Stats(const Principal& caller);
 
   // Watch streams (watch_hub.h): every publication, replacement, deletion and expiry of a
   // version `caller` may read under `prefix`, in sequence order, from after `after_version`
@@ -261,7 +257,7 @@ class TensorStore {
                                  std::optional<uint64_t> after_version, std::function<void()> wake);
   // Up to `max` events for watcher `watcher_id` (WatchHub::Take): parks it when none is left.
   // UNAVAILABLE once shutting down. Never waits.
-  absl::StatusOr<std::vector<WatchEvent>> TakeEvents(uint64_t watcher_id, size_t max);
+  absl::StatusOr<std::vector<StoreEvent>> TakeEvents(uint64_t watcher_id, size_t max);
   void Unwatch(uint64_t watcher_id);
 
   // Aborts what has been pending longer than the pending timeout at `now` (Creates not sealed,
@@ -288,7 +284,7 @@ class TensorStore {
   // Replays the state a successor adopts into `journal`, as if it had journaled from the start:
   // every segment, then every published CPU tensor. For a takeover (handover.h): call after
   // Shutdown, so nothing changes any more.
-  void ExportState(PersistenceJournal* journal);
+  void ExportState(TensorJournal* journal);
 
  private:
   struct TensorObject {
@@ -334,7 +330,7 @@ class TensorStore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells watchers of an event about `object` (the version concerned); `sequence` 0 takes the
   // next number of the version counter. Their wakes run once the lock drops.
-  void EmitLocked(WatchEvent::Kind kind, const TensorObject& object, uint64_t sequence,
+  void EmitLocked(StoreEvent::Kind kind, const TensorObject& object, uint64_t sequence,
                   uint64_t previous_version = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `caller` may publish `spec->name` now: CheckNameFreeLocked, and under a stream
   // ring's seat prefix (common/stream_seats.h) only a caller that may read the ring
@@ -351,12 +347,12 @@ class TensorStore {
   absl::StatusOr<TensorObject*> FindPendingLocked(const std::string& session_id,
                                                   const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  TensorInfo PublishLocked(TensorObject* object, const Principal& by)
+  TensorView PublishLocked(TensorObject* object, const Principal& by)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropPendingLocked(TensorObject* object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells the journal (if any) that `object`'s version is published / no longer is (CPU only).
   // Tells `journal` (the store's own when null) of the published `object`.
-  void JournalPublishedLocked(const TensorObject& object, PersistenceJournal* journal = nullptr)
+  void JournalPublishedLocked(const TensorObject& object, TensorJournal* journal = nullptr)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void JournalUnpublishedLocked(const TensorObject& object) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   TensorGrant GrantLocked(const std::string& session_id, TensorObject* object, bool writable)
@@ -379,10 +375,10 @@ class TensorStore {
   // The pool serving `device`; nullptr when none does.
   MemoryPool* PoolForLocked(DLDevice device) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // What Get grants report about `object` (kept_versions empty).
-  TensorInfo ViewLocked(const TensorObject& object) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  TensorView ViewLocked(const TensorObject& object) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // `info` (of a published name) with the versions its name keeps that `caller` may read: what
   // Stat, List, Seal and Put report.
-  TensorInfo WithKeptVersionsLocked(const Principal& caller, TensorInfo info) const
+  TensorView WithKeptVersionsLocked(const Principal& caller, TensorView info) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const StoreOptions options_;

@@ -38,7 +38,7 @@ bool WatchHub::Append(WatchEntry entry, Wakes* wakes) {
   MutexLock lock(mu_);
   const uint64_t sequence = entry.event.sequence;
   if (sequence <= last_sequence_ || sequence <= forgotten_ ||
-      entry.event.kind == WatchEvent::Kind::kLost) {
+      entry.event.kind == StoreEvent::Kind::kLost) {
     return false;
   }
   last_sequence_ = sequence;
@@ -90,19 +90,19 @@ std::deque<WatchEntry>::const_iterator WatchHub::After(uint64_t sequence) const 
       [](uint64_t value, const WatchEntry& entry) { return value < entry.event.sequence; });
 }
 
-absl::StatusOr<std::vector<WatchEvent>> WatchHub::Take(uint64_t watcher_id, size_t max) {
+absl::StatusOr<std::vector<StoreEvent>> WatchHub::Take(uint64_t watcher_id, size_t max) {
   MutexLock lock(mu_);
   if (shut_down_) return absl::UnavailableError("the daemon is shutting down");
   auto found = watchers_.find(watcher_id);
   if (found == watchers_.end()) {
     return absl::NotFoundError(absl::StrCat("watcher ", watcher_id, " is not watching"));
   }
-  std::vector<WatchEvent> events;
+  std::vector<StoreEvent> events;
   if (max == 0) return events;
   Watcher& watcher = found->second;
   if (watcher.cursor < forgotten_) {
-    WatchEvent lost;
-    lost.kind = WatchEvent::Kind::kLost;
+    StoreEvent lost;
+    lost.kind = StoreEvent::Kind::kLost;
     lost.sequence = forgotten_;
     lost.lost_first = watcher.cursor + 1;
     lost.lost_last = forgotten_;

@@ -28,13 +28,13 @@
 #include "common/mutex.h"
 #include "daemon/identity/principal.h"
 #include "daemon/identity/principal_set.h"
-#include "tensorbroker/types.h"
+#include "daemon/store/store_types.h"
 
 namespace tensorbroker::daemon {
 
 // An entry of the log, with what deciding visibility needs.
 struct WatchEntry {
-  WatchEvent event;
+  StoreEvent event;
   uint32_t publisher_uid = 0;  // the version's owner (TensorObject spec.owner_uid)
   PrincipalSet readers;        // the version's readers
 };
@@ -81,7 +81,7 @@ class WatchHub {
   // matches it), even if events are returned. `max` 0 returns nothing and changes nothing.
   // NOT_FOUND for an unknown id; UNAVAILABLE after Shutdown. Never blocks on anything but the
   // hub's mutex.
-  absl::StatusOr<std::vector<WatchEvent>> Take(uint64_t watcher_id, size_t max);
+  absl::StatusOr<std::vector<StoreEvent>> Take(uint64_t watcher_id, size_t max);
   // Ends the watcher; its wake is never handed out again (a copy handed out before may still be
   // run by whoever holds it: wakes must outlive, or tolerate, their watcher). Idempotent.
   void Remove(uint64_t watcher_id);

@@ -6,6 +6,7 @@
 #include "common/tensor_layout.h"
 #include "common/wire/proto_convert.h"
 #include "daemon/wire/request_device.h"
+#include "daemon/wire/store_proto.h"
 
 namespace tensorbroker::daemon {
 

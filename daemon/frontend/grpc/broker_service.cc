@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/tensor_layout.h"
 #include "common/wire/grpc_status.h"
-#include "common/wire/proto_convert.h"
 #include "daemon/base/log.h"
 #include "daemon/frontend/grpc/put_reactor.h"
 #include "daemon/frontend/grpc/read_reactor.h"
@@ -16,6 +15,7 @@
 #include "daemon/frontend/grpc/watch_reactor.h"
 #include "daemon/metrics/call_log.h"
 #include "daemon/wire/request_spec.h"
+#include "daemon/wire/store_proto.h"
 
 namespace tensorbroker::daemon {
 namespace {
@@ -269,7 +269,7 @@ grpc::Status BrokerService::DoList(grpc::CallbackServerContext* context,
                                ? kDefaultListPage
                                : std::min<size_t>(request.page_size(), kMaxListPage);
   ListPage page = parts_.store->List(*caller, request.prefix(), page_size, request.page_token());
-  for (const TensorInfo& view : page.tensors) ToProto(view, response->add_tensors());
+  for (const TensorView& view : page.tensors) ToProto(view, response->add_tensors());
   response->set_next_page_token(page.next_page_token);
   return grpc::Status::OK;
 }
@@ -305,15 +305,19 @@ grpc::Status BrokerService::DoStats(grpc::CallbackServerContext* context,
   if (!caller.ok())
     return Answer(
         context, "Stats", [] { return ""; }, caller.status());
-  ToProto(CurrentStats(*caller), response);
+  *response = CurrentStats(*caller);
   return grpc::Status::OK;
 }
 
-BrokerStats BrokerService::CurrentStats(const Principal& caller) const {
-  BrokerStats stats = parts_.store->Stats(caller);
-  for (UserUsage& user : stats.users) user.user = UserNameOf(user.uid);
-  if (parts_.metrics != nullptr) stats.methods = parts_.metrics->Snapshot();
-  return stats;
+v1::BrokerStats BrokerService::CurrentStats(const Principal& caller) const {
+  StoreStats stats = parts_.store->Stats(caller);
+  for (StoreStats::User& user : stats.users) user.user = UserNameOf(user.uid);
+  v1::BrokerStats out;
+  ToProto(stats, &out);
+  if (parts_.metrics != nullptr) {
+    for (const MethodCalls& calls : parts_.metrics->Snapshot()) ToProto(calls, out.add_methods());
+  }
+  return out;
 }
 
 grpc::ServerUnaryReactor* BrokerService::Ping(grpc::CallbackServerContext* context,

@@ -89,9 +89,9 @@ class BrokerService final : public v1::Broker::CallbackService {
   grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext*, const v1::Empty*,
                                  v1::Empty*) override;
 
-  // What Stats answers `caller`: the store's counters and the per-method call metrics.
-  // Thread-safe.
-  BrokerStats CurrentStats(const Principal& caller) const;
+  // What Stats answers `caller`: the store's counters (each user named) and the per-method call
+  // metrics. Thread-safe.
+  v1::BrokerStats CurrentStats(const Principal& caller) const;
 
  private:
   // "pid=123 uid=1000": the kernel's credentials of the call's connection.

@@ -7,9 +7,9 @@
 #include "common/cuda_runtime.h"
 #include "common/mutex.h"
 #include "common/wire/grpc_status.h"
-#include "common/wire/proto_convert.h"
 #include "daemon/metrics/call_log.h"
 #include "daemon/wire/request_spec.h"
+#include "daemon/wire/store_proto.h"
 
 namespace tensorbroker::daemon {
 

@@ -5,8 +5,8 @@
 #include "common/cuda_runtime.h"
 #include "common/tensor_layout.h"
 #include "common/wire/grpc_status.h"
-#include "common/wire/proto_convert.h"
 #include "daemon/metrics/call_log.h"
+#include "daemon/wire/store_proto.h"
 
 namespace tensorbroker::daemon {
 
@@ -28,7 +28,7 @@ absl::Status ReadReactor::Begin(const Principal& caller, size_t max_chunk) {
   auto ticket = store_->BeginRead(caller, name_);
   if (!ticket.ok()) return ticket.status();
   ticket_ = *std::move(ticket);
-  const TensorInfo& info = ticket_->info;
+  const TensorView& info = ticket_->info;
   ToProto(info, response_.mutable_info());
   const uint8_t* bytes = ticket_->data;
   if (info.device.device_type == kDLCUDA) {

@@ -6,8 +6,8 @@
 #include "common/mutex.h"
 #include "common/tensor_layout.h"
 #include "common/wire/grpc_status.h"
-#include "common/wire/proto_convert.h"
 #include "daemon/metrics/call_log.h"
+#include "daemon/wire/store_proto.h"
 
 namespace tensorbroker::daemon {
 

@@ -15,6 +15,7 @@
 #include "daemon/metrics/call_log.h"
 #include "daemon/persistence/handover.h"
 #include "daemon/wire/request_spec.h"
+#include "daemon/wire/store_proto.h"
 
 namespace tensorbroker::daemon {
 namespace {
@@ -80,16 +81,22 @@ std::string SubjectOf(const v1::LocalRequest& request) {
   }
 }
 
+// DescribeTensor of a reply's tensor.
+std::string DescribeInfo(const v1::TensorInfo& info) {
+  return DescribeTensor(FromProto(info.dtype()), ToVector(info.shape()), info.nbytes(),
+                        FromProto(info.device()));
+}
+
 // The log line's outcome of a successful call.
 std::string OutcomeOf(v1::LocalRequest::CallCase call, const v1::LocalReply& reply) {
   switch (reply.result_case()) {
     case v1::LocalReply::kGrant: {
-      const std::string tensor = DescribeTensor(FromProto(reply.grant().info()));
+      const std::string tensor = DescribeInfo(reply.grant().info());
       if (call == v1::LocalRequest::kCreate) return tensor;
       return absl::StrCat("lease ", reply.grant().lease_id(), " on ", tensor);
     }
     case v1::LocalReply::kInfo:
-      return absl::StrCat("published ", DescribeTensor(FromProto(reply.info())));
+      return absl::StrCat("published ", DescribeInfo(reply.info()));
     default:
       return call == v1::LocalRequest::kAbort ? "aborted" : "done";
   }
@@ -416,7 +423,7 @@ bool LocalConnection::PumpWatches() {
         break;
       }
       if (events->empty()) break;  // parked: the store wakes it
-      for (const WatchEvent& event : *events) {
+      for (const StoreEvent& event : *events) {
         v1::LocalReply reply;
         reply.set_request_id(request_id);
         ToProto(event, reply.mutable_watch_event());

@@ -1,6 +1,7 @@
 // The stats schema (common/stats_schema.h) drives every output: each row shows in the Prometheus
 // text, the CLI's JSON and text, the walk the Python dict is built from, and the proto messages
-// (a uint64 field of the row's key, and no uint64 field without a row).
+// (a uint64 field of the row's key, and no uint64 field without a row, written by the daemon and
+// read back by the client).
 #include "common/stats_schema.h"
 
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@
 #include "common/byte_size.h"
 #include "common/prometheus_format.h"
 #include "common/wire/proto_convert.h"
+#include "daemon/wire/store_proto.h"
 #include "google/protobuf/descriptor.h"
 
 namespace tensorbroker {
@@ -172,10 +174,35 @@ TEST(StatsSchema, EveryRowAProtoField) {
   ExpectSameCounters(kUserStatsFields, v1::UserUsage::descriptor());
 }
 
+// Sample() as the daemon's StoreStats (daemon/store/store_types.h), through the same rows.
+daemon::StoreStats StoreSample() {
+  const BrokerStats sample = Sample();
+  daemon::StoreStats stats;
+  for (size_t i = 0; i < std::size(kBrokerStatsFields); ++i) {
+    stats.*kBrokerStatsRows<daemon::StoreStats>[i].member = sample.*kBrokerStatsFields[i].member;
+  }
+  for (const PoolUsage& usage : sample.pools) {
+    daemon::StoreStats::Pool pool{usage.device};
+    for (size_t i = 0; i < std::size(kPoolStatsFields); ++i) {
+      pool.*kPoolStatsRows<daemon::StoreStats::Pool>[i].member = usage.*kPoolStatsFields[i].member;
+    }
+    stats.pools.push_back(pool);
+  }
+  for (const UserUsage& usage : sample.users) {
+    daemon::StoreStats::User user{usage.uid, usage.user};
+    for (size_t i = 0; i < std::size(kUserStatsFields); ++i) {
+      user.*kUserStatsRows<daemon::StoreStats::User>[i].member = usage.*kUserStatsFields[i].member;
+    }
+    stats.users.push_back(user);
+  }
+  return stats;
+}
+
+// The daemon writes the counters (daemon/wire/store_proto.h), the client reads them back.
 TEST(StatsSchema, ProtoRoundTrip) {
   const BrokerStats stats = Sample();
   v1::BrokerStats proto;
-  ToProto(stats, &proto);
+  daemon::ToProto(StoreSample(), &proto);
   EXPECT_EQ(proto.tensors(), stats.tensors);
   EXPECT_EQ(proto.pools(1).segments(), stats.pools[1].segments);
   EXPECT_EQ(proto.users(0).quota_tensors(), stats.users[0].quota_tensors);

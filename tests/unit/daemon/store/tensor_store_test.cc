@@ -364,7 +364,7 @@ TEST_F(TensorStoreTest, KeepHoldsTheLastVersionsReadableByNumber) {
                                              versions[0], " (it keeps ", versions[2], ", ",
                                              versions[3], ", ", versions[4], ")")));
   // Kept versions count: 3 kept plus the evicted one its creator still leases.
-  BrokerStats stats = store_->Stats(kRoot);
+  StoreStats stats = store_->Stats(kRoot);
   EXPECT_EQ(stats.tensors, 1u);
   ASSERT_EQ(stats.users.size(), 1u);
   EXPECT_EQ(stats.users[0].tensors, 4u);
@@ -559,7 +559,7 @@ TEST_F(TenancyTest, QuotasNameTheQuotaAndTheUsage) {
   EXPECT_EQ(store_->Create(bob_, Spec("b/3", 1, PrincipalSet::Anyone())).status().code(),
             absl::StatusCode::kResourceExhausted);
   ASSERT_TRUE(Publish(alice_, Spec("a/1", 4096, PrincipalSet::Anyone())).ok());  // no quota
-  const BrokerStats stats = store_->Stats(kBob);
+  const StoreStats stats = store_->Stats(kBob);
   ASSERT_EQ(stats.users.size(), 1u);  // only bob's own row
   EXPECT_EQ(stats.users[0].uid, 1001u);
   EXPECT_EQ(stats.users[0].bytes, 700u);
@@ -602,7 +602,7 @@ TEST_F(TenancyTest, ListComesInPages) {
   int pages = 0;
   do {
     ListPage page = store_->List(kBob, "p/", 10, token);
-    for (const TensorInfo& info : page.tensors) names.push_back(info.name);
+    for (const TensorView& info : page.tensors) names.push_back(info.name);
     token = page.next_page_token;
     ++pages;
   } while (!token.empty());

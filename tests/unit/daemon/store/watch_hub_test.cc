@@ -18,7 +18,7 @@
 namespace tensorbroker::daemon {
 namespace {
 
-using Kind = WatchEvent::Kind;
+using Kind = StoreEvent::Kind;
 
 constexpr uint32_t kOwner = 1000;
 
@@ -67,13 +67,13 @@ void AppendRange(WatchHub& hub, uint64_t first, uint64_t last, const std::string
   for (uint64_t s = first; s <= last; ++s) Append(hub, Published(s, absl::StrCat(prefix, s)));
 }
 
-std::vector<WatchEvent> TakeOk(WatchHub& hub, uint64_t id, size_t max = 1000) {
+std::vector<StoreEvent> TakeOk(WatchHub& hub, uint64_t id, size_t max = 1000) {
   auto events = hub.Take(id, max);
   EXPECT_TRUE(events.ok()) << events.status();
-  return events.ok() ? *events : std::vector<WatchEvent>{};
+  return events.ok() ? *events : std::vector<StoreEvent>{};
 }
 
-std::vector<uint64_t> Sequences(const std::vector<WatchEvent>& events) {
+std::vector<uint64_t> Sequences(const std::vector<StoreEvent>& events) {
   std::vector<uint64_t> sequences;
   for (const auto& event : events) sequences.push_back(event.sequence);
   return sequences;
@@ -85,7 +85,7 @@ std::vector<uint64_t> Iota(uint64_t first, uint64_t last) {
   return values;
 }
 
-void ExpectLost(const WatchEvent& event, uint64_t first, uint64_t last) {
+void ExpectLost(const StoreEvent& event, uint64_t first, uint64_t last) {
   EXPECT_EQ(event.kind, Kind::kLost);
   EXPECT_EQ(event.lost_first, first);
   EXPECT_EQ(event.lost_last, last);
@@ -202,7 +202,7 @@ TEST(WatchHub, StalledWatcherGetsExactlyOneLostThenTheRest) {
   const uint64_t stalled = hub.Add(User(kOwner), "a/", std::nullopt, 0, stalled_wakes.wake());
   const uint64_t keeping_up = hub.Add(User(kOwner), "a/", std::nullopt, 0, [] {});
   EXPECT_TRUE(TakeOk(hub, stalled).empty());  // parked
-  std::vector<WatchEvent> seen;
+  std::vector<StoreEvent> seen;
   for (uint64_t s = 1; s <= 10 * kCapacity; ++s) {
     AppendRange(hub, s, s);
     for (auto& event : TakeOk(hub, keeping_up)) seen.push_back(std::move(event));
@@ -508,7 +508,7 @@ class Taker {
     check.ok = false;
     return check;
   }
-  static void Check(const WatchEvent& event, uint64_t& position, StreamCheck& check) {
+  static void Check(const StoreEvent& event, uint64_t& position, StreamCheck& check) {
     if (event.kind == Kind::kLost) {
       // It starts right after what was seen, or after hidden sequences the cursor skipped.
       if (event.lost_first <= position || NextVisible(position) < event.lost_first ||
