@@ -11,7 +11,7 @@
 // A new counter: a uint64_t member of BrokerStats and of the daemon's StoreStats, a uint64 field
 // of the same name in v1.BrokerStats (proto/tensorbroker/v1/broker.proto), and a row here.
 //
-// Header-only constant data and one template, so that the Python extension compiles it in
+// Header-only constant data and templates, so that the Python extension compiles it in
 // (it links the client library's API only). Thread-safe.
 #ifndef TENSORBROKER_COMMON_STATS_SCHEMA_H_
 #define TENSORBROKER_COMMON_STATS_SCHEMA_H_
