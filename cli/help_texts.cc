@@ -144,12 +144,14 @@ not yet sealed).
 
 Options:
   --json   print one JSON object with the keys capacity_bytes, used_bytes, reserved_bytes,
-           tensors, leases, clients, segments, pending, pools (one per memory pool) and
+           tensors, leases, clients, segments, pending, pools (one per memory pool: device,
+           handles (memfd, cuda-vmm or cuda-ipc) and its figures) and
            users (uid, user, bytes, tensors, quota_bytes, quota_tensors: every user for an
            administrator, else you)
   --prometheus
            print the metrics in Prometheus's text format, for node_exporter's textfile
-           collector: per device capacity/used/reserved bytes and segments, tensors, leases,
+           collector: per device capacity/used/reserved bytes, segments and
+           tensorbroker_pool_info{device,handles}, tensors, leases,
            clients, pending tensors, per user tensorbroker_user_bytes, _user_tensors and
            their quotas {uid,user}, tensorbroker_calls_total{method,code} and the
            tensorbroker_call_duration_seconds histogram per method

@@ -193,7 +193,8 @@ std::string StatsText(const BrokerStats& stats) {
         {DeviceName(pool.device),
          absl::StrCat(FormatByteSize(pool.used_bytes), " used of ",
                       FormatByteSize(pool.capacity_bytes), ", ",
-                      FormatByteSize(pool.reserved_bytes), " in ", pool.segments, " slab(s)")});
+                      FormatByteSize(pool.reserved_bytes), " in ", pool.segments, " slab(s)",
+                      pool.handles.empty() ? "" : absl::StrCat(" (", pool.handles, ")"))});
   }
   // What each user holds: "user alice (uid 1000)": "3 MiB in 2 tensor(s); quota 1 GiB, 100".
   for (const UserUsage& user : stats.users) {

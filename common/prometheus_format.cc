@@ -45,6 +45,13 @@ std::string Escaped(const std::string& value) {
 
 std::string PrometheusText(const BrokerStats& stats) {
   std::string out;
+  Header(&out, "tensorbroker_pool_info", "gauge",
+         "1 per memory pool; handles says how clients reach its memory (memfd, cuda-vmm or "
+         "cuda-ipc).");
+  for (const PoolUsage& pool : stats.pools) {
+    absl::StrAppend(&out, "tensorbroker_pool_info{device=\"", Escaped(DeviceName(pool.device)),
+                    "\",handles=\"", Escaped(pool.handles), "\"} 1\n");
+  }
   for (const auto& row : kPoolStatsFields) {
     Header(&out, row.prometheus, "gauge", row.help);
     for (const PoolUsage& pool : stats.pools) {

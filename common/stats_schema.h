@@ -98,9 +98,9 @@ inline constexpr const auto& kPoolStatsFields = kPoolStatsRows<PoolUsage>;
 inline constexpr const auto& kUserStatsFields = kUserStatsRows<UserUsage>;
 
 // Walks `stats` as the CLI's JSON object and the Python dict show it: every kBrokerStatsFields
-// row, then the list "pools" (per pool: "device", then its kPoolStatsFields rows), then the list
-// "users" (per user: "uid", "user", then its kUserStatsFields rows). Per-method figures are
-// Prometheus' alone. `out` has Number(key, uint64_t), String(key, const std::string&),
+// row, then the list "pools" (per pool: "device", "handles", then its kPoolStatsFields rows), then
+// the list "users" (per user: "uid", "user", then its kUserStatsFields rows). Per-method figures
+// are Prometheus' alone. `out` has Number(key, uint64_t), String(key, const std::string&),
 // BeginList(key), BeginItem(), EndItem() and EndList().
 template <typename Out>
 void WalkStats(const BrokerStats& stats, Out& out) {
@@ -109,6 +109,7 @@ void WalkStats(const BrokerStats& stats, Out& out) {
   for (const PoolUsage& pool : stats.pools) {
     out.BeginItem();
     out.String("device", DeviceName(pool.device));
+    out.String("handles", pool.handles);
     for (const auto& row : kPoolStatsFields) out.Number(row.key, pool.*row.member);
     out.EndItem();
   }

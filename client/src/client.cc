@@ -12,6 +12,7 @@
 #include "client/src/cancel_scope.h"
 #include "client/src/connection.h"
 #include "client/src/cuda_slab_mapper.h"
+#include "client/src/cuda_vmm_mapper.h"
 #include "client/src/exported_tensor.h"
 #include "client/src/fork_guard.h"
 #include "client/src/segment_mapper.h"
@@ -257,6 +258,7 @@ ProcessMappings CurrentProcessMappings() {
   ProcessMappings mappings;
   mappings.cached_segments = client_internal::ProcessSegmentMapper().cached();
   mappings.open_cuda_slabs = client_internal::ProcessCudaSlabMapper().open();
+  mappings.cached_cuda_slabs = client_internal::ProcessCudaVmmMapper().cached();
   mappings.pinned_segments = client_internal::MappedSegment::pinned_count();
   return mappings;
 }

@@ -1,11 +1,13 @@
 #include "client/src/connection.h"
 
+#include <dlpack/dlpack.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/cuda_vmm_mapper.h"
 #include "client/src/fork_guard.h"
 #include "common/server_identity.h"
 #include "common/socket_path.h"
@@ -134,6 +136,7 @@ void Connection::ReadEvents() {
     if (!event.has_segment_removed()) continue;
     const std::string& segment = event.segment_removed().segment();
     mapper().Forget(segment);
+    ProcessCudaVmmMapper().Forget(segment);
     local_->QueueDropped(segment);
     MutexLock lock(segments_mu_);
     segments_.erase(segment);
@@ -142,7 +145,10 @@ void Connection::ReadEvents() {
   // may outlive it. Tensors still held keep their own mappings.
   session_ended_ = true;
   MutexLock lock(segments_mu_);
-  for (const std::string& segment : segments_) mapper().Forget(segment);
+  for (const std::string& segment : segments_) {
+    mapper().Forget(segment);
+    ProcessCudaVmmMapper().Forget(segment);
+  }
   segments_.clear();
 }
 
@@ -162,9 +168,16 @@ void Connection::ReleaseLease(uint64_t lease_id) noexcept { local_->QueueRelease
 absl::Status Connection::AdoptDescriptors(LocalAnswer* answer) {
   for (int i = 0; i < answer->reply.descriptors_size(); ++i) {
     const v1::SegmentDescriptor& descriptor = answer->reply.descriptors(i);
-    auto mapped = mapper().Adopt(descriptor.segment(), std::move(answer->fds[i]), descriptor.size(),
-                                 descriptor.writable() ? MapMode::kReadWrite : MapMode::kReadOnly);
-    if (!mapped.ok()) return mapped.status();
+    if (descriptor.device_type() == kDLCUDA) {
+      // A VMM slab: kept, and imported and mapped when a tensor in it is (region_mapper.cc).
+      ProcessCudaVmmMapper().Adopt(descriptor.segment(), std::move(answer->fds[i]),
+                                   descriptor.size());
+    } else {
+      auto mapped =
+          mapper().Adopt(descriptor.segment(), std::move(answer->fds[i]), descriptor.size(),
+                         descriptor.writable() ? MapMode::kReadWrite : MapMode::kReadOnly);
+      if (!mapped.ok()) return mapped.status();
+    }
     NoteSegment(descriptor.segment());
   }
   return absl::OkStatus();

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/src/cuda_slab_mapper.h"
+#include "client/src/cuda_vmm_mapper.h"
 #include "common/cuda_devices.h"
 #include "common/cuda_runtime.h"
 
@@ -64,7 +65,34 @@ absl::StatusOr<LocalRegion> MapCpu(Connection& connection, const v1::TensorGrant
   return local;
 }
 
-absl::StatusOr<LocalRegion> MapCuda(const v1::MemoryRegion& region) {
+// The slab's VMM mapping for the grant's access, fetching its descriptor again if this process
+// has none.
+absl::StatusOr<std::shared_ptr<const CudaMapping>> VmmMapping(Connection& connection,
+                                                              const v1::TensorGrant& grant,
+                                                              int ordinal) {
+  const v1::MemoryRegion& region = grant.region();
+  const CudaAccess access = region.writable() ? CudaAccess::kReadWrite : CudaAccess::kReadOnly;
+  auto mapping = ProcessCudaVmmMapper().Map(region.segment(), ordinal, access);
+  if (absl::IsNotFound(mapping.status())) {
+    if (absl::Status fetched = connection.FetchDescriptor(grant.lease_id()); !fetched.ok()) {
+      return fetched;
+    }
+    mapping = ProcessCudaVmmMapper().Map(region.segment(), ordinal, access);
+  }
+  if (absl::IsNotFound(mapping.status())) {
+    return absl::DataLossError(
+        absl::StrCat("daemon sent no descriptor for CUDA slab ", region.segment()));
+  }
+  if (mapping.ok() && (*mapping)->size() < region.segment_size()) {
+    return absl::DataLossError(absl::StrCat("CUDA slab ", region.segment(), " maps ",
+                                            (*mapping)->size(), " bytes, the region needs ",
+                                            region.segment_size()));
+  }
+  return mapping;
+}
+
+absl::StatusOr<LocalRegion> MapCuda(Connection& connection, const v1::TensorGrant& grant) {
+  const v1::MemoryRegion& region = grant.region();
   const std::string& uuid_bytes = region.device().uuid();
   if (uuid_bytes.size() != sizeof(CudaUuid)) {
     return absl::DataLossError(absl::StrCat("daemon sent a CUDA region whose device.uuid has ",
@@ -79,13 +107,20 @@ absl::StatusOr<LocalRegion> MapCuda(const v1::MemoryRegion& region) {
         "the tensor is on GPU ", CudaUuidText(uuid), ", which this process cannot use: ",
         devices.ok() ? "not among its CUDA_VISIBLE_DEVICES" : devices.status().message()));
   }
+  LocalRegion local;
+  local.device = {kDLCUDA, *ordinal};
+  if (region.cuda_handle() == v1::CUDA_HANDLE_VMM_DESCRIPTOR) {
+    auto mapping = VmmMapping(connection, grant, *ordinal);
+    if (!mapping.ok()) return mapping.status();
+    local.data = (*mapping)->data() + region.offset();
+    local.keepalive = std::move(*mapping);
+    return local;
+  }
   auto slab = ProcessCudaSlabMapper().Open(region.segment(), region.cuda_ipc_handle(), *ordinal,
                                            region.segment_size());
   if (!slab.ok()) return slab.status();
-  LocalRegion local;
   local.data = (*slab)->data + region.offset();
   local.keepalive = std::move(*slab);
-  local.device = {kDLCUDA, *ordinal};
   return local;
 }
 
@@ -108,7 +143,7 @@ absl::StatusOr<LocalRegion> MapRegion(Connection& connection, const v1::TensorGr
         return absl::InvalidArgumentError(
             "pinned: the tensor is in CUDA device memory; pinning applies to CPU tensors");
       }
-      return MapCuda(region);
+      return MapCuda(connection, grant);
     default:
       return absl::FailedPreconditionError(
           absl::StrCat("region.device type ", region.device().device_type(),

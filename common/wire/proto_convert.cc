@@ -129,6 +129,7 @@ BrokerStats FromProto(const v1::BrokerStats& stats) {
     PoolUsage usage;
     usage.device = FromProto(pool.device());
     CountersFromProto(kPoolStatsFields, pool, &usage);
+    usage.handles = pool.handles();
     out.pools.push_back(usage);
   }
   for (const v1::MethodStats& method : stats.methods()) {

@@ -25,6 +25,7 @@
 #include "daemon/memory/cpu_segment_pool.h"
 #include "daemon/persistence/handover.h"
 #ifdef TENSORBROKER_HAVE_CUDA
+#include "common/cuda_vmm.h"
 #include "daemon/memory/cuda_slab_pool.h"
 #endif
 #include "daemon/app/service_notifier.h"
@@ -91,6 +92,29 @@ absl::StatusOr<UniqueFd> TakeOver(const std::string& socket_path, std::vector<Na
   return lock;
 }
 
+#ifdef TENSORBROKER_HAVE_CUDA
+// The slab options of GPU `ordinal` for the handles asked for: VMM where the device has it with
+// POSIX descriptors, else legacy CUDA IPC (logged).
+CudaSlabPoolOptions CudaHandlesFor(int ordinal, CudaHandles wanted) {
+  CudaSlabPoolOptions slabs;
+  slabs.ordinal = ordinal;
+  if (wanted != CudaHandles::kVmm) return slabs;
+  auto vmm = QueryCudaVmm(ordinal);
+  if (vmm.ok() && vmm->usable()) {
+    slabs.handles = CudaHandles::kVmm;
+    slabs.granularity = vmm->granularity;
+    slabs.pooled_slab_bytes = RoundUp(slabs.pooled_slab_bytes, vmm->granularity);
+    Log(LogLevel::kInfo, "CUDA device ", ordinal, ": ", DescribeCudaVmm(*vmm),
+        "; slabs reach clients as descriptors");
+    return slabs;
+  }
+  Log(LogLevel::kWarning, "CUDA device ", ordinal, ": --cuda-handles vmm: ",
+      vmm.ok() ? DescribeCudaVmm(*vmm) : std::string(vmm.status().message()),
+      "; this device keeps legacy CUDA IPC handles");
+  return slabs;
+}
+#endif
+
 // The CPU pool, then one pool per GPU this daemon serves, each GPU logged (or why there are
 // none). `name_prefix` makes segment and slab names unique to this instance.
 std::vector<std::unique_ptr<MemoryPool>> MakePools(const DaemonOptions& options,
@@ -115,10 +139,10 @@ std::vector<std::unique_ptr<MemoryPool>> MakePools(const DaemonOptions& options,
                       : absl::StrCat("; serving up to ", FormatByteSize(capacity)));
 #ifdef TENSORBROKER_HAVE_CUDA
     if (capacity == 0) continue;
-    CudaSlabPoolOptions slabs;
-    slabs.ordinal = gpu.ordinal;
+    CudaSlabPoolOptions slabs = CudaHandlesFor(gpu.ordinal, options.cuda_handles);
     slabs.capacity_bytes = capacity;
     slabs.name_prefix = name_prefix;
+    slabs.journal = journal;
     pools.push_back(std::make_unique<CudaSlabPool>(slabs));
 #endif
   }
@@ -126,20 +150,25 @@ std::vector<std::unique_ptr<MemoryPool>> MakePools(const DaemonOptions& options,
 }
 
 // The descriptors the service manager (listen_fds.h) or a daemon taken over (handover.h) handed
-// over, adopted into `cpu_pool` (adoption.h), with a log line saying what came back. Those that are
-// neither a segment nor a record (the socket unit's sockets) are left in Adoption::others.
-Adoption AdoptHandedDescriptors(std::vector<NamedFd> handed, CpuSegmentPool* cpu_pool,
+// over, adopted into `pools` (adoption.h), with a log line saying what came back. Those that are
+// neither a segment, a slab nor a record (the socket unit's sockets) are left in
+// Adoption::others.
+Adoption AdoptHandedDescriptors(std::vector<NamedFd> handed,
+                                const std::vector<std::unique_ptr<MemoryPool>>& pools,
                                 const FdStore& fd_store) {
   if (handed.empty()) return Adoption{};
-  Adoption adopted = AdoptStoredDescriptors(std::move(handed), cpu_pool, fd_store);
+  std::vector<MemoryPool*> raw;
+  for (const auto& pool : pools) raw.push_back(pool.get());
+  Adoption adopted = AdoptStoredDescriptors(std::move(handed), raw, fd_store);
   if (adopted.tensors.empty() && adopted.segments_freed == 0 && adopted.records_dropped == 0) {
     return adopted;  // sockets only
   }
-  Log(LogLevel::kNotice, "adopted ", adopted.tensors.size(), " CPU tensors (",
+  Log(LogLevel::kNotice, "adopted ", adopted.tensors.size(), " tensors (",
+      adopted.tensors.size() - adopted.cuda_tensors, " CPU, ", adopted.cuda_tensors, " CUDA; ",
       FormatByteSize(adopted.bytes), ") in ", adopted.segments,
-      " segments from the previous instance; freed ", adopted.segments_freed,
-      " segments no tensor was in; dropped ", adopted.records_dropped,
-      " records; CUDA tensors do not survive a restart");
+      " segments and slabs from the previous instance; freed ", adopted.segments_freed,
+      " no tensor was in; dropped ", adopted.records_dropped,
+      " records; CUDA tensors survive only in VMM slabs (--cuda-handles vmm)");
   return adopted;
 }
 
@@ -200,8 +229,7 @@ Adoption Daemon::BuildStore(std::vector<NamedFd> handed) {
   // successor's segment (or slab) for one it has cached.
   const std::string prefix = SegmentPrefixFor(options_.socket_path);
   auto pools = MakePools(options_, absl::StrCat(prefix, InstanceId(), "-"), journal_.get());
-  Adoption adopted = AdoptHandedDescriptors(
-      std::move(handed), static_cast<CpuSegmentPool*>(pools[0].get()), fd_store_);
+  Adoption adopted = AdoptHandedDescriptors(std::move(handed), pools, fd_store_);
   store_ = std::make_unique<TensorStore>(std::move(pools), std::move(store_options));
   for (TensorStore::AdoptedTensor& tensor : adopted.tensors) {
     if (absl::Status taken = store_->AdoptPublished(std::move(tensor)); !taken.ok()) {

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "daemon/app/config_file.h"
 #include "daemon/base/log.h"
+#include "daemon/memory/cuda_handles.h"
 #include "daemon/store/access_policy.h"
 
 namespace tensorbroker::daemon {
@@ -23,6 +24,9 @@ struct DaemonOptions {
   uint64_t capacity_bytes = 0;  // resolved: never 0
   // Device memory per GPU; unset: half of each GPU's memory. 0 turns CUDA serving off.
   std::optional<uint64_t> cuda_capacity_bytes;
+  // How GPU slabs reach consumers; kVmm falls back to legacy IPC, per device, where the device
+  // lacks VMM with POSIX descriptors.
+  CudaHandles cuda_handles = CudaHandles::kLegacyIpc;
   LogLevel log_level = LogLevel::kInfo;
   std::string metrics_listen;  // HOST:PORT serving /metrics over HTTP; empty: none
   std::string config_path;     // the file the settings came from; empty: none

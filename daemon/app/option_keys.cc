@@ -94,6 +94,18 @@ absl::Status ApplyCudaCapacity(const std::string& value, const std::string& fiel
   return Store(ParseByteSize(value, field), &o->cuda_capacity_bytes);
 }
 
+absl::Status ApplyCudaHandles(const std::string& value, const std::string& field,
+                              DaemonOptions* o) {
+  if (value == "vmm") {
+    o->cuda_handles = CudaHandles::kVmm;
+  } else if (value == "ipc") {
+    o->cuda_handles = CudaHandles::kLegacyIpc;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(field, " '", value, "' is not one of ipc, vmm"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ApplyLogLevel(const std::string& value, const std::string& field, DaemonOptions* o) {
   return Store(ParseLogLevel(value, field), &o->log_level);
 }
@@ -204,6 +216,9 @@ std::string PrintCudaCapacity(const DaemonOptions& o) {
   return absl::StrCat(*o.cuda_capacity_bytes, "  # ", FormatByteSize(*o.cuda_capacity_bytes),
                       " per GPU");
 }
+std::string PrintCudaHandles(const DaemonOptions& o) {
+  return o.cuda_handles == CudaHandles::kVmm ? "vmm" : "ipc";
+}
 std::string PrintLogLevel(const DaemonOptions& o) { return std::string(LogLevelName(o.log_level)); }
 std::string PrintMetricsListen(const DaemonOptions& o) { return o.metrics_listen; }
 std::string PrintAdminGroup(const DaemonOptions& o) { return o.admin_group; }
@@ -247,6 +262,12 @@ const OptionKey kOptionKeys[] = {
      "Most device memory to hold on each GPU, in slabs allocated as\n"
      "needed. Default: half of each GPU's memory. 0: serve no CUDA\n"
      "tensors. Without a usable GPU only CPU tensors are served."},
+    {"cuda-handles", "KIND", ApplyCudaHandles, PrintCudaHandles, "", nullptr,
+     "How GPU memory reaches clients: ipc (default), legacy CUDA\n"
+     "IPC handles; or vmm, CUDA VMM allocations handed over as file\n"
+     "descriptors on the local channel (read-only mappings for\n"
+     "readers where the GPU can; no hostPID in Kubernetes). A GPU\n"
+     "without VMM and POSIX descriptors keeps ipc (logged; see stats)."},
     {"log-level", "LEVEL", ApplyLogLevel, PrintLogLevel, "", nullptr,
      "error, warning, notice, info (default) or debug. Logs go to\n"
      "stderr with syslog priority prefixes (<3>..<7>)."},

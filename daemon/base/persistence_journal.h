@@ -1,6 +1,8 @@
-// What a restarted daemon needs to adopt the sealed CPU tensors, told as it happens: segments
-// as they are created and removed (here), tensor versions as they are published and unpublished
-// (TensorJournal, daemon/store/tensor_journal.h, which extends this).
+// What a restarted daemon needs to adopt the sealed tensors in memory that can outlive it (CPU
+// segments, and CUDA slabs made with the VMM API: their descriptors keep the memory), told as
+// it happens: segments and slabs as they are created and removed (here), tensor versions as
+// they are published and unpublished (TensorJournal, daemon/store/tensor_journal.h, which
+// extends this).
 //
 // Order is what makes a kill at any instant safe: calls are made under the store's lock, in
 // the order of the changes. A version is told published only once its bytes are final (at
@@ -28,6 +30,9 @@ class PersistenceJournal {
   virtual ~PersistenceJournal() = default;
   virtual void SegmentCreated(const MemfdSegment& segment) = 0;
   virtual void SegmentRemoved(const std::string& segment) = 0;
+  // A CUDA VMM slab and its exported descriptor (borrowed: duplicate it to keep it).
+  virtual void CudaSlabCreated(const std::string& slab, int fd) = 0;
+  virtual void CudaSlabRemoved(const std::string& slab) = 0;
 };
 
 }  // namespace tensorbroker::daemon

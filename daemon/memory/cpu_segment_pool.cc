@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/byte_size.h"
 #include "common/tensor_layout.h"
+#include "daemon/memory/adopted_claim.h"
 
 namespace tensorbroker::daemon {
 CpuSegmentPool::CpuSegmentPool(CpuSegmentPoolOptions options) : options_(std::move(options)) {}
@@ -158,9 +159,10 @@ void CpuSegmentPool::EndAdoptionGrace() {
   for (auto& [name, segment] : segments_) segment->adopted = false;
 }
 
-absl::Status CpuSegmentPool::AdoptSegment(const std::string& name, UniqueFd read_write) {
+absl::Status CpuSegmentPool::AdoptSegment(const std::string& name, UniqueFd read_write,
+                                          uint64_t /*size*/) {
   if (segments_.count(name) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("segment ", name, " is already there"));
+    return absl::AlreadyExistsError(absl::StrCat("segment ", name, " is already there"));
   }
   auto memory = MemfdSegment::Adopt(name, std::move(read_write));
   if (!memory.ok()) return memory.status();
@@ -185,15 +187,12 @@ absl::StatusOr<Block> CpuSegmentPool::AdoptBlock(const std::string& segment_name
   Segment& segment = *it->second;
   const bool dedicated =
       kind == BlockKind::kMutable || RoundUp(size, kDataAlignment) > options_.dedicated_threshold;
-  if (segment.claimed &&
-      (segment.kind != kind || segment.owner != sharing_key || segment.dedicated || dedicated)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "segment ", segment_name, " already holds a tensor it may not share with this one"));
-  }
-  if (!segment.allocator.AllocateAt(offset, size)) {
-    return absl::InvalidArgumentError(absl::StrCat("bytes [", offset, ", +", size,
-                                                   ") are not free in segment ", segment_name,
-                                                   " of ", segment.memory.size(), " bytes"));
+  AdoptedClaim claim{segment.claimed, segment.kind, segment.owner, segment.dedicated};
+  if (absl::Status claimed =
+          ClaimAdoptedBlock(segment_name, segment.memory.size(), offset, size, kind, sharing_key,
+                            dedicated, &segment.allocator, &claim);
+      !claimed.ok()) {
+    return claimed;
   }
   segment.claimed = true;
   segment.kind = kind;

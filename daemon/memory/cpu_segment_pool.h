@@ -48,19 +48,12 @@ class CpuSegmentPool final : public MemoryPool {
   void Free(const Block& block, std::vector<std::string>* removed_segments) override;
   PoolStats Stats() const override;
 
-  // Adoption, before the pool serves: the segments a previous instance created, then the
-  // blocks its published tensors occupy, then RemoveUnclaimed. Segments keep their names.
-  // INVALID_ARGUMENT (saying why) for a descriptor that is not a segment, or a name taken.
-  absl::Status AdoptSegment(const std::string& name, UniqueFd read_write);
-  // The block [offset, offset + size) of the adopted `segment` for a tensor of `kind` and
-  // `sharing_key`. INVALID_ARGUMENT when the segment is unknown or not adopted, the range is
-  // not free or out of bounds, or the segment holds blocks of another kind or key, or is a
-  // dedicated one already holding its block.
+  // Adoption (memory_pool.h): `read_write` must be what MemfdSegment::Create made (its size is
+  // the segment's; `size` is ignored).
+  absl::Status AdoptSegment(const std::string& name, UniqueFd read_write, uint64_t size) override;
   absl::StatusOr<Block> AdoptBlock(const std::string& segment, uint64_t offset, uint64_t size,
-                                   BlockKind kind, const std::string& sharing_key);
-  // Removes the adopted segments that no block was adopted into (memory no name refers to);
-  // appends their names.
-  void RemoveUnclaimed(std::vector<std::string>* removed_segments);
+                                   BlockKind kind, const std::string& sharing_key) override;
+  void RemoveUnclaimed(std::vector<std::string>* removed_segments) override;
   // Until this is called, no new block goes into an adopted segment, and one that empties is
   // removed, not kept: clients of the previous instance may still have its pages mapped (views
   // they held across the restart, tensors they were writing) until they reconnect and take

@@ -17,7 +17,7 @@ std::string Describe(cudaError_t error) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<CudaSlab>> CudaSlab::Allocate(int ordinal, uint64_t bytes) {
+absl::StatusOr<std::unique_ptr<CudaSlab>> LegacyCudaSlab::Allocate(int ordinal, uint64_t bytes) {
   const uint64_t size = RoundUp(std::max<uint64_t>(bytes, 1), kGranularity);
   if (cudaError_t e = cudaSetDevice(ordinal); e != cudaSuccess) {
     return absl::FailedPreconditionError(
@@ -41,15 +41,50 @@ absl::StatusOr<std::unique_ptr<CudaSlab>> CudaSlab::Allocate(int ordinal, uint64
   }
   std::string exported(reinterpret_cast<const char*>(&handle), sizeof(handle));
   return std::unique_ptr<CudaSlab>(
-      new CudaSlab(ordinal, static_cast<uint8_t*>(data), size, std::move(exported)));
+      new LegacyCudaSlab(ordinal, static_cast<uint8_t*>(data), size, std::move(exported)));
 }
 
-CudaSlab::~CudaSlab() {
-  if (cudaSetDevice(ordinal_) != cudaSuccess) return;
-  if (cudaError_t e = cudaFree(data_); e != cudaSuccess) {
-    Log(LogLevel::kError, "CUDA device ", ordinal_, ": cudaFree of a ", size_,
+LegacyCudaSlab::~LegacyCudaSlab() {
+  if (cudaSetDevice(ordinal()) != cudaSuccess) return;
+  if (cudaError_t e = cudaFree(data()); e != cudaSuccess) {
+    Log(LogLevel::kError, "CUDA device ", ordinal(), ": cudaFree of a ", size(),
         "-byte slab failed: ", Describe(e));
   }
+}
+
+VmmCudaSlab::VmmCudaSlab(int ordinal, CudaMapping mapping, UniqueFd fd)
+    : CudaSlab(ordinal, mapping.data(), mapping.size()),
+      mapping_(std::move(mapping)),
+      fd_(std::move(fd)) {}
+
+absl::StatusOr<std::unique_ptr<CudaSlab>> VmmCudaSlab::Allocate(int ordinal, uint64_t bytes) {
+  auto allocation = CudaAllocation::Create(ordinal, bytes);
+  if (!allocation.ok()) {
+    if (absl::IsResourceExhausted(allocation.status())) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("CUDA device ", ordinal, " has no room for a ", bytes, "-byte slab"));
+    }
+    return allocation.status();
+  }
+  auto fd = allocation->Export();
+  if (!fd.ok()) return fd.status();
+  return MapExported(ordinal, *allocation, *std::move(fd), bytes);
+}
+
+absl::StatusOr<std::unique_ptr<CudaSlab>> VmmCudaSlab::Adopt(int ordinal, UniqueFd fd,
+                                                             uint64_t bytes) {
+  auto allocation = CudaAllocation::Import(fd.get());
+  if (!allocation.ok()) return allocation.status();
+  return MapExported(ordinal, *allocation, std::move(fd), bytes);
+}
+
+absl::StatusOr<std::unique_ptr<CudaSlab>> VmmCudaSlab::MapExported(int ordinal,
+                                                                   const CudaAllocation& allocation,
+                                                                   UniqueFd fd, uint64_t bytes) {
+  // The mapping and the descriptor keep the memory; the handle goes with `allocation`.
+  auto mapping = CudaMapping::Map(allocation, bytes, ordinal, CudaAccess::kReadWrite);
+  if (!mapping.ok()) return mapping.status();
+  return std::unique_ptr<CudaSlab>(new VmmCudaSlab(ordinal, *std::move(mapping), std::move(fd)));
 }
 
 }  // namespace tensorbroker::daemon

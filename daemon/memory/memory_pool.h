@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "daemon/base/persistence_journal.h"
-
 #include "absl/status/statusor.h"
+#include "common/unique_fd.h"
+#include "daemon/base/persistence_journal.h"
 
 namespace tensorbroker::daemon {
 
@@ -34,8 +34,10 @@ struct Block {
   uint64_t size = 0;        // rounded up to the alignment
   uint8_t* data = nullptr;  // CUDA: a device pointer
   DLDevice device{kDLCPU, 0};
-  std::string export_handle;  // CUDA: the segment's IPC handle bytes; empty for CPU
-  // CPU: the segment's descriptors, borrowed: valid while any block of the segment is allocated.
+  std::string export_handle;  // legacy CUDA: the slab's IPC handle bytes; else empty
+  // The segment's descriptors, borrowed: valid while any block of the segment is allocated. A
+  // VMM CUDA slab has one descriptor, here twice: the grant says how to map it. -1 for legacy
+  // CUDA slabs, which have none.
   int read_write_fd = -1;
   int read_only_fd = -1;
 };
@@ -50,6 +52,9 @@ struct PoolStats {
   uint64_t used_bytes = 0;      // allocated to blocks
   uint64_t reserved_bytes = 0;  // of segments
   uint64_t segments = 0;
+  // How consumers reach the memory: "memfd" (CPU segments), "cuda-vmm" (POSIX descriptors of
+  // CUDA VMM allocations) or "cuda-ipc" (legacy CUDA IPC handles).
+  std::string handles = "memfd";
 };
 
 class MemoryPool {
@@ -70,9 +75,32 @@ class MemoryPool {
   // (cpu_segment_pool.h). Nothing to do for pools that adopt nothing.
   virtual void EndAdoptionGrace() {}
   // Tells `journal` of every segment it holds (a takeover's state, handover.h). Nothing for
-  // pools whose memory cannot outlive the process (CUDA).
+  // pools whose memory cannot outlive the process (legacy CUDA IPC slabs).
   virtual void ReplaySegments(PersistenceJournal* /*journal*/) const {}
+
+  // Adoption of what a previous instance left (adoption.h), before the pool serves: its
+  // segments (`size`: 0 where the segment itself says, as a memfd does), then the blocks its
+  // published tensors occupy, then RemoveUnclaimed. Segments keep their names. INVALID_ARGUMENT
+  // (saying why) for a descriptor that is not such a segment or a range that is not free;
+  // ALREADY_EXISTS for a name taken; FAILED_PRECONDITION for a pool that adopts nothing.
+  virtual absl::Status AdoptSegment(const std::string& name, UniqueFd fd, uint64_t size);
+  // The block [offset, offset + size) of the adopted `segment` for a tensor of `kind` and
+  // `sharing_key` (adopted_claim.h says what may share a segment).
+  virtual absl::StatusOr<Block> AdoptBlock(const std::string& segment, uint64_t offset,
+                                           uint64_t size, BlockKind kind,
+                                           const std::string& sharing_key);
+  // Removes the adopted segments that no block was adopted into; appends their names.
+  virtual void RemoveUnclaimed(std::vector<std::string>* /*removed_segments*/) {}
 };
+
+inline absl::Status MemoryPool::AdoptSegment(const std::string& name, UniqueFd, uint64_t) {
+  return absl::FailedPreconditionError("this pool's memory cannot outlive a process: " + name);
+}
+
+inline absl::StatusOr<Block> MemoryPool::AdoptBlock(const std::string& segment, uint64_t, uint64_t,
+                                                    BlockKind, const std::string&) {
+  return absl::FailedPreconditionError("this pool adopts nothing: " + segment);
+}
 
 }  // namespace tensorbroker::daemon
 

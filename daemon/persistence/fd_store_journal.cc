@@ -27,6 +27,8 @@ void WarnIfNotRemoved(const absl::Status& status, const std::string& what) {
 
 std::string SegmentFdName(const std::string& segment) { return "s-" + segment; }
 
+std::string CudaSlabFdName(const std::string& slab) { return "g-" + slab; }
+
 std::string RecordFdName(uint64_t version) { return absl::StrCat("r-", version); }
 
 void FdStoreJournal::SegmentCreated(const MemfdSegment& segment) {
@@ -38,6 +40,16 @@ void FdStoreJournal::SegmentCreated(const MemfdSegment& segment) {
 void FdStoreJournal::SegmentRemoved(const std::string& segment) {
   if (stopped()) return;
   WarnIfNotRemoved(store_.Remove(SegmentFdName(segment)), absl::StrCat("segment ", segment));
+}
+
+void FdStoreJournal::CudaSlabCreated(const std::string& slab, int fd) {
+  if (stopped()) return;
+  WarnIfNotStored(store_.Store(CudaSlabFdName(slab), fd), absl::StrCat("CUDA slab ", slab));
+}
+
+void FdStoreJournal::CudaSlabRemoved(const std::string& slab) {
+  if (stopped()) return;
+  WarnIfNotRemoved(store_.Remove(CudaSlabFdName(slab)), absl::StrCat("CUDA slab ", slab));
 }
 
 void FdStoreJournal::TensorPublished(const JournaledTensor& tensor) {

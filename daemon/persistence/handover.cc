@@ -44,6 +44,12 @@ void HandoverCollector::SegmentCreated(const MemfdSegment& segment) {
 
 void HandoverCollector::SegmentRemoved(const std::string& segment) { Drop(SegmentFdName(segment)); }
 
+void HandoverCollector::CudaSlabCreated(const std::string& slab, int fd) {
+  Add(CudaSlabFdName(slab), fd);
+}
+
+void HandoverCollector::CudaSlabRemoved(const std::string& slab) { Drop(CudaSlabFdName(slab)); }
+
 void HandoverCollector::TensorPublished(const JournaledTensor& tensor) {
   const v1::TensorRecord record = TensorRecordOf(tensor);
   auto fd = WriteTensorRecord(record);

@@ -1,9 +1,10 @@
 // A hand-over without systemd (tensorbrokerd --takeover): the running daemon gives a new one,
 // over its local channel, every descriptor the new one needs to serve in its place: the
-// memory segments and a record per published CPU tensor (named as in systemd's descriptor
-// store, fd_store_journal.h, so that the new daemon adopts them exactly as after a restart,
-// adoption.h), its instance lock ("lock": the lock is the open file, so it passes with it) and
-// its listening sockets ("socket": clients that connect meanwhile wait in their backlog).
+// memory segments and CUDA VMM slabs and a record per published tensor that can outlive it (named
+// as in systemd's descriptor store, fd_store_journal.h, so that the new daemon adopts them exactly
+// as after a restart, adoption.h), its instance lock ("lock": the lock is the open file, so it
+// passes with it) and its listening sockets ("socket": clients that connect meanwhile wait in their
+// backlog).
 //
 // Threading: HandoverCollector is filled under the store's lock by one thread; the functions
 // are stateless.
@@ -31,6 +32,8 @@ class HandoverCollector final : public TensorJournal {
  public:
   void SegmentCreated(const MemfdSegment& segment) override;
   void SegmentRemoved(const std::string& segment) override;
+  void CudaSlabCreated(const std::string& slab, int fd) override;
+  void CudaSlabRemoved(const std::string& slab) override;
   void TensorPublished(const JournaledTensor& tensor) override;
   void TensorUnpublished(uint64_t version) override;
   // A descriptor of another kind (the lock, the sockets), duplicated.

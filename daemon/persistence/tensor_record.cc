@@ -34,6 +34,7 @@ v1::TensorRecord TensorRecordOf(const JournaledTensor& tensor) {
   ToProto(tensor.view, record.mutable_info());
   record.set_publisher_uid(tensor.publisher_uid);
   record.set_segment(tensor.segment);
+  record.set_segment_size(tensor.segment_size);
   record.set_offset(tensor.offset);
   record.set_block_size(tensor.block_size);
   return record;

@@ -62,6 +62,7 @@ struct StoreStats {
     uint64_t used_bytes = 0;
     uint64_t reserved_bytes = 0;  // of segments or slabs
     uint64_t segments = 0;        // shared-memory segments or CUDA slabs
+    std::string handles;          // PoolStats::handles (memory_pool.h)
   };
   // What one uid holds (every version in memory it created), and its quota (0: none).
   struct User {

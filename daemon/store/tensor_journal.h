@@ -1,4 +1,5 @@
-// Where the store tells each CPU tensor version published and unpublished: the tensor half of the
+// Where the store tells each tensor version published and unpublished whose memory can outlive
+// the daemon (CPU segments, CUDA VMM slabs): the tensor half of the
 // PersistenceJournal (daemon/base/persistence_journal.h, whose ordering rules hold here too), in
 // the store's own types. daemon/persistence writes each as a v1.TensorRecord.
 #ifndef TENSORBROKER_DAEMON_TENSOR_JOURNAL_H_
@@ -16,7 +17,8 @@ namespace tensorbroker::daemon {
 struct JournaledTensor {
   TensorView view;  // leases 0: they end with the instance
   uint32_t publisher_uid = 0;
-  std::string segment;
+  std::string segment;  // or CUDA slab
+  uint64_t segment_size = 0;
   uint64_t offset = 0;
   uint64_t block_size = 0;
 };

@@ -43,6 +43,12 @@ std::optional<uint64_t> LogicalBytes(const TensorSpec& spec) {
   return bytes;
 }
 
+// Whether a tensor in `block` can outlive this instance: CPU segments and CUDA VMM slabs (their
+// descriptors are kept), not legacy CUDA IPC slabs; an ephemeral one ends with its session.
+bool Survives(const Block& block, const TensorSpec& spec) {
+  return !spec.ephemeral && (block.device.device_type == kDLCPU || block.read_write_fd >= 0);
+}
+
 }  // namespace
 
 absl::Status WaitRanOut(const std::string& name, const VersionWanted& wanted) {
@@ -690,11 +696,13 @@ absl::StatusOr<SegmentDescriptor> TensorStore::SegmentOfLocked(const std::string
   if (!object_id.ok()) return object_id.status();
   const TensorObject& object = *objects_.at(*object_id);
   if (object.block.read_only_fd < 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "lease_id: ", lease_id, " is on a tensor in device memory, which has no descriptor"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("lease_id: ", lease_id,
+                     " is on a tensor in a legacy CUDA IPC slab, which has no descriptor"));
   }
   SegmentDescriptor descriptor;
   descriptor.segment = object.block.segment;
+  descriptor.device = object.block.device;
   descriptor.size = object.block.segment_size;
   descriptor.writable =
       object.spec.is_mutable || (object.pending && object.owner_session == session_id);
@@ -794,25 +802,20 @@ void TensorStore::ExportState(TensorJournal* journal) {
 
 void TensorStore::JournalPublishedLocked(const TensorObject& object, TensorJournal* journal) {
   if (journal == nullptr) journal = options_.journal;
-  // An ephemeral tensor ends with its session, so never outlives this instance.
-  if (journal == nullptr || object.block.device.device_type != kDLCPU || object.spec.ephemeral) {
-    return;
-  }
+  if (journal == nullptr || !Survives(object.block, object.spec)) return;
   JournaledTensor tensor;
   tensor.view = ViewLocked(object);
   tensor.view.leases = 0;  // leases end with the instance
   tensor.publisher_uid = object.spec.owner_uid;
   tensor.segment = object.block.segment;
+  tensor.segment_size = object.block.segment_size;
   tensor.offset = object.block.offset;
   tensor.block_size = object.block.size;
   journal->TensorPublished(tensor);
 }
 
 void TensorStore::JournalUnpublishedLocked(const TensorObject& object) {
-  if (options_.journal == nullptr || object.block.device.device_type != kDLCPU ||
-      object.spec.ephemeral) {
-    return;
-  }
+  if (options_.journal == nullptr || !Survives(object.block, object.spec)) return;
   options_.journal->TensorUnpublished(object.version);
 }
 
@@ -863,7 +866,7 @@ StoreStats TensorStore::Stats(const Principal& caller) {
   for (const auto& each : pools_) {
     const PoolStats figures = each->Stats();
     stats.pools.push_back({each->device(), figures.capacity_bytes, figures.used_bytes,
-                           figures.reserved_bytes, figures.segments});
+                           figures.reserved_bytes, figures.segments, figures.handles});
   }
   stats.capacity_bytes = pool.capacity_bytes;
   stats.used_bytes = pool.used_bytes;

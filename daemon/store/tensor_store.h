@@ -156,6 +156,7 @@ struct SegmentDescriptor {
   std::string segment;
   uint64_t size = 0;
   bool writable = false;
+  DLDevice device{kDLCPU, 0};  // CUDA: a VMM slab's descriptor
   UniqueFd fd;
 };
 
@@ -273,7 +274,7 @@ class TensorStore {
     uint32_t name_owner = 0;  // the uid the name belongs to
     uint64_t version = 0;
     int64_t created_unix_ms = 0;
-    Block block;  // from the CPU pool's AdoptBlock
+    Block block;  // from its pool's AdoptBlock
   };
   // Publishes it as it was; versions published later are higher than every adopted one. Not
   // told to the journal: its record is kept already. ALREADY_EXISTS when the name is taken.

@@ -42,7 +42,11 @@ void ToProto(const TensorGrant& grant, v1::TensorGrant* out) {
   region->set_offset(grant.block.offset);
   region->set_nbytes(grant.info.nbytes);
   region->set_writable(grant.writable);
-  region->set_cuda_ipc_handle(grant.block.export_handle);
+  if (grant.block.device.device_type == kDLCUDA) {
+    region->set_cuda_ipc_handle(grant.block.export_handle);
+    region->set_cuda_handle(grant.block.read_only_fd >= 0 ? v1::CUDA_HANDLE_VMM_DESCRIPTOR
+                                                          : v1::CUDA_HANDLE_LEGACY_IPC);
+  }
   out->set_lease_id(grant.lease_id);
 }
 

@@ -75,6 +75,7 @@ void ToProto(const StoreStats& stats, v1::BrokerStats* out) {
     v1::PoolStats* pool = out->add_pools();
     tensorbroker::ToProto(usage.device, pool->mutable_device());
     CountersToProto(kPoolStatsRows<StoreStats::Pool>, usage, pool);
+    pool->set_handles(usage.handles);
   }
   for (const StoreStats::User& usage : stats.users) {
     v1::UserUsage* user = out->add_users();

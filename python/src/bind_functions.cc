@@ -24,6 +24,7 @@ void BindModuleFunctions(py::module_& m) {
         py::dict d;
         d["cached_segments"] = m.cached_segments;
         d["open_cuda_slabs"] = m.open_cuda_slabs;
+        d["cached_cuda_slabs"] = m.cached_cuda_slabs;
         d["pinned_segments"] = m.pinned_segments;
         return d;
       },

@@ -24,6 +24,7 @@ class TensorStat(TypedDict):
 
 class PoolStats(TypedDict):
     device: str  # "cpu" or "cuda:N"
+    handles: str  # "memfd" (CPU), "cuda-vmm" (VMM descriptors) or "cuda-ipc" (legacy CUDA IPC)
     capacity_bytes: int
     used_bytes: int
     reserved_bytes: int
@@ -39,7 +40,8 @@ class UserUsage(TypedDict):
 
 class ProcessMappings(TypedDict):
     cached_segments: int
-    open_cuda_slabs: int
+    open_cuda_slabs: int  # legacy CUDA IPC handles open
+    cached_cuda_slabs: int  # CUDA VMM slabs whose descriptor or mappings are kept
     pinned_segments: int
 
 class BrokerStats(TypedDict):

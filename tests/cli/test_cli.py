@@ -34,7 +34,7 @@ STAT_KEYS = {"name", "dtype", "shape", "strides", "nbytes", "device", "sealed", 
              "kept_versions", "ephemeral"}
 STATS_KEYS = {"capacity_bytes", "used_bytes", "reserved_bytes", "tensors", "leases",
               "clients", "segments", "pending", "waiting_gets", "watchers"}
-POOL_KEYS = {"device", "capacity_bytes", "used_bytes", "reserved_bytes", "segments"}
+POOL_KEYS = {"device", "handles", "capacity_bytes", "used_bytes", "reserved_bytes", "segments"}
 USER_KEYS = {"uid", "user", "bytes", "tensors", "quota_bytes", "quota_tensors"}
 
 
@@ -290,7 +290,7 @@ def test_stats(own_broker):
     assert all(isinstance(before[k], int) for k in STATS_KEYS)
     assert before["capacity_bytes"] == 256 << 20
     # Every memory pool: the CPU one first, with the top-level figures; then each GPU served.
-    assert before["pools"][0] == {"device": "cpu", "capacity_bytes": 256 << 20,
+    assert before["pools"][0] == {"device": "cpu", "handles": "memfd", "capacity_bytes": 256 << 20,
                                   "used_bytes": before["used_bytes"],
                                   "reserved_bytes": before["reserved_bytes"],
                                   "segments": before["segments"]}

@@ -446,7 +446,7 @@ expect_adopted() {
     "_SYSTEMD_INVOCATION_ID=$(prop InvocationID)"
   line=$(adopted_line)
   case "$line" in
-    "adopted 51 CPU tensors ("*") in "*" segments from the previous instance; freed "*" segments no tensor was in; dropped 0 records; CUDA tensors do not survive a restart") ;;
+    "adopted 51 tensors (51 CPU, 0 CUDA; "*") in "*" segments and slabs from the previous instance; freed "*" no tensor was in; dropped 0 records; CUDA tensors survive only in VMM slabs (--cuda-handles vmm)") ;;
     *) fail "the adoption line after $1: '$line'" ;;
   esac
 }
@@ -559,7 +559,7 @@ starts=$(grep -c "^tensorbrokerd serving on $socket capacity=[0-9.]* [KMGT]iB pi
   fail "the watchdog line is not there once per start"
 [ "$(grep -c '^Started tensorbrokerd.service' <<<"$journal")" = 5 ] ||
   fail "systemd did not log 5 starts (READY=1 each time)"
-[ "$(grep -c '^adopted 51 CPU tensors' <<<"$journal")" = 3 ] || fail "not 3 adoption lines"
+[ "$(grep -c '^adopted 51 tensors (51 CPU' <<<"$journal")" = 3 ] || fail "not 3 adoption lines"
 grep -q '^CUDA: ' <<<"$journal" || fail "no CUDA line at start"
 [ "$(ct journalctl --no-pager -o cat -p info..info -u tensorbrokerd.service | grep -c '^tensorbrokerd serving on ')" = 5 ] ||
   fail "the serving lines are not at priority info"

@@ -46,6 +46,7 @@ def test_print_config_shows_the_file_under_the_flags(workdir):
         f"socket = {sock}",
         "capacity = 33554432  # 32.0 MiB",
         "# cuda-capacity: not set: half of each GPU's memory",
+        "cuda-handles = ipc",
         "log-level = debug",
         "metrics-listen = 127.0.0.1:9464",
         "# admin-group: not set: root only",
@@ -64,7 +65,7 @@ def test_print_config_shows_the_file_under_the_flags(workdir):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("capacty = 4G\n", "tb.conf:1: unknown key 'capacty' (keys: socket, capacity, cuda-capacity, log-level, metrics-listen, admin-group, default-readers, quota-bytes, quota-tensors, pending-timeout, handshake-timeout, max-connections, watch-log, readers[PREFIX], publishers[PREFIX], quota-bytes[USER], quota-tensors[USER])"),
+    ("capacty = 4G\n", "tb.conf:1: unknown key 'capacty' (keys: socket, capacity, cuda-capacity, cuda-handles, log-level, metrics-listen, admin-group, default-readers, quota-bytes, quota-tensors, pending-timeout, handshake-timeout, max-connections, watch-log, readers[PREFIX], publishers[PREFIX], quota-bytes[USER], quota-tensors[USER])"),
     ("metrics-listen = 9464\n", "tb.conf:1: metrics-listen '9464': needs HOST:PORT (or :PORT for every interface)"),
     ("\nlog-level = loud\n", "tb.conf:2: log-level 'loud' is not one of error, warning, notice, info, debug"),
     ("capacity 4G\n", "tb.conf:1: expected 'key = value', got 'capacity 4G'"),

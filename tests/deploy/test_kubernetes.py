@@ -49,6 +49,9 @@ ROOT = Path(__file__).resolve().parents[2]
 K8S_DIR = ROOT / "deploy" / "kubernetes"
 DAEMONSET_FILE = K8S_DIR / "tensorbrokerd-daemonset.yaml"
 WORKLOAD_FILE = K8S_DIR / "example-workload-pod.yaml"
+GPU_DAEMONSET_FILE = K8S_DIR / "tensorbrokerd-daemonset-gpu.yaml"
+GPU_WORKLOAD_FILE = K8S_DIR / "example-gpu-workload-pod.yaml"
+MANIFESTS = [DAEMONSET_FILE, WORKLOAD_FILE, GPU_DAEMONSET_FILE, GPU_WORKLOAD_FILE]
 DOCKERFILE = K8S_DIR / "Dockerfile"
 
 # Paths inside the image (the .deb's).
@@ -81,6 +84,14 @@ def daemonset():
 
 def workload():
     return only(documents(WORKLOAD_FILE), "Pod")
+
+
+def gpu_daemonset():
+    return only(documents(GPU_DAEMONSET_FILE), "DaemonSet")
+
+
+def gpu_workload():
+    return only(documents(GPU_WORKLOAD_FILE), "Pod")
 
 
 def pod_spec(obj):
@@ -370,17 +381,20 @@ def validate(doc):
 
 def test_the_directory_holds_what_the_readme_describes():
     assert sorted(p.name for p in K8S_DIR.iterdir()) == [
-        "Dockerfile", "README.md", "example-workload-pod.yaml", "tensorbrokerd-daemonset.yaml"]
+        "Dockerfile", "README.md", "example-gpu-workload-pod.yaml", "example-workload-pod.yaml",
+        "tensorbrokerd-daemonset-gpu.yaml", "tensorbrokerd-daemonset.yaml"]
     assert [d["kind"] for d in documents(DAEMONSET_FILE)] == ["Namespace", "DaemonSet"]
     assert [d["kind"] for d in documents(WORKLOAD_FILE)] == ["Pod"]
+    assert [d["kind"] for d in documents(GPU_DAEMONSET_FILE)] == ["Namespace", "DaemonSet"]
+    assert [d["kind"] for d in documents(GPU_WORKLOAD_FILE)] == ["Pod"]
 
 
-@pytest.mark.parametrize("path", [DAEMONSET_FILE, WORKLOAD_FILE], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
 def test_yamllint_finds_nothing(path):
     assert lint(path.read_text()) == []
 
 
-@pytest.mark.parametrize("path", [DAEMONSET_FILE, WORKLOAD_FILE], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
 def test_every_document_passes_the_schema_check(path):
     for doc in documents(path):
         assert validate(doc) == [], f"{doc.get('kind')} {doc.get('metadata', {}).get('name')}"
@@ -524,7 +538,7 @@ def test_no_pod_shares_dev_shm_or_ipc_with_the_node():
     # The segments are memfds handed over as descriptors: no pod needs the node's /dev/shm or
     # its IPC namespace, and the socket directory is the only node path any container mounts
     # (the init container's included).
-    for obj in (daemonset(), workload()):
+    for obj in (daemonset(), workload(), gpu_daemonset(), gpu_workload()):
         assert node_sharing_faults(obj) == []
     # The check sees each thing the /dev/shm-sharing manifests had.
     ds = daemonset()
@@ -564,7 +578,8 @@ def test_the_workload_carries_the_brokers_group():
 
 
 def test_security_contexts():
-    for obj, name in ((daemonset(), "tensorbrokerd"), (workload(), "example")):
+    for obj, name in ((daemonset(), "tensorbrokerd"), (workload(), "example"),
+                      (gpu_daemonset(), "tensorbrokerd"), (gpu_workload(), "example-gpu")):
         c = container(obj, name)
         assert c["securityContext"] == {
             "runAsNonRoot": True, "readOnlyRootFilesystem": True,
@@ -579,6 +594,62 @@ def test_security_contexts():
         "runAsNonRoot": False, "runAsUser": 0, "readOnlyRootFilesystem": True,
         "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"],
                                                             "add": ["CHOWN", "FOWNER"]}}
+
+
+def without(obj, paths):
+    """A deep copy of `obj` without the keys at `paths` (tuples of keys and list indexes)."""
+    import copy
+    out = copy.deepcopy(obj)
+    for path in paths:
+        parent = out
+        for key in path[:-1]:
+            parent = parent[key]
+        del parent[path[-1]]
+    return out
+
+
+def test_the_gpu_manifests_share_gpus_by_descriptor_without_hostpid():
+    # The GPU DaemonSet is the CPU one plus what GPUs need, and nothing else: its node selection,
+    # NVIDIA's runtime with every GPU visible, CUDA capacity and VMM descriptors.
+    cpu, gpu = daemonset(), gpu_daemonset()
+    spec = pod_spec(gpu)
+    assert spec["runtimeClassName"] == "nvidia"
+    assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert spec["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists",
+                                    "effect": "NoSchedule"}]
+    broker = container(gpu, "tensorbrokerd")
+    assert broker["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                             {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}]
+    args = argv(broker)
+    assert flag_value(args, "--cuda-handles") == "vmm"
+    assert flag_value(args, "--cuda-capacity") == "16G"
+    # The broker takes no GPU from the device plugin (it would have it exclusively).
+    assert not [k for k, _ in keys(broker["resources"]) if k.startswith("nvidia.com/")]
+    containers = ("spec", "template", "spec", "containers", 0)
+    stripped = without(gpu, [("spec", "template", "spec", k)
+                             for k in ("runtimeClassName", "nodeSelector", "tolerations")] +
+                       [containers + ("env",), containers + ("args",)])
+    assert stripped == without(cpu, [containers + ("args",)])
+    cpu_args, gpu_args = argv(container(cpu, "tensorbrokerd")), args
+    assert [a for a in gpu_args if a not in ("--cuda-handles", "vmm", "16G")] == \
+        [a for a in cpu_args if a != "0"]
+    # The workload: one GPU of its own, the broker's socket and group as the CPU example, and
+    # nothing of the node's PID or IPC namespace.
+    pod, cpu_pod = gpu_workload(), workload()
+    example = container(pod, "example-gpu")
+    assert example["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert pod_spec(pod)["runtimeClassName"] == "nvidia"
+    assert example["volumeMounts"] == container(cpu_pod, "example")["volumeMounts"]
+    assert example["env"] == container(cpu_pod, "example")["env"]
+    assert pod_spec(pod)["volumes"] == pod_spec(cpu_pod)["volumes"]
+    assert pod_spec(pod)["securityContext"] == pod_spec(cpu_pod)["securityContext"]
+    for obj in (gpu, pod):
+        assert [k for k, _ in keys(obj) if k in ("hostPID", "hostIPC", "hostNetwork")] == []
+    # The daemon accepts the GPU DaemonSet's command line (no GPU here: it serves CPU only).
+    done = subprocess.run([need(DAEMON, "TENSORBROKERD"), *args[1:], "--print-config"],
+                          capture_output=True, text=True, timeout=HANG_GUARD)
+    assert done.returncode == 0, done.stderr
+    assert "cuda-handles = vmm" in done.stdout.splitlines()
 
 
 def test_the_probes_are_the_clis_health_command():
@@ -622,6 +693,10 @@ def test_every_daemon_flag_used_is_in_its_help():
             if a.startswith("--")]
     assert used == ["--socket", "--capacity", "--cuda-capacity", "--log-level", "--metrics-listen"]
     assert [flag for flag in used if flag not in known] == []
+    gpu_used = [a.split("=")[0] for a in argv(container(gpu_daemonset(), "tensorbrokerd"))[1:]
+                if a.startswith("--")]
+    assert "--cuda-handles" in gpu_used
+    assert [flag for flag in gpu_used if flag not in known] == []
 
 
 def test_the_cli_has_the_health_command_the_probes_run():

@@ -99,6 +99,7 @@ def test_metrics_match_the_daemons_state(broker):
         return got[(name, frozenset(labels.items()))]
 
     assert value("tensorbroker_capacity_bytes", device="cpu") == 128 << 20
+    assert value("tensorbroker_pool_info", device="cpu", handles="memfd") == 1
     assert value("tensorbroker_used_bytes", device="cpu") == stats["used_bytes"] > 0
     assert value("tensorbroker_reserved_bytes", device="cpu") == stats["reserved_bytes"]
     assert value("tensorbroker_segments", device="cpu") == stats["segments"]

@@ -80,7 +80,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   auto pool = fuzz::NewPool();
   Adoption adoption =
-      AdoptStoredDescriptors(std::move(handed), pool.get(), fuzz::ServiceManagerStore());
+      AdoptStoredDescriptors(std::move(handed), {pool.get()}, fuzz::ServiceManagerStore());
   const std::vector<std::string> removed = fuzz::NotifyListener::Get().TakeRemoved();
   FUZZ_CHECK(adoption.others.size() == others.size(), "%zu others back of %zu",
              adoption.others.size(), others.size());

@@ -43,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   handed.push_back({"s-tb-old-1", fuzz::SegmentDescriptor(1)});
   auto pool = fuzz::NewPool();
   Adoption adoption =
-      AdoptStoredDescriptors(std::move(handed), pool.get(), fuzz::ServiceManagerStore());
+      AdoptStoredDescriptors(std::move(handed), {pool.get()}, fuzz::ServiceManagerStore());
   const std::vector<std::string> removed = fuzz::NotifyListener::Get().TakeRemoved();
 
   FUZZ_CHECK(adoption.others.empty(), "a segment or record left over");

@@ -14,6 +14,7 @@ cd "$(dirname "$0")/../.."
 build=${1:-build}
 out=${2:-gpu-bundle.tar.gz}
 for f in "$build/daemon/tensorbrokerd" "$build/tests/gpu/gpu_tests" \
+         "$build/tests/gpu/tensorbroker_cuda_peer" \
          "$build/client/libtensorbroker_client.so" "$build/python/tensorbroker/_version.py"; do
   [ -e "$f" ] || { echo "make-bundle: $f is missing (build with CUDA and Python first)" >&2; exit 1; }
 done
@@ -23,10 +24,12 @@ trap 'rm -rf "$stage"' EXIT
 root="$stage/tensorbroker-gpu"
 mkdir -p "$root"/{bin,lib,include,src/common,src/python,tests}
 
-cp "$build/daemon/tensorbrokerd" "$build/tests/gpu/gpu_tests" "$root/bin/"
+cp "$build/daemon/tensorbrokerd" "$build/tests/gpu/gpu_tests" \
+   "$build/tests/gpu/tensorbroker_cuda_peer" "$root/bin/"
 cp -P "$build"/client/libtensorbroker_client.so* "$build"/proto/libtensorbroker_proto.so* "$root/lib/"
 # Every library the binaries load, resolved here; the target's own glibc and C++ runtime stay.
-ldd "$root/bin/tensorbrokerd" "$root/bin/gpu_tests" "$root"/lib/libtensorbroker_client.so |
+ldd "$root/bin/tensorbrokerd" "$root/bin/gpu_tests" "$root/bin/tensorbroker_cuda_peer" \
+    "$root"/lib/libtensorbroker_client.so |
   awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
   grep -v -E '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
   while read -r lib; do cp -L "$lib" "$root/lib/"; done

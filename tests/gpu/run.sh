@@ -48,6 +48,7 @@ if [ "$mode" = build ]; then
   build=$(cd "$source_path" && pwd)
   daemon=$build/daemon/tensorbrokerd
   gpu_tests=$build/tests/gpu/gpu_tests
+  cuda_peer=$build/tests/gpu/tensorbroker_cuda_peer
   pythonpath=$build/python
   gpu_python_tests=$repo/tests/python/gpu
   export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
@@ -56,6 +57,7 @@ else
   b=$work/tensorbroker-gpu
   daemon=$b/bin/tensorbrokerd
   gpu_tests=$b/bin/gpu_tests
+  cuda_peer=$b/bin/tensorbroker_cuda_peer
   gpu_python_tests=$b/tests/python-gpu
   export LD_LIBRARY_PATH=$b/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   echo "bundle needs $(cat "$b/GLIBC_NEEDED"); missing libraries:"
@@ -85,15 +87,20 @@ fi
 
 status=0
 say "C++ GPU tests"
-TENSORBROKERD=$daemon "$gpu_tests" || status=1
+TENSORBROKERD=$daemon TENSORBROKER_CUDA_PEER=$cuda_peer "$gpu_tests" || status=1
 
-say "Python GPU tests (producer and consumer in different processes)"
 cd "$gpu_python_tests"
-if "$python" -c 'import pytest' 2>/dev/null; then
-  PYTHONPATH=$pythonpath TENSORBROKERD=$daemon "$python" -m pytest -q -s -rs \
-    -p no:cacheprovider test_cuda_interop.py || status=1
-else
-  PYTHONPATH=$pythonpath TENSORBROKERD=$daemon "$python" test_cuda_interop.py || status=1
-fi
+# The same suite on each path GPU memory can take: legacy CUDA IPC handles, then VMM
+# descriptors (tests/python/gpu/test_cuda_interop.py reads TENSORBROKER_CUDA_HANDLES).
+for handles in ipc vmm; do
+  say "Python GPU tests, --cuda-handles $handles (producer and consumer in different processes)"
+  if "$python" -c 'import pytest' 2>/dev/null; then
+    PYTHONPATH=$pythonpath TENSORBROKERD=$daemon TENSORBROKER_CUDA_HANDLES=$handles \
+      "$python" -m pytest -q -s -rs -p no:cacheprovider test_cuda_interop.py || status=1
+  else
+    PYTHONPATH=$pythonpath TENSORBROKERD=$daemon TENSORBROKER_CUDA_HANDLES=$handles \
+      "$python" test_cuda_interop.py || status=1
+  fi
+done
 say "done: exit status $status"
 exit "$status"

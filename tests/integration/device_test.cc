@@ -140,12 +140,14 @@ TEST_F(DeviceTest, StatsListTheCpuPoolOnlyAndMappingsHaveNoCudaSlabs) {
   EXPECT_EQ(stats.pools[0].device.device_type, kDLCPU);
   EXPECT_EQ(stats.pools[0].capacity_bytes, stats.capacity_bytes);
   EXPECT_EQ(stats.pools[0].segments, stats.segments);
+  EXPECT_EQ(stats.pools[0].handles, "memfd");
   ASSERT_OK(PutFloats(client(), "cpu/m", {5}));
   ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, client().Get("cpu/m"));
   TensorPtr got(raw);
   const ProcessMappings mappings = CurrentProcessMappings();
   EXPECT_GE(mappings.cached_segments, 1u);
   EXPECT_EQ(mappings.open_cuda_slabs, 0u);
+  EXPECT_EQ(mappings.cached_cuda_slabs, 0u);
   EXPECT_EQ(mappings.pinned_segments, 0u);
   ASSERT_OK_AND_ASSIGN(stats, client().Stats());
   EXPECT_EQ(stats.pools[0].used_bytes, stats.used_bytes);

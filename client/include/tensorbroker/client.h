@@ -188,6 +188,9 @@ class TENSORBROKER_EXPORT Watcher {
 struct ProcessMappings {
   size_t cached_segments = 0;  // shared-memory segment mappings kept for reuse
   size_t open_cuda_slabs = 0;  // CUDA IPC handles open (closed with the slab's last tensor)
+  // CUDA VMM slabs whose descriptor or mappings are kept for reuse (until the daemon frees the
+  // slab; tensors still held keep their own mapping).
+  size_t cached_cuda_slabs = 0;
   size_t pinned_segments = 0;  // segment mappings page-locked (cudaHostRegister)
 };
 TENSORBROKER_EXPORT ProcessMappings CurrentProcessMappings();

@@ -103,6 +103,9 @@ struct PoolUsage {
   uint64_t used_bytes = 0;      // allocated to tensors
   uint64_t reserved_bytes = 0;  // of segments or slabs
   uint64_t segments = 0;        // shared-memory segments or CUDA slabs
+  // How this process reaches the memory: "memfd" (CPU), "cuda-vmm" (POSIX descriptors of CUDA
+  // VMM allocations) or "cuda-ipc" (legacy CUDA IPC handles); empty from an older daemon.
+  std::string handles;
 };
 
 // One gRPC method's calls since the daemon started (Stats): counts by status code and a latency

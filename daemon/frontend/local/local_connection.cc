@@ -367,7 +367,7 @@ absl::Status LocalConnection::Grant(absl::StatusOr<TensorGrant> grant, v1::Local
 void LocalConnection::ReplyGrant(const TensorGrant& grant, v1::LocalReply* reply,
                                  std::vector<PendingDescriptor>* descriptors) {
   ToProto(grant, reply->mutable_grant());
-  if (grant.block.read_only_fd < 0) return;  // device memory: the IPC handle is in the region
+  if (grant.block.read_only_fd < 0) return;  // legacy CUDA: the IPC handle is in the region
   const std::set<std::string>& sent = grant.writable ? sent_read_write_ : sent_read_only_;
   if (sent.count(grant.block.segment) > 0) return;
   AttachDescriptor({grant.lease_id, grant.block.segment, grant.writable}, descriptors);
@@ -554,6 +554,7 @@ absl::Status LocalConnection::SendNow(const Outgoing& next, size_t* descriptors_
     out->set_segment(descriptor->segment);
     out->set_size(descriptor->size);
     out->set_writable(descriptor->writable);
+    out->set_device_type(descriptor->device.device_type);
     raw.push_back(descriptor->fd.get());
     fds.push_back(std::move(descriptor->fd));
   }

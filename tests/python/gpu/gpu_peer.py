@@ -91,6 +91,22 @@ def consume(client, fw_name, prefix, rounds):
     return out
 
 
+def write_sealed(client, name):
+    """Writes through a sealed tensor's view in place; says what the device did. Exits at once
+    after a fault (the CUDA context is gone)."""
+    import os
+    import torch
+    t = client.get(name, timeout=60)
+    x = torch.from_dlpack(t)
+    try:
+        x.add_(1.0)
+        torch.cuda.synchronize()
+    except RuntimeError as e:  # a device fault: the mapping is read-only
+        print(json.dumps({"faulted": True, "error": str(e).splitlines()[0]}), flush=True)
+        os._exit(0)
+    return {"faulted": False}
+
+
 def create_mutable(client, name):
     import torch
     t = client.create(name, (1000,), "float32", mutable=True, device="cuda:0")
@@ -194,11 +210,14 @@ def figures(client, rounds):
     holder.release()
     cuda_reopen = statistics.median(timed("fig/gpu") for _ in range(min(rounds, 200)))
     cpu = statistics.median(timed("fig/cpu") for _ in range(rounds))
-    return {"first_open_us": first_open, "cuda_get_cached_handle_us": cuda_cached,
-            "cuda_get_reopen_us": cuda_reopen, "cpu_get_us": cpu, "rounds": rounds}
+    pool = [p for p in client.stats()["pools"] if p["device"] == "cuda:0"][0]
+    return {"handles": pool["handles"], "first_open_us": first_open,
+            "cuda_get_cached_handle_us": cuda_cached, "cuda_get_reopen_us": cuda_reopen,
+            "cpu_get_us": cpu, "rounds": rounds}
 
 
 ROLES = {"produce": produce, "consume": consume, "create_mutable": create_mutable,
+         "write_sealed": write_sealed,
          "write": write, "read": read, "cycles": cycles, "pinned": pinned,
          "produce_bool": produce_bool, "consume_bool": consume_bool, "figures": figures}
 

@@ -6,7 +6,12 @@ CuPy -> torch with a 100x10000 float32 tensor over ten rounds (equal values, and
 framework allocates no device memory for it); the producer has exited before the consumer reads;
 a write to a mutable tensor in one process is read in another; 1,000 get/release cycles leave
 device memory flat and every slab handle closed; pinned host tensors copy to the device with
-non_blocking=True; bool through torch 2.x and CuPy.
+non_blocking=True; bool through torch 2.x and CuPy; CuPy -> CuPy.
+
+The daemon serves GPU memory the way TENSORBROKER_CUDA_HANDLES says (--cuda-handles: ipc, the
+default, or vmm; tests/gpu/run.sh runs the module once with each). With vmm, a write through a
+sealed tensor's view must fault in the writing process and leave the bytes (where the device
+maps read-only; otherwise the test says so and skips).
 
 Runs under pytest, or without it (python3 test_cuda_interop.py): the GPU machine's image may
 lack pytest. Skips, with the reason, without torch built with CUDA, a usable GPU, or CuPy."""
@@ -40,6 +45,7 @@ except ImportError:  # the standalone runner below
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROUNDS = 10
 HANG_GUARD = 300  # seconds per peer; only against hangs, never a measurement
+HANDLES = os.environ.get("TENSORBROKER_CUDA_HANDLES", "ipc")  # --cuda-handles of the daemon
 
 
 def gpu_torch():
@@ -75,7 +81,8 @@ class Broker:
         self.log_path = os.path.join(self.dir, "daemon.log")
         self.log = open(self.log_path, "w+")
         self.proc = subprocess.Popen(
-            [binary, "--socket", self.socket, "--cuda-capacity", "8G", "--log-level", "info"],
+            [binary, "--socket", self.socket, "--cuda-capacity", "8G", "--cuda-handles", HANDLES,
+             "--log-level", "info"],
             stdout=self.log, stderr=subprocess.STDOUT)
         wait_until_serving(self.socket, self.proc, self.log_path)
 
@@ -154,6 +161,32 @@ def test_cupy_to_torch():
     check_pair("cupy", "torch", "c2t")
 
 
+def test_cupy_to_cupy():
+    gpu_cupy()
+    check_pair("cupy", "cupy", "c2c")
+
+
+def test_the_gpu_pool_says_how_its_memory_travels():
+    gpu_torch()
+    assert gpu_pool()["handles"] == f"cuda-{HANDLES}"
+
+
+def test_a_write_through_a_sealed_view_faults_in_the_writer_and_the_bytes_stay():
+    torch = gpu_torch()
+    if HANDLES != "vmm":
+        skip("legacy CUDA IPC maps every view read-write")
+    with Broker.get().client() as client:
+        client.put("ro/x", torch.full((1024,), 2.0, device="cuda:0"))
+    seen = peer("write_sealed", "ro/x")
+    print(f"write through a sealed view: {seen}", flush=True)
+    if not seen["faulted"]:
+        delete("ro/x")
+        skip("CUDA device 0 maps device memory read-write only: the DLPack READ_ONLY flag is "
+             "the only guard there")
+    assert peer("read", "torch", "ro/x") == {"min": 2.0, "max": 2.0, "dtype": "torch.float32"}
+    delete("ro/x")
+
+
 def delete(*names):
     with Broker.get().client() as client:
         for name in names:
@@ -188,6 +221,8 @@ def test_get_release_cycles_leave_device_memory_flat_and_handles_closed():
     seen = peer("cycles", "cyc/x", 1000)
     assert seen["free_before"] - seen["free_after"] <= FLAT_SLACK, seen
     assert seen["mappings"]["open_cuda_slabs"] == 0
+    # VMM: the one slab's mapping stays cached (until the daemon frees the slab), not one per get.
+    assert seen["mappings"]["cached_cuda_slabs"] == (1 if HANDLES == "vmm" else 0), seen
     with Broker.get().client() as client:
         assert client.stat("cyc/x")["leases"] == 0
     delete("cyc/x")

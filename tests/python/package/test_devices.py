@@ -102,14 +102,16 @@ def test_seal_stream_is_validated_and_only_concerns_cuda_tensors(client):
 def test_stats_list_pools_and_process_mappings(client):
     stats = client.stats()
     assert stats["pools"][0]["device"] == "cpu"
-    assert set(stats["pools"][0]) == {"device", "capacity_bytes", "used_bytes", "reserved_bytes",
-                                      "segments"}
+    assert set(stats["pools"][0]) == {"device", "handles", "capacity_bytes", "used_bytes",
+                                      "reserved_bytes", "segments"}
+    assert stats["pools"][0]["handles"] == "memfd"
     assert stats["pools"][0]["capacity_bytes"] == stats["capacity_bytes"]
     assert all(p["device"].startswith("cuda:") for p in stats["pools"][1:])
     client.put("cpu/m", np.ones(10, np.float32))
     held = client.get("cpu/m", timeout=0)
     mappings = tensorbroker.process_mappings()
-    assert set(mappings) == {"cached_segments", "open_cuda_slabs", "pinned_segments"}
+    assert set(mappings) == {"cached_segments", "open_cuda_slabs", "cached_cuda_slabs",
+                             "pinned_segments"}
     assert mappings["cached_segments"] >= 1
     assert mappings["open_cuda_slabs"] == 0
     held.release()

@@ -36,6 +36,8 @@ BrokerStats Sample() {
     cpu.*row.member = value;
     gpu.*row.member = value++ + 500;
   }
+  cpu.handles = "memfd";
+  gpu.handles = "cuda-vmm";
   stats.pools = {cpu, gpu};
   UserUsage alice{1000, "alice"};
   value = 3000;
@@ -64,6 +66,10 @@ TEST(StatsSchema, EveryRowInPrometheus) {
               std::string::npos)
         << row.key;
   }
+  EXPECT_NE(text.find("tensorbroker_pool_info{device=\"cpu\",handles=\"memfd\"} 1\n"
+                      "tensorbroker_pool_info{device=\"cuda:1\",handles=\"cuda-vmm\"} 1\n"),
+            std::string::npos)
+      << text;
   for (const auto& row : kPoolStatsFields) {
     EXPECT_NE(text.find(absl::StrCat(Header(row.prometheus, row.help), row.prometheus,
                                      "{device=\"cpu\"} ", stats.pools[0].*row.member, "\n",
@@ -91,7 +97,7 @@ TEST(StatsSchema, EveryRowInCliJson) {
   absl::StrAppend(&expected, "\"pools\": [");
   for (const PoolUsage& pool : stats.pools) {
     absl::StrAppend(&expected, &pool == &stats.pools[0] ? "" : ", ", "{\"device\": \"",
-                    DeviceName(pool.device), "\"");
+                    DeviceName(pool.device), "\", \"handles\": \"", pool.handles, "\"");
     for (const auto& row : kPoolStatsFields) {
       absl::StrAppend(&expected, ", \"", row.key, "\": ", pool.*row.member);
     }
@@ -141,6 +147,7 @@ TEST(StatsSchema, EveryRowInTheWalk) {
   expected.push_back("pools[");
   for (int pool = 0; pool < 2; ++pool) {
     expected.push_back("device");
+    expected.push_back("handles");
     for (const auto& row : kPoolStatsFields) expected.push_back(row.key);
   }
   expected.insert(expected.end(), {"]", "users[", "uid", "user"});
@@ -183,6 +190,7 @@ daemon::StoreStats StoreSample() {
   }
   for (const PoolUsage& usage : sample.pools) {
     daemon::StoreStats::Pool pool{usage.device};
+    pool.handles = usage.handles;
     for (size_t i = 0; i < std::size(kPoolStatsFields); ++i) {
       pool.*kPoolStatsRows<daemon::StoreStats::Pool>[i].member = usage.*kPoolStatsFields[i].member;
     }
@@ -210,6 +218,8 @@ TEST(StatsSchema, ProtoRoundTrip) {
   for (const auto& row : kBrokerStatsFields) EXPECT_EQ(back.*row.member, stats.*row.member);
   ASSERT_EQ(back.pools.size(), 2u);
   EXPECT_EQ(DeviceName(back.pools[1].device), "cuda:1");
+  EXPECT_EQ(back.pools[0].handles, "memfd");
+  EXPECT_EQ(back.pools[1].handles, "cuda-vmm");
   for (const auto& row : kPoolStatsFields) {
     EXPECT_EQ(back.pools[1].*row.member, stats.pools[1].*row.member) << row.key;
   }

@@ -88,8 +88,9 @@ TEST(ListenAddress, MalformedAddressesNameTheFieldAndWhy) {
 TEST(DaemonSettings, UnknownKeysAndBadValuesNameWhereTheyCameFrom) {
   auto unknown = ResolveSettings({{"capacty", "4G", "f.conf:2"}}, kDefaultCapacity);
   EXPECT_EQ(unknown.status().message(),
-            "f.conf:2: unknown key 'capacty' (keys: socket, capacity, cuda-capacity, log-level, "
-            "metrics-listen, admin-group, default-readers, quota-bytes, quota-tensors, "
+            "f.conf:2: unknown key 'capacty' (keys: socket, capacity, cuda-capacity, "
+            "cuda-handles, log-level, metrics-listen, admin-group, default-readers, quota-bytes, "
+            "quota-tensors, "
             "pending-timeout, handshake-timeout, max-connections, watch-log, readers[PREFIX], "
             "publishers[PREFIX], quota-bytes[USER], quota-tensors[USER])");
   auto bad_size = ResolveSettings({{"capacity", "lots", "f.conf:1"}}, kDefaultCapacity);
@@ -100,6 +101,8 @@ TEST(DaemonSettings, UnknownKeysAndBadValuesNameWhereTheyCameFrom) {
   auto level = ResolveSettings({{"log-level", "loud", "f.conf:4"}}, kDefaultCapacity);
   EXPECT_EQ(level.status().message(),
             "f.conf:4: log-level 'loud' is not one of error, warning, notice, info, debug");
+  auto handles = ResolveSettings({{"cuda-handles", "fd", "--cuda-handles"}}, kDefaultCapacity);
+  EXPECT_EQ(handles.status().message(), "--cuda-handles 'fd' is not one of ipc, vmm");
 }
 
 TEST(DaemonSettings, CommandLineFlagsAndModes) {
@@ -140,9 +143,11 @@ TEST_F(ConfigFileOnDisk, FlagsOverrideTheFileAndPrintConfigReadsBack) {
       "socket = /tmp/from-file.sock\ncapacity = 64M\nlog-level = warning\n"
       "metrics-listen = [::1]:9464\n");
   const std::string config_flag = "--config=" + path_;
-  const char* argv[] = {"tensorbrokerd", config_flag.c_str(), "--log-level",
-                        "debug",         "--cuda-capacity",   "1G"};
-  auto command_line = ParseCommandLine(6, argv);
+  const char* argv[] = {"tensorbrokerd",   config_flag.c_str(),
+                        "--log-level",     "debug",
+                        "--cuda-capacity", "1G",
+                        "--cuda-handles",  "vmm"};
+  auto command_line = ParseCommandLine(8, argv);
   ASSERT_TRUE(command_line.ok()) << command_line.status();
   auto options = LoadDaemonOptions(*command_line, kDefaultCapacity);
   ASSERT_TRUE(options.ok()) << options.status();
@@ -150,12 +155,14 @@ TEST_F(ConfigFileOnDisk, FlagsOverrideTheFileAndPrintConfigReadsBack) {
   EXPECT_EQ(options->capacity_bytes, 64ull << 20);
   EXPECT_EQ(options->log_level, LogLevel::kDebug);  // the flag wins
   EXPECT_EQ(options->cuda_capacity_bytes, std::optional<uint64_t>(1ull << 30));
+  EXPECT_EQ(options->cuda_handles, CudaHandles::kVmm);
   EXPECT_EQ(options->metrics_listen, "[::1]:9464");
   EXPECT_EQ(options->config_path, path_);
   const std::string printed = FormatConfig(*options);
   EXPECT_EQ(printed, "# tensorbrokerd's effective configuration (config file: " + path_ +
                          ")\nsocket = /tmp/from-file.sock\ncapacity = 67108864  # 64.0 MiB\n"
-                         "cuda-capacity = 1073741824  # 1.0 GiB per GPU\nlog-level = debug\n"
+                         "cuda-capacity = 1073741824  # 1.0 GiB per GPU\ncuda-handles = vmm\n"
+                         "log-level = debug\n"
                          "metrics-listen = [::1]:9464\n# admin-group: not set: root only\n"
                          "default-readers = *\nquota-bytes = 0  # unlimited\n"
                          "quota-tensors = 0  # unlimited\npending-timeout = 1m\n"
@@ -169,6 +176,7 @@ TEST_F(ConfigFileOnDisk, FlagsOverrideTheFileAndPrintConfigReadsBack) {
   EXPECT_EQ(same->socket_path, options->socket_path);
   EXPECT_EQ(same->capacity_bytes, options->capacity_bytes);
   EXPECT_EQ(same->cuda_capacity_bytes, options->cuda_capacity_bytes);
+  EXPECT_EQ(same->cuda_handles, options->cuda_handles);
   EXPECT_EQ(same->log_level, options->log_level);
 }
 

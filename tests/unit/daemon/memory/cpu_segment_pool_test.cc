@@ -235,7 +235,7 @@ TEST_F(CpuSegmentPoolTest, AdoptionRefusesWhatIsNotOneOfItsSegments) {
     return fd;
   };
   auto refused = [&](UniqueFd fd, const std::string& why) {
-    absl::Status status = pool.AdoptSegment(prefix_ + "bad", std::move(fd));
+    absl::Status status = pool.AdoptSegment(prefix_ + "bad", std::move(fd), 0);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << why;
     EXPECT_NE(status.message().find(why), std::string::npos) << status;
   };
@@ -252,7 +252,7 @@ TEST_F(CpuSegmentPoolTest, AdoptionRefusesWhatIsNotOneOfItsSegments) {
   EXPECT_EQ(pool.Stats().segments, 0u);
 
   // The real one is taken back with its bytes; only a free, aligned range can be claimed.
-  ASSERT_TRUE(pool.AdoptSegment(prefix_ + "made", std::move(good)).ok());
+  ASSERT_TRUE(pool.AdoptSegment(prefix_ + "made", std::move(good), 0).ok());
   auto block = pool.AdoptBlock(prefix_ + "made", 256, 256, BlockKind::kImmutable, kAlice);
   ASSERT_TRUE(block.ok()) << block.status();
   EXPECT_EQ(block->data[44], 42);
@@ -278,7 +278,7 @@ TEST_F(CpuSegmentPoolTest, AdoptedSegmentsTakeNoNewBlockUntilTheGraceEnds) {
   auto made = MemfdSegment::Create(prefix_ + "old", pooled);
   ASSERT_TRUE(made.ok()) << made.status();
   ASSERT_TRUE(pool.AdoptSegment(prefix_ + "old",
-                                UniqueFd(::fcntl(made->read_write_fd(), F_DUPFD_CLOEXEC, 0)))
+                                UniqueFd(::fcntl(made->read_write_fd(), F_DUPFD_CLOEXEC, 0)), 0)
                   .ok());
   auto kept = pool.AdoptBlock(prefix_ + "old", 0, 1024, BlockKind::kImmutable, kAlice);
   ASSERT_TRUE(kept.ok()) << kept.status();
@@ -304,7 +304,7 @@ TEST_F(CpuSegmentPoolTest, AdoptedSegmentsTakeNoNewBlockUntilTheGraceEnds) {
   CpuSegmentPool fresh(Options(64 << 20));
   ASSERT_TRUE(fresh
                   .AdoptSegment(prefix_ + "old2",
-                                UniqueFd(::fcntl(again->read_write_fd(), F_DUPFD_CLOEXEC, 0)))
+                                UniqueFd(::fcntl(again->read_write_fd(), F_DUPFD_CLOEXEC, 0)), 0)
                   .ok());
   auto only = fresh.AdoptBlock(prefix_ + "old2", 0, 1024, BlockKind::kImmutable, kAlice);
   ASSERT_TRUE(only.ok()) << only.status();

@@ -1,8 +1,9 @@
 // The TensorStore's persistence journal as the service manager sees it: a real store on a real
 // CpuSegmentPool, journaling through FdStoreJournal into the descriptor store that
 // tests/support/service_manager_harness.h keeps. Checks what is kept, what each record says,
-// the order that makes a kill at any instant safe (persistence_journal.h), and that adoption
-// (adoption.h) never drops from it what it adopted.
+// the order that makes a kill at any instant safe (persistence_journal.h), that adoption
+// (adoption.h) never drops from it what it adopted, and that it drops what it cannot adopt (a
+// CUDA tensor on a GPU it lacks, with its slab). CUDA VMM slabs on a real GPU: tests/gpu.
 #include "daemon/persistence/fd_store_journal.h"
 
 #include <fcntl.h>
@@ -117,6 +118,7 @@ TEST_F(PersistenceJournalTest, APublishedVersionIsKeptWithItsSegmentAndSaysEvery
   EXPECT_EQ(record->segment(), grant.block.segment);
   EXPECT_EQ(record->offset(), grant.block.offset);
   EXPECT_EQ(record->block_size(), grant.block.size);
+  EXPECT_EQ(record->segment_size(), grant.block.segment_size);
 }
 
 TEST_F(PersistenceJournalTest, ReplaceRecordsTheNewVersionBeforeDroppingTheOld) {
@@ -182,7 +184,7 @@ TEST_F(PersistenceJournalTest, ANameHandedOverTwiceDoesNotDropWhatWasAdopted) {
   options.name_prefix = absl::StrCat("tb-journaltest-next-", ::getpid(), "-");
   options.journal = journal_.get();
   CpuSegmentPool next(options);
-  Adoption adopted = AdoptStoredDescriptors(std::move(handed), &next, FdStore::FromEnvironment());
+  Adoption adopted = AdoptStoredDescriptors(std::move(handed), {&next}, FdStore::FromEnvironment());
   ASSERT_EQ(adopted.tensors.size(), 1u);
   EXPECT_EQ(adopted.tensors[0].spec.name, "frames/0");
   EXPECT_EQ(adopted.records_dropped, 1u);  // the second "r-1"
@@ -215,7 +217,7 @@ TEST_F(PersistenceJournalTest, AKeptHistoryIsRecordedAndAdoptedVersionByVersion)
   options.name_prefix = absl::StrCat("tb-journaltest-next-", ::getpid(), "-");
   auto next = std::make_unique<CpuSegmentPool>(options);
   Adoption adopted =
-      AdoptStoredDescriptors(std::move(handed), next.get(), FdStore::FromEnvironment());
+      AdoptStoredDescriptors(std::move(handed), {next.get()}, FdStore::FromEnvironment());
   ASSERT_EQ(adopted.tensors.size(), 3u);
   EXPECT_EQ(adopted.records_dropped, 0u);
   TensorStore successor(std::move(next));
@@ -263,13 +265,57 @@ TEST_F(PersistenceJournalTest, AdoptionKeepsOnlyWhatTheNewestVersionKeeps) {
   options.capacity_bytes = 64 << 20;
   options.name_prefix = absl::StrCat("tb-journaltest-next-", ::getpid(), "-");
   CpuSegmentPool next(options);
-  Adoption adopted = AdoptStoredDescriptors(std::move(handed), &next, FdStore::FromEnvironment());
+  Adoption adopted = AdoptStoredDescriptors(std::move(handed), {&next}, FdStore::FromEnvironment());
   ASSERT_EQ(adopted.tensors.size(), 2u);
   EXPECT_EQ(adopted.tensors[0].version, 3u);
   EXPECT_EQ(adopted.tensors[0].spec.keep, 2u);
   EXPECT_EQ(adopted.tensors[1].version, 2u);
   EXPECT_EQ(adopted.records_dropped, 1u);
   EXPECT_EQ(Stored(), (std::vector<std::string>{"r-2", "r-3", segment}));
+}
+
+// A CUDA tensor's record and its VMM slab ("g-<slab>") handed to an instance that does not serve
+// that GPU (here: none at all) are dropped from the descriptor store, the slab's memory with it,
+// and the CPU tensors beside them are adopted as ever.
+TEST_F(PersistenceJournalTest, ACudaTensorOnAGpuThisInstanceLacksIsDroppedWithItsSlab) {
+  const TensorGrant grant = Publish(Spec("frames/0"));
+  const std::string segment = SegmentFdName(grant.block.segment);
+  JournaledTensor gpu;
+  gpu.view.name = "gpu/x";
+  gpu.view.dtype = {kDLFloat, 32, 1};
+  gpu.view.shape = {4};
+  gpu.view.strides = {1};
+  gpu.view.nbytes = 16;
+  gpu.view.device = {kDLCUDA, 0};
+  gpu.view.sealed = true;
+  gpu.view.version = 900;
+  gpu.view.readers = {"*"};
+  gpu.segment = "tb-gone-cuda0-0";
+  gpu.segment_size = 2 << 20;
+  gpu.block_size = 256;
+  auto record = WriteTensorRecord(TensorRecordOf(gpu));
+  ASSERT_TRUE(record.ok()) << record.status();
+  harness_->Keep("r-900", *std::move(record));
+  harness_->Keep(CudaSlabFdName(gpu.segment), UniqueFd(::memfd_create("slab", MFD_CLOEXEC)));
+  const std::vector<std::string> before = Stored();
+  ASSERT_EQ(before, (std::vector<std::string>{"g-tb-gone-cuda0-0", "r-1", "r-900", segment}));
+  std::vector<NamedFd> handed;
+  for (const std::string& name : before) {
+    handed.push_back(
+        {name, UniqueFd(::fcntl(harness_->StoredFds(name).at(0), F_DUPFD_CLOEXEC, 0))});
+  }
+  CpuSegmentPoolOptions options;
+  options.capacity_bytes = 64 << 20;
+  options.name_prefix = absl::StrCat("tb-journaltest-next-", ::getpid(), "-");
+  options.journal = journal_.get();
+  CpuSegmentPool next(options);
+  Adoption adopted = AdoptStoredDescriptors(std::move(handed), {&next}, FdStore::FromEnvironment());
+  ASSERT_EQ(adopted.tensors.size(), 1u);
+  EXPECT_EQ(adopted.tensors[0].spec.name, "frames/0");
+  EXPECT_EQ(adopted.cuda_tensors, 0u);
+  EXPECT_EQ(adopted.records_dropped, 1u);
+  EXPECT_EQ(adopted.segments_freed, 1u);
+  EXPECT_EQ(Stored(), (std::vector<std::string>{"r-1", segment}));
 }
 
 }  // namespace
