@@ -57,11 +57,11 @@ void Drop(const FdStore& store, const std::string& fd_name, const std::string& w
   ++*dropped;
 }
 
-}  // namespace
-
-Adoption AdoptStoredDescriptors(std::vector<NamedFd> descriptors, CpuSegmentPool* pool,
-                                const FdStore& store) {
-  Adoption result;
+// Sorts what was handed over: each segment adopted into `pool` at once (or dropped), each
+// record read and returned by descriptor name (or dropped), the rest kept in `result->others`.
+std::map<std::string, v1::TensorRecord> SortHanded(std::vector<NamedFd> descriptors,
+                                                   CpuSegmentPool* pool, const FdStore& store,
+                                                   Adoption* result) {
   std::map<std::string, v1::TensorRecord> records;  // by descriptor name
   std::set<std::string> seen;                       // segment and record names
   for (NamedFd& named : descriptors) {
@@ -72,7 +72,7 @@ Adoption AdoptStoredDescriptors(std::vector<NamedFd> descriptors, CpuSegmentPool
       // may be adopted (and lost at the next start). Only the first is used; this one closes.
       Log(LogLevel::kWarning, "adoption: ", LogSafe(named.name),
           " handed over more than once; only the first is used");
-      if (absl::StartsWith(named.name, kRecordPrefix)) ++result.records_dropped;
+      if (absl::StartsWith(named.name, kRecordPrefix)) ++result->records_dropped;
       continue;
     }
     if (absl::StartsWith(named.name, kSegmentPrefix)) {
@@ -84,18 +84,28 @@ Adoption AdoptStoredDescriptors(std::vector<NamedFd> descriptors, CpuSegmentPool
     } else if (absl::StartsWith(named.name, kRecordPrefix)) {
       auto record = ReadTensorRecord(named.fd.get());
       if (!record.ok()) {
-        Drop(store, named.name, std::string(record.status().message()), &result.records_dropped);
+        Drop(store, named.name, std::string(record.status().message()), &result->records_dropped);
         continue;
       }
       if (named.name != RecordFdName(record->info().version())) {
-        Drop(store, named.name, "its name does not match its version", &result.records_dropped);
+        Drop(store, named.name, "its name does not match its version", &result->records_dropped);
         continue;
       }
       records.emplace(named.name, *std::move(record));
     } else {
-      result.others.push_back(std::move(named));
+      result->others.push_back(std::move(named));
     }
   }
+  return records;
+}
+
+}  // namespace
+
+Adoption AdoptStoredDescriptors(std::vector<NamedFd> descriptors, CpuSegmentPool* pool,
+                                const FdStore& store) {
+  Adoption result;
+  const std::map<std::string, v1::TensorRecord> records =
+      SortHanded(std::move(descriptors), pool, store, &result);
 
   // Each name's versions, highest first: the highest one that checks out is adopted, with as
   // many more as its keep asks for (of the name's owner); the others (out of the history,
