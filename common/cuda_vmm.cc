@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,34 @@ std::string DescribeCudaVmm(const CudaVmmSupport& support) {
   return "VMM without an allocation granularity";
 }
 
+// Moves, for both builds (the destructor and Reset release what there is).
+CudaAllocation::CudaAllocation(CudaAllocation&& other) noexcept
+    : handle_(std::exchange(other.handle_, 0)) {}
+
+CudaAllocation& CudaAllocation::operator=(CudaAllocation&& other) noexcept {
+  std::swap(handle_, other.handle_);  // ours goes with `other`
+  return *this;
+}
+
+CudaMapping::CudaMapping(CudaMapping&& other) noexcept
+    : address_(std::exchange(other.address_, 0)),
+      size_(other.size_),
+      ordinal_(other.ordinal_),
+      access_(other.access_) {}
+
+CudaMapping& CudaMapping::operator=(CudaMapping&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    address_ = std::exchange(other.address_, 0);
+    size_ = other.size_;
+    ordinal_ = other.ordinal_;
+    access_ = other.access_;
+  }
+  return *this;
+}
+
+CudaMapping::~CudaMapping() { Reset(); }
+
 #ifndef TENSORBROKER_HAVE_CUDA
 
 namespace {
@@ -34,38 +63,37 @@ absl::Status NoCuda() {
   return devices.ok() ? absl::FailedPreconditionError("this build has no CUDA support")
                       : devices.status();
 }
+// The VMM calls with device `ordinal` current (until `scoped` goes) and the properties of an
+// exportable allocation on it.
+struct OnDevice {
+  const VmmCalls* calls = nullptr;
+  std::unique_ptr<ScopedCudaDevice> scoped;
+  CUmemAllocationProp prop{};
+};
+
+absl::StatusOr<OnDevice> EnterDevice(int ordinal) {
+  auto calls = Usable();
+  if (!calls.ok()) return calls.status();
+  OnDevice on;
+  on.calls = *calls;
+  on.scoped = std::make_unique<ScopedCudaDevice>(ordinal);
+  if (absl::Status s = on.scoped->status(); !s.ok()) return s;
+  auto prop = AllocationProperties(**calls, ordinal);
+  if (!prop.ok()) return prop.status();
+  on.prop = *prop;
+  return on;
+}
+
 }  // namespace
 
 absl::StatusOr<CudaVmmSupport> QueryCudaVmm(int) { return NoCuda(); }
 absl::StatusOr<CudaAllocation> CudaAllocation::Create(int, uint64_t) { return NoCuda(); }
 absl::StatusOr<CudaAllocation> CudaAllocation::Import(int) { return NoCuda(); }
-CudaAllocation::CudaAllocation(CudaAllocation&& other) noexcept : handle_(other.handle_) {
-  other.handle_ = 0;
-}
-CudaAllocation& CudaAllocation::operator=(CudaAllocation&& other) noexcept {
-  std::swap(handle_, other.handle_);
-  return *this;
-}
 CudaAllocation::~CudaAllocation() = default;
 absl::StatusOr<UniqueFd> CudaAllocation::Export() const { return NoCuda(); }
 absl::StatusOr<CudaMapping> CudaMapping::Map(const CudaAllocation&, uint64_t, int, CudaAccess) {
   return NoCuda();
 }
-CudaMapping::CudaMapping(CudaMapping&& other) noexcept
-    : address_(other.address_),
-      size_(other.size_),
-      ordinal_(other.ordinal_),
-      access_(other.access_) {
-  other.address_ = 0;
-}
-CudaMapping& CudaMapping::operator=(CudaMapping&& other) noexcept {
-  std::swap(address_, other.address_);
-  std::swap(size_, other.size_);
-  std::swap(ordinal_, other.ordinal_);
-  std::swap(access_, other.access_);
-  return *this;
-}
-CudaMapping::~CudaMapping() = default;
 void CudaMapping::Reset() {}
 
 #else  // TENSORBROKER_HAVE_CUDA
@@ -140,21 +168,18 @@ absl::StatusOr<CUmemAllocationProp> AllocationProperties(const VmmCalls& calls, 
 }  // namespace
 
 absl::StatusOr<CudaVmmSupport> QueryCudaVmm(int ordinal) {
-  auto calls = Usable();
-  if (!calls.ok()) return calls.status();
-  ScopedCudaDevice scoped(ordinal);
-  if (absl::Status s = scoped.status(); !s.ok()) return s;
-  auto prop = AllocationProperties(**calls, ordinal);
-  if (!prop.ok()) return prop.status();
+  auto on = EnterDevice(ordinal);
+  if (!on.ok()) return on.status();
+  const VmmCalls* calls = on->calls;
   int vmm = 0;
   int posix_fd = 0;
-  const CUdevice device = prop->location.id;
-  if (CUresult e = (*calls)->device_attribute(
+  const CUdevice device = on->prop.location.id;
+  if (CUresult e = calls->device_attribute(
           &vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device);
       e != CUDA_SUCCESS) {
     return CudaDriverFailed("cuDeviceGetAttribute(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)", e);
   }
-  if (CUresult e = (*calls)->device_attribute(
+  if (CUresult e = calls->device_attribute(
           &posix_fd, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, device);
       e != CUDA_SUCCESS) {
     return CudaDriverFailed("cuDeviceGetAttribute(HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED)", e);
@@ -164,7 +189,7 @@ absl::StatusOr<CudaVmmSupport> QueryCudaVmm(int ordinal) {
   support.posix_fd = posix_fd != 0;
   if (support.vmm && support.posix_fd) {
     size_t granularity = 0;
-    if (CUresult e = (*calls)->granularity(&granularity, &*prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (CUresult e = calls->granularity(&granularity, &on->prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
         e != CUDA_SUCCESS) {
       return CudaDriverFailed("cuMemGetAllocationGranularity", e);
     }
@@ -174,14 +199,10 @@ absl::StatusOr<CudaVmmSupport> QueryCudaVmm(int ordinal) {
 }
 
 absl::StatusOr<CudaAllocation> CudaAllocation::Create(int ordinal, uint64_t bytes) {
-  auto calls = Usable();
-  if (!calls.ok()) return calls.status();
-  ScopedCudaDevice scoped(ordinal);
-  if (absl::Status s = scoped.status(); !s.ok()) return s;
-  auto prop = AllocationProperties(**calls, ordinal);
-  if (!prop.ok()) return prop.status();
+  auto on = EnterDevice(ordinal);
+  if (!on.ok()) return on.status();
   CUmemGenericAllocationHandle handle = 0;
-  if (CUresult e = (*calls)->create(&handle, bytes, &*prop, 0); e != CUDA_SUCCESS) {
+  if (CUresult e = on->calls->create(&handle, bytes, &on->prop, 0); e != CUDA_SUCCESS) {
     return CudaDriverFailed(
         absl::StrCat("cuMemCreate(", bytes, " bytes on CUDA device ", ordinal, ")"), e);
   }
@@ -199,15 +220,6 @@ absl::StatusOr<CudaAllocation> CudaAllocation::Import(int fd) {
     return CudaDriverFailed(absl::StrCat("cuMemImportFromShareableHandle(descriptor ", fd, ")"), e);
   }
   return CudaAllocation(handle);
-}
-
-CudaAllocation::CudaAllocation(CudaAllocation&& other) noexcept : handle_(other.handle_) {
-  other.handle_ = 0;
-}
-
-CudaAllocation& CudaAllocation::operator=(CudaAllocation&& other) noexcept {
-  std::swap(handle_, other.handle_);
-  return *this;
 }
 
 CudaAllocation::~CudaAllocation() {
@@ -270,28 +282,6 @@ absl::StatusOr<CudaMapping> CudaMapping::Map(const CudaAllocation& allocation, u
   }
   return mapping;
 }
-
-CudaMapping::CudaMapping(CudaMapping&& other) noexcept
-    : address_(other.address_),
-      size_(other.size_),
-      ordinal_(other.ordinal_),
-      access_(other.access_) {
-  other.address_ = 0;
-}
-
-CudaMapping& CudaMapping::operator=(CudaMapping&& other) noexcept {
-  if (this != &other) {
-    Reset();
-    address_ = other.address_;
-    size_ = other.size_;
-    ordinal_ = other.ordinal_;
-    access_ = other.access_;
-    other.address_ = 0;
-  }
-  return *this;
-}
-
-CudaMapping::~CudaMapping() { Reset(); }
 
 void CudaMapping::Reset() {
   if (address_ == 0) return;

@@ -22,24 +22,18 @@
 #include "absl/strings/str_cat.h"
 #include "tensorbroker/client.h"
 #include "tests/gpu/stamp.h"
+#include "tests/integration/peer_output.h"
 
 namespace {
 
 using tensorbroker::Client;
 
-void Say(const std::string& line) {
-  std::fputs((line + "\n").c_str(), stdout);
-  std::fflush(stdout);
-}
+using tensorbroker::testing::Say;
 
-[[noreturn]] void Fail(const absl::Status& status) {
-  Say(absl::StrCat("error ", absl::StatusCodeToString(status.code()), " ", status.message()));
-  std::exit(4);
-}
+using tensorbroker::testing::Fail;
 
 [[noreturn]] void Usage(const std::string& why) {
-  std::fprintf(stderr, "tensorbroker_cuda_peer: %s\n", why.c_str());
-  std::exit(2);
+  tensorbroker::testing::UsageError("tensorbroker_cuda_peer", why);
 }
 
 tensorbroker::TensorPtr GetOrDie(Client& client, const std::string& name) {

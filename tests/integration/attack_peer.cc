@@ -32,16 +32,14 @@
 #include "common/fd_passing.h"
 #include "tensorbroker/client.h"
 #include "tensorbroker/v1/local.pb.h"
+#include "tests/integration/peer_output.h"
 #include "tests/integration/shm_inspect.h"
 
 namespace {
 
 using tensorbroker::testing::FindMapping;
 
-void Say(const std::string& line) {
-  std::fputs((line + "\n").c_str(), stdout);
-  std::fflush(stdout);
-}
+using tensorbroker::testing::Say;
 
 [[noreturn]] void Die(const std::string& why) {
   Say("fatal " + why);

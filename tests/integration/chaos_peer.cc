@@ -34,6 +34,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "tensorbroker/client.h"
+#include "tests/integration/peer_output.h"
 #include "tests/integration/stamped_tensor.h"
 #include "tests/support/host_tensor.h"
 
@@ -63,14 +64,10 @@ constexpr int kNamesPerSlot = 8;
 constexpr int64_t kSizes[] = {2, 64, 4096, 65536, 300000};
 constexpr size_t kMaxHeld = 16;
 
-void Say(const std::string& line) {
-  std::fputs((line + "\n").c_str(), stdout);
-  std::fflush(stdout);
-}
+using tensorbroker::testing::Say;
 
 [[noreturn]] void Usage(const std::string& why) {
-  std::fprintf(stderr, "tensorbroker_chaos_peer: %s\n", why.c_str());
-  std::exit(2);
+  tensorbroker::testing::UsageError("tensorbroker_chaos_peer", why);
 }
 
 // Whether stdin has reached EOF (checked without blocking).

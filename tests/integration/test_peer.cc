@@ -45,6 +45,7 @@
 #include "absl/strings/str_join.h"
 #include "tensorbroker/client.h"
 #include "tensorbroker/stream.h"
+#include "tests/integration/peer_output.h"
 #include "tests/integration/shm_inspect.h"
 
 namespace {
@@ -54,19 +55,12 @@ using tensorbroker::testing::FileOffsetOf;
 using tensorbroker::testing::FindMapping;
 using tensorbroker::testing::HashBytes;
 
-void Say(const std::string& line) {
-  std::fputs((line + "\n").c_str(), stdout);
-  std::fflush(stdout);
-}
+using tensorbroker::testing::Say;
 
-[[noreturn]] void Fail(const absl::Status& status) {
-  Say(absl::StrCat("error ", absl::StatusCodeToString(status.code()), " ", status.message()));
-  std::exit(4);
-}
+using tensorbroker::testing::Fail;
 
 [[noreturn]] void Usage(const std::string& why) {
-  std::fprintf(stderr, "tensorbroker_test_peer: %s\n", why.c_str());
-  std::exit(2);
+  tensorbroker::testing::UsageError("tensorbroker_test_peer", why);
 }
 
 struct Args {

@@ -84,6 +84,15 @@ class PersistenceJournalTest : public ::tensorbroker::testing::WithServiceManage
     return changes;
   }
 
+  // The CPU pool of the instance that adopts (a prefix of its own), journaling to `journal`.
+  static CpuSegmentPoolOptions NextPoolOptions(PersistenceJournal* journal) {
+    CpuSegmentPoolOptions options;
+    options.capacity_bytes = 64 << 20;
+    options.name_prefix = absl::StrCat("tb-journaltest-next-", ::getpid(), "-");
+    options.journal = journal;
+    return options;
+  }
+
   std::unique_ptr<FdStoreJournal> journal_;
   std::unique_ptr<TensorStore> store_;
   std::string session_;
@@ -179,11 +188,7 @@ TEST_F(PersistenceJournalTest, ANameHandedOverTwiceDoesNotDropWhatWasAdopted) {
   handed.push_back({"r-1", copy("r-1")});
   handed.push_back({"r-1", UniqueFd(::memfd_create("not-a-record", MFD_CLOEXEC))});
 
-  CpuSegmentPoolOptions options;
-  options.capacity_bytes = 64 << 20;
-  options.name_prefix = absl::StrCat("tb-journaltest-next-", ::getpid(), "-");
-  options.journal = journal_.get();
-  CpuSegmentPool next(options);
+  CpuSegmentPool next(NextPoolOptions(journal_.get()));
   Adoption adopted = AdoptStoredDescriptors(std::move(handed), {&next}, FdStore::FromEnvironment());
   ASSERT_EQ(adopted.tensors.size(), 1u);
   EXPECT_EQ(adopted.tensors[0].spec.name, "frames/0");
@@ -212,10 +217,7 @@ TEST_F(PersistenceJournalTest, AKeptHistoryIsRecordedAndAdoptedVersionByVersion)
        {segment, std::string("r-3"), std::string("r-4"), std::string("r-6")}) {
     handed.push_back({name, copy(name)});
   }
-  CpuSegmentPoolOptions options;
-  options.capacity_bytes = 64 << 20;
-  options.name_prefix = absl::StrCat("tb-journaltest-next-", ::getpid(), "-");
-  auto next = std::make_unique<CpuSegmentPool>(options);
+  auto next = std::make_unique<CpuSegmentPool>(NextPoolOptions(nullptr));
   Adoption adopted =
       AdoptStoredDescriptors(std::move(handed), {next.get()}, FdStore::FromEnvironment());
   ASSERT_EQ(adopted.tensors.size(), 3u);
@@ -261,10 +263,7 @@ TEST_F(PersistenceJournalTest, AdoptionKeepsOnlyWhatTheNewestVersionKeeps) {
   EXPECT_EQ(Stored(), (std::vector<std::string>{"r-2", "r-3", segment}));
   handed.push_back({segment, copy(segment)});
   handed.push_back({"r-3", copy("r-3")});
-  CpuSegmentPoolOptions options;
-  options.capacity_bytes = 64 << 20;
-  options.name_prefix = absl::StrCat("tb-journaltest-next-", ::getpid(), "-");
-  CpuSegmentPool next(options);
+  CpuSegmentPool next(NextPoolOptions(nullptr));
   Adoption adopted = AdoptStoredDescriptors(std::move(handed), {&next}, FdStore::FromEnvironment());
   ASSERT_EQ(adopted.tensors.size(), 2u);
   EXPECT_EQ(adopted.tensors[0].version, 3u);
@@ -304,11 +303,7 @@ TEST_F(PersistenceJournalTest, ACudaTensorOnAGpuThisInstanceLacksIsDroppedWithIt
     handed.push_back(
         {name, UniqueFd(::fcntl(harness_->StoredFds(name).at(0), F_DUPFD_CLOEXEC, 0))});
   }
-  CpuSegmentPoolOptions options;
-  options.capacity_bytes = 64 << 20;
-  options.name_prefix = absl::StrCat("tb-journaltest-next-", ::getpid(), "-");
-  options.journal = journal_.get();
-  CpuSegmentPool next(options);
+  CpuSegmentPool next(NextPoolOptions(journal_.get()));
   Adoption adopted = AdoptStoredDescriptors(std::move(handed), {&next}, FdStore::FromEnvironment());
   ASSERT_EQ(adopted.tensors.size(), 1u);
   EXPECT_EQ(adopted.tensors[0].spec.name, "frames/0");
