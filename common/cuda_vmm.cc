@@ -63,27 +63,6 @@ absl::Status NoCuda() {
   return devices.ok() ? absl::FailedPreconditionError("this build has no CUDA support")
                       : devices.status();
 }
-// The VMM calls with device `ordinal` current (until `scoped` goes) and the properties of an
-// exportable allocation on it.
-struct OnDevice {
-  const VmmCalls* calls = nullptr;
-  std::unique_ptr<ScopedCudaDevice> scoped;
-  CUmemAllocationProp prop{};
-};
-
-absl::StatusOr<OnDevice> EnterDevice(int ordinal) {
-  auto calls = Usable();
-  if (!calls.ok()) return calls.status();
-  OnDevice on;
-  on.calls = *calls;
-  on.scoped = std::make_unique<ScopedCudaDevice>(ordinal);
-  if (absl::Status s = on.scoped->status(); !s.ok()) return s;
-  auto prop = AllocationProperties(**calls, ordinal);
-  if (!prop.ok()) return prop.status();
-  on.prop = *prop;
-  return on;
-}
-
 }  // namespace
 
 absl::StatusOr<CudaVmmSupport> QueryCudaVmm(int) { return NoCuda(); }
@@ -163,6 +142,27 @@ absl::StatusOr<CUmemAllocationProp> AllocationProperties(const VmmCalls& calls, 
   prop.location.id = device;
   prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   return prop;
+}
+
+// The VMM calls with device `ordinal` current (until `scoped` goes) and the properties of an
+// exportable allocation on it.
+struct OnDevice {
+  const VmmCalls* calls = nullptr;
+  std::unique_ptr<ScopedCudaDevice> scoped;
+  CUmemAllocationProp prop{};
+};
+
+absl::StatusOr<OnDevice> EnterDevice(int ordinal) {
+  auto calls = Usable();
+  if (!calls.ok()) return calls.status();
+  OnDevice on;
+  on.calls = *calls;
+  on.scoped = std::make_unique<ScopedCudaDevice>(ordinal);
+  if (absl::Status s = on.scoped->status(); !s.ok()) return s;
+  auto prop = AllocationProperties(**calls, ordinal);
+  if (!prop.ok()) return prop.status();
+  on.prop = *prop;
+  return on;
 }
 
 }  // namespace

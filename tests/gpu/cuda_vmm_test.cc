@@ -62,7 +62,7 @@ absl::Status PublishStamped(Client& client, const std::string& name, uint64_t co
       cudaSuccess) {
     return absl::InternalError("cudaMemcpy of the stamp failed");
   }
-  return client.Seal(name);
+  return client.Seal(name).status();
 }
 
 const PoolUsage* GpuPool(const BrokerStats& stats) {
@@ -117,7 +117,7 @@ TEST_F(CudaVmmTest, TensorsOfDifferentReadersNeverShareASlab) {
   ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw,
                        client().Create("vmm/private", {64}, dtypes::kUInt32, private_gpu));
   TensorPtr(raw).reset();
-  ASSERT_OK(client().Seal("vmm/private"));
+  ASSERT_OK(client().Seal("vmm/private").status());
   ASSERT_OK_AND_ASSIGN(BrokerStats stats, client().Stats());
   EXPECT_EQ(GpuPool(stats)->segments, 2u) << "a descriptor reaches its whole slab";
 }
