@@ -637,7 +637,7 @@ def test_the_gpu_manifests_share_gpus_by_descriptor_without_hostpid():
     # nothing of the node's PID or IPC namespace.
     pod, cpu_pod = gpu_workload(), workload()
     example = container(pod, "example-gpu")
-    assert example["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert example["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert pod_spec(pod)["runtimeClassName"] == "nvidia"
     assert example["volumeMounts"] == container(cpu_pod, "example")["volumeMounts"]
     assert example["env"] == container(cpu_pod, "example")["env"]
