@@ -37,8 +37,9 @@ ldd "$root/bin/tensorbrokerd" "$root/bin/gpu_tests" "$root/bin/tensorbroker_cuda
 # Headers and sources for the Python extension (python/CMakeLists.txt builds the same files).
 cp -r client/include/tensorbroker "$root/include/"
 cp -r /usr/include/dlpack /usr/include/absl "$root/include/"
-# The two pure helpers python/CMakeLists.txt compiles into the extension too.
-cp common/strided_copy.{h,cc} common/tensor_layout.{h,cc} "$root/src/common/"
+# The two pure helpers python/CMakeLists.txt compiles into the extension too, and the stats
+# schema (a header) that its stats dict reads.
+cp common/strided_copy.{h,cc} common/tensor_layout.{h,cc} common/stats_schema.h "$root/src/common/"
 cp -r python/src "$root/src/python/"
 mkdir -p "$root/python/tensorbroker"
 cp python/tensorbroker/*.py python/tensorbroker/_core.pyi python/tensorbroker/py.typed \
