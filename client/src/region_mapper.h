@@ -2,7 +2,9 @@
 // process, plus whatever keeps them addressable. CPU regions are segments mapped through the
 // process-wide SegmentMapper from the descriptors the daemon sent (fetched again over the local
 // channel if this process has none), page-locked for CUDA when asked (kDLCUDAHost); CUDA
-// regions are slabs opened through the process-wide CudaSlabMapper, on the local ordinal of the
+// regions are slabs mapped through the process-wide CudaVmmMapper (a VMM slab's descriptor, from
+// the local channel) or opened through the CudaSlabMapper (a legacy IPC handle), on the local
+// ordinal of the
 // GPU the region's UUID names.
 // Thread-safe.
 #ifndef TENSORBROKER_CLIENT_SRC_REGION_MAPPER_H_
