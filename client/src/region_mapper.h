@@ -4,8 +4,7 @@
 // channel if this process has none), page-locked for CUDA when asked (kDLCUDAHost); CUDA
 // regions are slabs mapped through the process-wide CudaVmmMapper (a VMM slab's descriptor, from
 // the local channel) or opened through the CudaSlabMapper (a legacy IPC handle), on the local
-// ordinal of the
-// GPU the region's UUID names.
+// ordinal of the GPU the region's UUID names.
 // Thread-safe.
 #ifndef TENSORBROKER_CLIENT_SRC_REGION_MAPPER_H_
 #define TENSORBROKER_CLIENT_SRC_REGION_MAPPER_H_
