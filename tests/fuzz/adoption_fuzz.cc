@@ -72,8 +72,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     if (absl::StartsWith(name, "r-")) {
       ++records;
-    } else if (!absl::StartsWith(name, "s-")) {
-      others.push_back(name);
+    } else if (!absl::StartsWith(name, "s-") && !absl::StartsWith(name, "g-")) {
+      others.push_back(name);  // segments ("s-") and CUDA slabs ("g-") are adoption's own
     }
     handed.push_back({name, std::move(fd)});
   }
