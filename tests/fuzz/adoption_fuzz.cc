@@ -5,9 +5,9 @@
 // memfd, 1 a segment of the previous instance — bit 2 picks which —, 2 an unsealed memfd, 3 a
 // pipe), a name length byte and the name, then the memfd's content. Then, as the daemon's start
 // does, the store takes what was adopted (TensorStore::AdoptPublished) and a Get reads it.
-// Asserts: descriptors named neither "s-..." nor "r-..." come back untouched, in order; each
-// record descriptor ends adopted or dropped, never both; nothing an adopted tensor needs at the
-// next start (its record's name, its segment's) is dropped from the descriptor store (seen on a
+// Asserts: descriptors named neither "s-...", "g-..." nor "r-..." come back untouched, in order;
+// each record descriptor ends adopted or dropped, never both; nothing an adopted tensor needs at
+// the next start (its record's name, its segment's) is dropped from the descriptor store (seen on a
 // $NOTIFY_SOCKET of our own); adopted tensors have distinct names, lie inside segments that
 // were handed over, and do not overlap; the store accepts every one and a Get returns it
 // (adoption_support.h).
