@@ -13,8 +13,10 @@
 #include <utility>
 
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/byte_size.h"
 #include "common/cuda_devices.h"
 #include "common/prometheus_format.h"
@@ -31,6 +33,7 @@
 #include "daemon/app/service_notifier.h"
 #include "daemon/base/log.h"
 #include "daemon/metrics/metrics_interceptor.h"
+#include "daemon/net/listen_address.h"
 #include "daemon/net/socket_directory_setup.h"
 #include "daemon/net/unix_listener.h"
 
@@ -193,6 +196,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
                                : InstanceLock::Acquire(options.socket_path);
   if (!lock.ok()) return lock.status();
   std::unique_ptr<Daemon> daemon(new Daemon(options, *std::move(lock)));
+  if (!options.tls.empty()) {  // checked before anything is served: a bad file stops the start
+    auto tls = LoadPeerTls(options.tls);
+    if (!tls.ok()) return tls.status();
+    daemon->peer_tls_ = *std::move(tls);
+  }
   Adoption adopted = daemon->BuildStore(std::move(handed));
   if (absl::Status started = daemon->StartMetricsHttp(); !started.ok()) return started;
   if (absl::Status bound = daemon->TakeOrBindSockets(std::move(adopted.others)); !bound.ok()) {
@@ -200,6 +208,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   }
   if (absl::Status started = daemon->StartLocalChannel(); !started.ok()) return started;
   if (absl::Status started = daemon->StartGrpc(); !started.ok()) return started;
+  if (absl::Status started = daemon->StartPeerListener(); !started.ok()) return started;
   daemon->AnnounceReady();
   return daemon;
 }
@@ -209,7 +218,7 @@ Daemon::Daemon(const DaemonOptions& options, InstanceLock lock)
       lock_(std::move(lock)),
       policy_(options.access),
       fd_store_(FdStore::FromEnvironment()),
-      operator_view_{static_cast<uint32_t>(::getuid()), {}, true} {
+      operator_view_{static_cast<uint32_t>(::getuid()), {}, true, {}} {
   if (fd_store_.enabled()) journal_ = std::make_unique<FdStoreJournal>(fd_store_);
 }
 
@@ -365,6 +374,44 @@ absl::Status Daemon::StartGrpc() {
   return acceptor_->Start(server_.get(), &peers_, grpc_limit_.get());
 }
 
+absl::Status Daemon::StartPeerListener() {
+  if (options_.peer_listen.empty()) return absl::OkStatus();
+  auto where = ParseListenAddress(options_.peer_listen, "--peer-listen");
+  if (!where.ok()) return where.status();
+  peer_service_ = std::make_unique<PeerService>(service_.get());
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(HostPort(*where, where->port), PeerServerCredentials(*peer_tls_), &port);
+  builder.RegisterService(peer_service_.get());
+  builder.SetMaxReceiveMessageSize(kMaxPeerRequestBytes);  // peers send requests, never data
+  // A connection that has not finished its TLS handshake this long after it connected is
+  // closed, and so is one with no call in flight: what hosts without a certificate can make the
+  // daemon hold is bounded by their connection rate times this.
+  const int handshake_ms = static_cast<int>(
+      std::min<int64_t>(absl::ToInt64Milliseconds(options_.handshake_timeout), INT32_MAX));
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, handshake_ms);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, handshake_ms);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             static_cast<int>(kMaxCallsPerGrpcConnection));
+  grpc::ResourceQuota memory("tensorbroker-peers");
+  memory.Resize(kPeerServerMemoryBytes);
+  builder.SetResourceQuota(memory);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(MetricsInterceptorFactory(&metrics_));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  peer_server_ = builder.BuildAndStart();
+  if (peer_server_ == nullptr || port == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--peer-listen ", options_.peer_listen,
+                     ": cannot listen there (the port is in use, or the address is not this "
+                     "host's)"));
+  }
+  Log(LogLevel::kInfo, "peers: serving on ", HostPort(*where, static_cast<uint16_t>(port)),
+      " with mutual TLS as ", absl::StrJoin(peer_tls_->names, ", "), " (certificate valid until ",
+      peer_tls_->not_after, "); peers need a certificate that ", options_.tls.ca, " verifies");
+  return absl::OkStatus();
+}
+
 void Daemon::AnnounceReady() {
   server_->GetHealthCheckService()->SetServingStatus(true);
   Log(LogLevel::kInfo, "tensorbrokerd serving on ", options_.socket_path,
@@ -390,6 +437,10 @@ void Daemon::StopServing() {
   if (server_ != nullptr) server_->GetHealthCheckService()->SetServingStatus(false);
   // New clients are refused (or, socket-activated, wait) from here on.
   if (acceptor_ != nullptr) acceptor_->Stop();
+  if (peer_server_ != nullptr) {  // peers' calls end (a Watch at once), none begins
+    peer_server_->Shutdown(std::chrono::system_clock::now());
+    peer_server_->Wait();
+  }
   if (store_ != nullptr) store_->Shutdown();  // waiting Gets answer UNAVAILABLE
   // Its connections close, and the sessions they opened.
   if (local_channel_ != nullptr) local_channel_->Stop();

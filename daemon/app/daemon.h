@@ -2,10 +2,11 @@
 // order, so that destruction is the shutdown order. Start takes the socket's lock (with
 // --takeover: the running daemon's, with everything it hands over), adopts what a predecessor
 // left (the descriptor store, a takeover), builds the store, binds (or takes) the sockets and
-// serves them; it is ready (sd_notify READY=1) once the gRPC socket accepts calls.
+// serves them, and with --peer-listen serves other brokers over mutual TLS; it is ready
+// (sd_notify READY=1) once the gRPC socket (and the peer listener) accept calls.
 //
 // The destructor shuts down: first it stops serving across the members (the heartbeat and the
-// health service, then no new clients, waiting Gets answered UNAVAILABLE, the local channel's
+// health service, then no new clients, waiting Gets answered UNAVAILABLE, the peer listener, the local channel's
 // connections and the gRPC sessions ended, calls in flight finished within 5 s, pending expiry
 // and the adoption grace stopped), then the members go in reverse order: the gRPC server, the
 // local channel, the metrics endpoint, the timer, the store (every segment freed, after the
@@ -33,6 +34,7 @@
 #include "daemon/base/deadline_timer.h"
 #include "daemon/base/listen_fds.h"
 #include "daemon/frontend/grpc/broker_service.h"
+#include "daemon/frontend/grpc/peer_service.h"
 #include "daemon/frontend/grpc/session_reactor.h"
 #include "daemon/frontend/local/local_channel_server.h"
 #include "daemon/identity/peer_registry.h"
@@ -40,6 +42,7 @@
 #include "daemon/metrics/call_metrics.h"
 #include "daemon/metrics/metrics_http_server.h"
 #include "daemon/net/connection_limits.h"
+#include "daemon/net/peer_tls.h"
 #include "daemon/net/socket_files.h"
 #include "daemon/net/unix_socket_acceptor.h"
 #include "daemon/persistence/adoption.h"
@@ -70,6 +73,7 @@ class Daemon {
   absl::Status TakeOrBindSockets(std::vector<NamedFd> handed);  // socket_files_, acceptor_
   absl::Status StartLocalChannel();                             // local_channel_
   absl::Status StartGrpc();                                     // grpc_limit_, server_
+  absl::Status StartPeerListener();                             // peer_service_, peer_server_
   void AnnounceReady();                                         // heartbeat_
   HandoverHooks MakeHandoverHooks();
   // The first half of shutting down (see above); the members' destructors do the rest.
@@ -105,6 +109,10 @@ class Daemon {
   std::unique_ptr<LocalChannelServer> local_channel_;
   std::unique_ptr<ConnectionLimit> grpc_limit_;
   std::unique_ptr<grpc::Server> server_;
+  // --peer-listen: other brokers' reads over mutual TLS with the certificates of --tls-*.
+  std::optional<PeerTls> peer_tls_;
+  std::unique_ptr<PeerService> peer_service_;
+  std::unique_ptr<grpc::Server> peer_server_;
   std::unique_ptr<ServiceHeartbeat> heartbeat_;  // set once serving
 };
 

@@ -60,6 +60,31 @@ std::vector<Setting> FlagSettings(const CLI::App& app) {
   return settings;
 }
 
+// The TLS files come as three or not at all, and a peer listener needs them: there is no
+// plaintext TCP. The error names the setting that needs the others (the peer listener's, else
+// the last TLS file given).
+absl::Status CheckPeerSettings(const std::vector<Setting>& settings, const DaemonOptions& options) {
+  const PeerTlsPaths& tls = options.tls;
+  std::vector<std::string> missing;
+  if (tls.cert.empty()) missing.push_back("tls-cert");
+  if (tls.key.empty()) missing.push_back("tls-key");
+  if (tls.ca.empty()) missing.push_back("tls-ca");
+  if (missing.empty() || (missing.size() == 3 && options.peer_listen.empty())) {
+    return absl::OkStatus();
+  }
+  const Setting* needing = nullptr;
+  for (const Setting& setting : settings) {
+    const bool needs = options.peer_listen.empty()
+                           ? absl::StartsWith(setting.key, "tls-") && !setting.value.empty()
+                           : setting.key == "peer-listen";
+    if (needs) needing = &setting;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(needing == nullptr ? std::string("peer-listen") : FieldOf(*needing),
+                   ": needs tls-cert, tls-key and tls-ca (mutual TLS; there is no plaintext TCP): ",
+                   absl::StrJoin(missing, ", "), missing.size() == 1 ? " is" : " are", " not set"));
+}
+
 }  // namespace
 
 absl::StatusOr<CommandLine> ParseCommandLine(int argc, const char* const* argv) {
@@ -105,6 +130,7 @@ absl::StatusOr<DaemonOptions> ResolveSettings(const std::vector<Setting>& settin
     if (absl::Status s = Apply(setting, &options); !s.ok()) return s;
   }
   if (options.socket_path.empty()) options.socket_path = ResolveDefaultSocketPath();
+  if (absl::Status s = CheckPeerSettings(settings, options); !s.ok()) return s;
   return options;
 }
 

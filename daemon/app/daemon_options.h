@@ -13,6 +13,7 @@
 #include "daemon/app/config_file.h"
 #include "daemon/base/log.h"
 #include "daemon/memory/cuda_handles.h"
+#include "daemon/net/peer_tls.h"
 #include "daemon/store/access_policy.h"
 
 namespace tensorbroker::daemon {
@@ -29,6 +30,8 @@ struct DaemonOptions {
   CudaHandles cuda_handles = CudaHandles::kLegacyIpc;
   LogLevel log_level = LogLevel::kInfo;
   std::string metrics_listen;  // HOST:PORT serving /metrics over HTTP; empty: none
+  std::string peer_listen;     // HOST:PORT serving other brokers over mutual TLS; empty: none
+  PeerTlsPaths tls;            // --tls-cert, --tls-key, --tls-ca: all three or none
   std::string config_path;     // the file the settings came from; empty: none
   // Tenancy: administrators, readers, publishers and quotas.
   AccessConfig access;

@@ -119,6 +119,29 @@ absl::Status ApplyMetricsListen(const std::string& value, const std::string& fie
   return absl::OkStatus();
 }
 
+absl::Status ApplyPeerListen(const std::string& value, const std::string& field, DaemonOptions* o) {
+  if (!value.empty()) {  // empty: off
+    if (absl::Status s = ParseListenAddress(value, field).status(); !s.ok()) return s;
+  }
+  o->peer_listen = value;
+  return absl::OkStatus();
+}
+
+absl::Status ApplyTlsCert(const std::string& value, const std::string&, DaemonOptions* o) {
+  o->tls.cert = value;
+  return absl::OkStatus();
+}
+
+absl::Status ApplyTlsKey(const std::string& value, const std::string&, DaemonOptions* o) {
+  o->tls.key = value;
+  return absl::OkStatus();
+}
+
+absl::Status ApplyTlsCa(const std::string& value, const std::string&, DaemonOptions* o) {
+  o->tls.ca = value;
+  return absl::OkStatus();
+}
+
 absl::Status ApplyAdminGroup(const std::string& value, const std::string& field, DaemonOptions* o) {
   o->admin_group = value;
   o->access.admin_gid.reset();
@@ -221,6 +244,10 @@ std::string PrintCudaHandles(const DaemonOptions& o) {
 }
 std::string PrintLogLevel(const DaemonOptions& o) { return std::string(LogLevelName(o.log_level)); }
 std::string PrintMetricsListen(const DaemonOptions& o) { return o.metrics_listen; }
+std::string PrintPeerListen(const DaemonOptions& o) { return o.peer_listen; }
+std::string PrintTlsCert(const DaemonOptions& o) { return o.tls.cert; }
+std::string PrintTlsKey(const DaemonOptions& o) { return o.tls.key; }
+std::string PrintTlsCa(const DaemonOptions& o) { return o.tls.ca; }
 std::string PrintAdminGroup(const DaemonOptions& o) { return o.admin_group; }
 std::string PrintDefaultReaders(const DaemonOptions& o) {
   return absl::StrJoin(o.access.default_readers.Entries(), ",");
@@ -275,6 +302,22 @@ const OptionKey kOptionKeys[] = {
      "Also serve the Prometheus metrics over HTTP at\n"
      "http://ADDR/metrics; ADDR is HOST:PORT, [IPV6]:PORT or :PORT\n"
      "(every interface), e.g. 127.0.0.1:9464. Default: off."},
+    {"peer-listen", "ADDR", ApplyPeerListen, PrintPeerListen, "no peers (no TCP)", nullptr,
+     "Serve other brokers over TCP at ADDR (HOST:PORT, [IPV6]:PORT\n"
+     "or :PORT), with mutual TLS only: a peer must present a\n"
+     "certificate --tls-ca signed. Peers may read (Stat, Read, List,\n"
+     "Watch) the tensors whose readers name them (peer:NAME, NAME\n"
+     "their certificate's common name or a DNS name) or *. Needs\n"
+     "--tls-cert, --tls-key and --tls-ca. Default: off."},
+    {"tls-cert", "PATH", ApplyTlsCert, PrintTlsCert, "none", nullptr,
+     "This broker's certificate chain (PEM), its own first: what it\n"
+     "shows its peers, which know it by its names."},
+    {"tls-key", "PATH", ApplyTlsKey, PrintTlsKey, "none", nullptr,
+     "The private key (PEM) of --tls-cert; keep it readable by the\n"
+     "daemon's user only."},
+    {"tls-ca", "PATH", ApplyTlsCa, PrintTlsCa, "none", nullptr,
+     "The CA certificates (PEM) every broker's certificate is signed\n"
+     "by: peers are refused unless theirs verifies against them."},
     {"admin-group", "GROUP", ApplyAdminGroup, PrintAdminGroup, "root only", nullptr,
      "Members of GROUP (and root) may replace, delete and read every\n"
      "tensor and see every user's usage. Default: none (root only)."},

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,13 @@ namespace tensorbroker::daemon {
 
 bool Principal::InGroup(uint32_t gid) const {
   return std::find(gids.begin(), gids.end(), gid) != gids.end();
+}
+
+Principal PeerPrincipal(std::vector<std::string> names) {
+  Principal principal;
+  principal.uid = kPeerUid;
+  principal.peer_names = std::move(names);
+  return principal;
 }
 
 std::string UserNameOf(uint32_t uid) {
@@ -27,6 +35,11 @@ std::string UserNameOf(uint32_t uid) {
 std::string DescribeUid(uint32_t uid) {
   const std::string name = UserNameOf(uid);
   return name.empty() ? absl::StrCat("uid ", uid) : absl::StrCat("uid ", uid, " (", name, ")");
+}
+
+std::string DescribePrincipal(const Principal& principal) {
+  if (principal.is_peer()) return absl::StrCat("peer ", principal.peer_names.front());
+  return DescribeUid(principal.uid);
 }
 
 }  // namespace tensorbroker::daemon

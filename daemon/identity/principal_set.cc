@@ -3,6 +3,7 @@
 #include <grp.h>
 #include <pwd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <limits>
 #include <optional>
@@ -47,6 +48,8 @@ std::optional<uint32_t> GidOfGroup(const std::string& name) {
   }
 }
 
+constexpr char kEntryKinds[] = "uid:N, gid:N, user:NAME, group:NAME, peer:NAME or *";
+
 absl::StatusOr<uint32_t> ParseId(absl::string_view digits, absl::string_view field,
                                  absl::string_view entry) {
   uint32_t id = 0;
@@ -71,7 +74,7 @@ absl::StatusOr<PrincipalSet> PrincipalSet::Parse(const std::vector<std::string>&
                                                  absl::string_view field) {
   if (entries.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(field, ": empty; list uid:N, gid:N, user:NAME, group:NAME or * (anyone)"));
+        absl::StrCat(field, ": empty; list ", kEntryKinds, " (anyone)"));
   }
   if (entries.size() > kMaxPrincipalSetEntries) {
     return absl::InvalidArgumentError(
@@ -108,14 +111,20 @@ absl::StatusOr<PrincipalSet> PrincipalSet::Parse(const std::vector<std::string>&
         return absl::InvalidArgumentError(absl::StrCat(at, ": no group named '", rest, "'"));
       }
       set.gids_.insert(*gid);
+    } else if (absl::ConsumePrefix(&rest, "peer:")) {
+      if (!IsValidPeerName(rest)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            at, ": '", entry, "' is not a peer name (1 to 253 letters, digits, '.', '-' and '_')"));
+      }
+      set.peers_.insert(std::string(rest));
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat(at, ": '", entry, "' is not uid:N, gid:N, user:NAME, group:NAME or *"));
+      return absl::InvalidArgumentError(absl::StrCat(at, ": '", entry, "' is not ", kEntryKinds));
     }
   }
   if (set.anyone_) {
     set.uids_.clear();
     set.gids_.clear();
+    set.peers_.clear();
   }
   return set;
 }
@@ -127,7 +136,14 @@ absl::StatusOr<PrincipalSet> PrincipalSet::ParseList(absl::string_view text,
 }
 
 bool PrincipalSet::Allows(const Principal& principal) const {
-  if (anyone_ || uids_.count(principal.uid) > 0) return true;
+  if (anyone_) return true;
+  if (principal.is_peer()) {  // by its certificate's names alone: never by uid or gid
+    for (const std::string& name : principal.peer_names) {
+      if (peers_.count(name) > 0) return true;
+    }
+    return false;
+  }
+  if (uids_.count(principal.uid) > 0) return true;
   for (uint32_t gid : principal.gids) {
     if (gids_.count(gid) > 0) return true;
   }
@@ -145,7 +161,15 @@ std::vector<std::string> PrincipalSet::Entries() const {
   std::vector<std::string> entries;
   for (uint32_t uid : uids_) entries.push_back(absl::StrCat("uid:", uid));
   for (uint32_t gid : gids_) entries.push_back(absl::StrCat("gid:", gid));
+  for (const std::string& peer : peers_) entries.push_back(absl::StrCat("peer:", peer));
   return entries;
+}
+
+bool IsValidPeerName(absl::string_view name) {
+  if (name.empty() || name.size() > 253) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isalnum(c) || c == '.' || c == '-' || c == '_';
+  });
 }
 
 std::string PrincipalSet::Key() const { return absl::StrJoin(Entries(), ","); }

@@ -62,4 +62,11 @@ absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view text, absl::s
   return address;
 }
 
+std::string HostPort(const ListenAddress& address, uint16_t port) {
+  if (address.host.empty()) return absl::StrCat("[::]:", port);
+  if (address.host.find(':') != std::string::npos)
+    return absl::StrCat("[", address.host, "]:", port);
+  return absl::StrCat(address.host, ":", port);
+}
+
 }  // namespace tensorbroker::daemon

@@ -9,6 +9,10 @@ namespace tensorbroker::daemon {
 namespace {
 
 absl::Status TooMany(const char* what, uint32_t uid, size_t most) {
+  if (uid == kPeerUid) {  // every peer's streams count together
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, ": the peers have ", most, " already (the most all peers together may have)"));
+  }
   return absl::ResourceExhaustedError(
       absl::StrCat(what, ": uid ", uid, " has ", most, " already (the most one user may have)"));
 }
@@ -93,7 +97,7 @@ std::vector<StoreStats::User> QuotaLedger::Users(const Principal& caller) const 
   std::vector<StoreStats::User> rows;
   if (caller.admin) {
     for (const auto& [uid, usage] : usage_) rows.push_back(Row(uid, usage));
-  } else {
+  } else if (!caller.is_peer()) {  // a peer holds nothing here
     rows.push_back(Row(caller.uid, UsageOf(caller.uid)));
   }
   return rows;

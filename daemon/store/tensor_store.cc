@@ -517,7 +517,7 @@ absl::StatusOr<TensorView> TensorStore::CommitPut(const PutTicket& ticket) {
   } else if (it != objects_.end() && it->second->pending) {
     it->second->on_expired = nullptr;
     const uint32_t uid = it->second->spec.owner_uid;
-    result = PublishLocked(it->second.get(), Principal{uid, {}, false});
+    result = PublishLocked(it->second.get(), Principal{uid, {}, false, {}});
   }
   if (auto object_id = leases_.Remove(kInternalSession, ticket.lease_id); object_id.ok()) {
     ReleaseLeaseOnLocked(*object_id);

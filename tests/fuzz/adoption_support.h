@@ -208,7 +208,7 @@ inline void CheckAdopted(daemon::Adoption adoption,
              adoption.segments, segments.size());
 
   daemon::TensorStore store(std::move(pool));
-  const daemon::Principal root{0, {0}, true};
+  const daemon::Principal root{0, {0}, true, {}};
   for (daemon::TensorStore::AdoptedTensor& tensor : adoption.tensors) {
     const daemon::TensorSpec spec = tensor.spec;
     absl::Status taken = store.AdoptPublished(std::move(tensor));

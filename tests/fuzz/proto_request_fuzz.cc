@@ -26,7 +26,7 @@
 namespace tensorbroker::daemon {
 namespace {
 
-const Principal kCaller{1000, {1000}, false};
+const Principal kCaller{1000, {1000}, false, {}};
 
 // A policy with the rules the daemon's config can set: a prefix only root may publish under,
 // and one whose tensors get other default readers.

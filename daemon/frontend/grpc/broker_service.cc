@@ -14,6 +14,7 @@
 #include "daemon/frontend/grpc/waiting_get.h"
 #include "daemon/frontend/grpc/watch_reactor.h"
 #include "daemon/metrics/call_log.h"
+#include "daemon/net/peer_tls.h"
 #include "daemon/wire/request_spec.h"
 #include "daemon/wire/store_proto.h"
 
@@ -33,16 +34,22 @@ grpc::ServerUnaryReactor* Answered(grpc::CallbackServerContext* context,
 BrokerService::BrokerService(const ServiceParts& parts) : parts_(parts) {}
 
 std::string BrokerService::Client(const grpc::ServerContextBase* context) const {
+  if (!parts_.peers->Lookup(context->peer()).has_value()) {
+    const std::vector<std::string> names = PeerNamesOf(*context->auth_context());
+    if (!names.empty()) return absl::StrCat("peer=", LogSafe(names.front()), " ", context->peer());
+  }
   return parts_.peers->Describe(context->peer());
 }
 
 absl::StatusOr<Principal> BrokerService::Caller(const grpc::ServerContextBase* context) const {
-  std::optional<PeerCredentials> peer = parts_.peers->Lookup(context->peer());
-  if (!peer.has_value()) {
-    return absl::PermissionDeniedError(
-        "the daemon does not know who is calling (no kernel credentials for the connection)");
-  }
-  return parts_.policy->PrincipalOf(*peer);
+  std::optional<PeerCredentials> local = parts_.peers->Lookup(context->peer());
+  if (local.has_value()) return parts_.policy->PrincipalOf(*local);
+  // Not a connection of the Unix socket: a broker's on --peer-listen, whose certificate gRPC
+  // verified in the handshake.
+  std::vector<std::string> names = PeerNamesOf(*context->auth_context());
+  if (!names.empty()) return PeerPrincipal(std::move(names));
+  return absl::PermissionDeniedError(
+      "the daemon does not know who is calling (no kernel credentials for the connection)");
 }
 
 absl::Status BrokerService::CheckSessionCaller(const grpc::ServerContextBase* context,

@@ -56,6 +56,46 @@ TEST(ListenAddress, HostPortBracketedIpv6AndEveryInterface) {
   EXPECT_EQ(any->port, 65535);
 }
 
+TEST(ListenAddress, HostPortIsWhatGrpcListensOn) {
+  EXPECT_EQ(HostPort(*ParseListenAddress("127.0.0.1:0"), 7070), "127.0.0.1:7070");
+  EXPECT_EQ(HostPort(*ParseListenAddress("[::1]:1"), 7070), "[::1]:7070");
+  EXPECT_EQ(HostPort(*ParseListenAddress(":7070"), 7070), "[::]:7070");
+}
+
+// The TLS files come together, and a peer listener needs them; the error names the setting
+// that needs the others.
+TEST(DaemonSettings, PeerListenerAndTlsFilesComeTogether) {
+  auto alone = ResolveSettings({{"peer-listen", ":7070", "f.conf:3"}}, kDefaultCapacity);
+  EXPECT_EQ(alone.status().message(),
+            "f.conf:3: peer-listen: needs tls-cert, tls-key and tls-ca (mutual TLS; there is no "
+            "plaintext TCP): tls-cert, tls-key, tls-ca are not set");
+  auto partial = ResolveSettings(
+      {{"tls-cert", "/a.crt", "f.conf:1"}, {"tls-ca", "/ca.crt", "--tls-ca"}}, kDefaultCapacity);
+  EXPECT_EQ(partial.status().message(),
+            "--tls-ca: needs tls-cert, tls-key and tls-ca (mutual TLS; there is no plaintext "
+            "TCP): tls-key is not set");
+  auto bad = ResolveSettings({{"peer-listen", "node-a:7070", "--peer-listen"}}, kDefaultCapacity);
+  EXPECT_EQ(bad.status().message(),
+            "--peer-listen 'node-a:7070': the host is not an IPv4 address (IPv6 goes in "
+            "brackets, e.g. [::1]:9464)");
+  auto whole = ResolveSettings({{"peer-listen", ":7070", "--peer-listen"},
+                                {"tls-cert", "/a.crt", "--tls-cert"},
+                                {"tls-key", "/a.key", "--tls-key"},
+                                {"tls-ca", "/ca.crt", "--tls-ca"}},
+                               kDefaultCapacity);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->peer_listen, ":7070");
+  EXPECT_EQ(whole->tls.cert, "/a.crt");
+  EXPECT_EQ(whole->tls.key, "/a.key");
+  EXPECT_EQ(whole->tls.ca, "/ca.crt");
+  // TLS files without a listener are fine (a broker that only fetches from peers).
+  auto files_only = ResolveSettings({{"tls-cert", "/a.crt", "--tls-cert"},
+                                     {"tls-key", "/a.key", "--tls-key"},
+                                     {"tls-ca", "/ca.crt", "--tls-ca"}},
+                                    kDefaultCapacity);
+  EXPECT_TRUE(files_only.ok()) << files_only.status();
+}
+
 TEST(ListenAddress, MalformedAddressesNameTheFieldAndWhy) {
   const std::pair<const char*, const char*> cases[] = {
       {"", "--metrics-listen '': is empty; give HOST:PORT, e.g. 127.0.0.1:9464"},
@@ -89,8 +129,8 @@ TEST(DaemonSettings, UnknownKeysAndBadValuesNameWhereTheyCameFrom) {
   auto unknown = ResolveSettings({{"capacty", "4G", "f.conf:2"}}, kDefaultCapacity);
   EXPECT_EQ(unknown.status().message(),
             "f.conf:2: unknown key 'capacty' (keys: socket, capacity, cuda-capacity, "
-            "cuda-handles, log-level, metrics-listen, admin-group, default-readers, quota-bytes, "
-            "quota-tensors, "
+            "cuda-handles, log-level, metrics-listen, peer-listen, tls-cert, tls-key, tls-ca, "
+            "admin-group, default-readers, quota-bytes, quota-tensors, "
             "pending-timeout, handshake-timeout, max-connections, watch-log, readers[PREFIX], "
             "publishers[PREFIX], quota-bytes[USER], quota-tensors[USER])");
   auto bad_size = ResolveSettings({{"capacity", "lots", "f.conf:1"}}, kDefaultCapacity);
@@ -163,7 +203,9 @@ TEST_F(ConfigFileOnDisk, FlagsOverrideTheFileAndPrintConfigReadsBack) {
                          ")\nsocket = /tmp/from-file.sock\ncapacity = 67108864  # 64.0 MiB\n"
                          "cuda-capacity = 1073741824  # 1.0 GiB per GPU\ncuda-handles = vmm\n"
                          "log-level = debug\n"
-                         "metrics-listen = [::1]:9464\n# admin-group: not set: root only\n"
+                         "metrics-listen = [::1]:9464\n# peer-listen: not set: no peers (no TCP)\n"
+                         "# tls-cert: not set: none\n# tls-key: not set: none\n"
+                         "# tls-ca: not set: none\n# admin-group: not set: root only\n"
                          "default-readers = *\nquota-bytes = 0  # unlimited\n"
                          "quota-tensors = 0  # unlimited\npending-timeout = 1m\n"
                          "handshake-timeout = 10s\nmax-connections = 4096\n"
@@ -223,7 +265,7 @@ TEST_F(ConfigFileOnDisk, BadTenancySettingsNameTheKey) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"quota-bytes[nosuchuser] = 1G", ": quota-bytes[nosuchuser][0]: no user named 'nosuchuser'"},
       {"readers[team/] = bogus",
-       ": readers[team/][0]: 'bogus' is not uid:N, gid:N, user:NAME, group:NAME or *"},
+       ": readers[team/][0]: 'bogus' is not uid:N, gid:N, user:NAME, group:NAME, peer:NAME or *"},
       {"readers[] = *", ": readers[]: the prefix is empty"},
       {"pending-timeout = soon",
        ": pending-timeout: 'soon' is not a duration (e.g. 60s, 1m30s, 500ms)"},

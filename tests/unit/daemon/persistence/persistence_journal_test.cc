@@ -25,7 +25,7 @@
 namespace tensorbroker::daemon {
 namespace {
 
-const Principal kRoot{0, {0}, true};
+const Principal kRoot{0, {0}, true, {}};
 
 class PersistenceJournalTest : public ::tensorbroker::testing::WithServiceManager {
  protected:

@@ -53,7 +53,7 @@ TEST(QuotaLedger, NoQuotasWithoutQuotaFor) {
   QuotaLedger ledger(nullptr, Limits());
   ledger.Charge(1000, 1000);
   EXPECT_TRUE(ledger.CheckRoom(1000, "a", uint64_t{1} << 40).ok());
-  const std::vector<StoreStats::User> rows = ledger.Users(Principal{1000, {}, false});
+  const std::vector<StoreStats::User> rows = ledger.Users(Principal{1000, {}, false, {}});
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].bytes, 1000u);
   EXPECT_EQ(rows[0].quota_bytes, 0u);
@@ -65,7 +65,7 @@ TEST(QuotaLedger, UsersForAnAdministratorAndForOthers) {
   ledger.Charge(1001, 5);
   ledger.Charge(1000, 7);
   ledger.Charge(1000, 8);
-  const std::vector<StoreStats::User> all = ledger.Users(Principal{0, {}, true});
+  const std::vector<StoreStats::User> all = ledger.Users(Principal{0, {}, true, {}});
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[0].uid, 1000u);
   EXPECT_EQ(all[0].bytes, 15u);
@@ -75,14 +75,14 @@ TEST(QuotaLedger, UsersForAnAdministratorAndForOthers) {
   EXPECT_EQ(all[1].uid, 1001u);
   EXPECT_EQ(all[1].bytes, 5u);
   // One who holds nothing gets its own row, of zeros.
-  const std::vector<StoreStats::User> mine = ledger.Users(Principal{1002, {}, false});
+  const std::vector<StoreStats::User> mine = ledger.Users(Principal{1002, {}, false, {}});
   ASSERT_EQ(mine.size(), 1u);
   EXPECT_EQ(mine[0].uid, 1002u);
   EXPECT_EQ(mine[0].bytes, 0u);
   EXPECT_EQ(mine[0].tensors, 0u);
   // Refunded to nothing, a uid leaves the administrator's rows.
   ledger.Refund(1001, 5);
-  EXPECT_EQ(ledger.Users(Principal{0, {}, true}).size(), 1u);
+  EXPECT_EQ(ledger.Users(Principal{0, {}, true, {}}).size(), 1u);
 }
 
 TEST(QuotaLedger, StreamsPerUid) {

@@ -19,8 +19,8 @@ class RecordingSink : public SessionEventSink {
 
 TEST(SessionTable, OpenGivesDistinctUnguessableIds) {
   SessionTable sessions;
-  const std::string a = sessions.Open(Principal{1000, {}, false}, 1, "a", nullptr);
-  const std::string b = sessions.Open(Principal{1000, {}, false}, 2, "b", nullptr);
+  const std::string a = sessions.Open(Principal{1000, {}, false, {}}, 1, "a", nullptr);
+  const std::string b = sessions.Open(Principal{1000, {}, false, {}}, 2, "b", nullptr);
   EXPECT_EQ(a.size(), 32u);  // 128 bits, in hex
   EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos);
   EXPECT_NE(a, b);
@@ -29,7 +29,7 @@ TEST(SessionTable, OpenGivesDistinctUnguessableIds) {
 
 TEST(SessionTable, CheckAndCheckUser) {
   SessionTable sessions;
-  const std::string id = sessions.Open(Principal{1000, {1000}, false}, 1, "", nullptr);
+  const std::string id = sessions.Open(Principal{1000, {1000}, false, {}}, 1, "", nullptr);
   EXPECT_TRUE(sessions.Check(id).ok());
   const absl::Status closed = absl::FailedPreconditionError(
       "session_id: not an open session; open the Session stream first");
@@ -45,7 +45,7 @@ TEST(SessionTable, CheckAndCheckUser) {
 
 TEST(SessionTable, DescriptionFollowsHello) {
   SessionTable sessions;
-  const std::string id = sessions.Open(Principal{1000, {}, false}, 42, "", nullptr);
+  const std::string id = sessions.Open(Principal{1000, {}, false, {}}, 42, "", nullptr);
   EXPECT_EQ(sessions.Description(id), " pid 42");
   sessions.UpdateHello(id, 43, "trainer");
   EXPECT_EQ(sessions.Description(id), " pid 43 (trainer)");
@@ -56,7 +56,7 @@ TEST(SessionTable, DescriptionFollowsHello) {
 
 TEST(SessionTable, PendingExpiredAndEphemeral) {
   SessionTable sessions;
-  const std::string id = sessions.Open(Principal{1000, {}, false}, 1, "", nullptr);
+  const std::string id = sessions.Open(Principal{1000, {}, false, {}}, 1, "", nullptr);
   sessions.AddPending(id, "a");
   sessions.AddPending(id, "b");
   sessions.AddPending("", "put");  // a Put's owner is no session: nothing
@@ -88,9 +88,9 @@ TEST(SessionTable, NotifySegmentsRemovedReachesEverySink) {
   SessionTable sessions;
   RecordingSink one;
   RecordingSink two;
-  sessions.Open(Principal{1000, {}, false}, 1, "", &one);
-  sessions.Open(Principal{1001, {}, false}, 2, "", nullptr);
-  const std::string second = sessions.Open(Principal{1002, {}, false}, 3, "", &two);
+  sessions.Open(Principal{1000, {}, false, {}}, 1, "", &one);
+  sessions.Open(Principal{1001, {}, false, {}}, 2, "", nullptr);
+  const std::string second = sessions.Open(Principal{1002, {}, false, {}}, 3, "", &two);
   sessions.NotifySegmentsRemoved({});
   sessions.NotifySegmentsRemoved({"seg1", "seg2"});
   EXPECT_EQ(one.removed, (std::vector<std::string>{"seg1", "seg2"}));

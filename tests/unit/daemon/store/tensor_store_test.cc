@@ -16,8 +16,8 @@ namespace tensorbroker::daemon {
 namespace {
 
 // Principals as the daemon makes them from the kernel's credentials.
-const Principal kRoot{0, {0}, true};
-const Principal kAlice{1000, {1000}, false};
+const Principal kRoot{0, {0}, true, {}};
+const Principal kAlice{1000, {1000}, false, {}};
 
 class RecordingSink : public SessionEventSink {
  public:
@@ -491,7 +491,7 @@ class TenancyTest : public ::testing::Test {
     return *PrincipalSet::Parse({entry}, "readers");
   }
 
-  static inline const Principal kBob{1001, {1001}, false};
+  static inline const Principal kBob{1001, {1001}, false, {}};
   std::unique_ptr<TensorStore> store_;
   std::string alice_, bob_;
 };

@@ -24,7 +24,7 @@ constexpr uint32_t kOwner = 1000;
 
 Principal User(uint32_t uid, std::vector<uint32_t> gids = {}, bool admin = false) {
   if (gids.empty()) gids.push_back(uid);
-  return Principal{uid, std::move(gids), admin};
+  return Principal{uid, std::move(gids), admin, {}};
 }
 
 PrincipalSet Readers(const std::vector<std::string>& entries) {

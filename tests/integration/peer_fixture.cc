@@ -1,0 +1,92 @@
+#include "tests/integration/peer_fixture.h"
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/wire/grpc_status.h"
+#include "tests/support/subprocess.h"
+
+namespace tensorbroker::testing {
+
+absl::StatusOr<std::unique_ptr<TestPki>> TestPki::Make() {
+  std::unique_ptr<TestPki> pki(new TestPki());
+  if (pki->dir_.path().empty()) return absl::InternalError("no temporary directory for the PKI");
+  SubprocessOptions options;
+  options.capture_stdout = true;
+  options.capture_stderr = true;
+  auto script =
+      Subprocess::Spawn({"/bin/bash", TENSORBROKER_TEST_PKI_SCRIPT, pki->dir_.path()}, options);
+  if (!script.ok()) return script.status();
+  auto done = script->Finish(absl::Seconds(60));
+  if (!done.ok()) return done.status();
+  if (!WIFEXITED(done->status) || WEXITSTATUS(done->status) != 0) {
+    return absl::InternalError(absl::StrCat("make_test_pki.sh failed: ", done->err));
+  }
+  return pki;
+}
+
+std::vector<std::string> TestPki::ListenFlags(const std::string& broker) const {
+  return {"--peer-listen", "127.0.0.1:0",         "--tls-cert", File(broker + ".crt"),
+          "--tls-key",     File(broker + ".key"), "--tls-ca",   File("ca.crt")};
+}
+
+std::string TestPki::Read(const std::string& name) const {
+  std::ifstream in(File(name));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+absl::StatusOr<int> PeerPortOf(const DaemonProcess& daemon) {
+  static const std::regex kServing("peers: serving on 127\\.0\\.0\\.1:([0-9]+)");
+  const std::string log = daemon.Log();
+  std::smatch match;
+  if (!std::regex_search(log, match, kServing)) {
+    return absl::NotFoundError(absl::StrCat("no 'peers: serving on' line in the log:\n", log));
+  }
+  return std::stoi(match[1].str());
+}
+
+std::unique_ptr<v1::Broker::Stub> PeerStub(const TestPki& pki, int port, const PeerIdentity& peer) {
+  grpc::SslCredentialsOptions options;
+  options.pem_root_certs = pki.Read(peer.ca);
+  if (!peer.identity.empty()) {
+    options.pem_cert_chain = pki.Read(peer.identity + ".crt");
+    options.pem_private_key = pki.Read(peer.identity + ".key");
+  }
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own per stub
+  auto channel = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
+                                           grpc::SslCredentials(options), args);
+  return v1::Broker::NewStub(channel);
+}
+
+std::unique_ptr<v1::Broker::Stub> PlaintextStub(int port) {
+  return v1::Broker::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+}
+
+std::unique_ptr<grpc::ClientContext> ContextWithin(int seconds) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+  return context;
+}
+
+absl::StatusOr<std::string> ReadAll(v1::Broker::Stub& stub, const std::string& name,
+                                    grpc::Status* status_out) {
+  auto context = ContextWithin();
+  v1::ReadRequest request;
+  request.set_name(name);
+  auto reader = stub.Read(context.get(), request);
+  std::string bytes;
+  v1::ReadResponse chunk;
+  while (reader->Read(&chunk)) bytes += chunk.data();
+  const grpc::Status status = reader->Finish();
+  if (status_out != nullptr) *status_out = status;
+  if (!status.ok()) return FromGrpcStatus(status);
+  return bytes;
+}
+
+}  // namespace tensorbroker::testing
