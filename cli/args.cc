@@ -34,7 +34,7 @@ const ValueOption kValueOptions[] = {
     {"--after", "a number", kAfterOption, &RawValues::after},
     {"--count", "a number", kCountOption, &RawValues::count},
     {"--device", "a value (cpu, cuda:N)", kPutOptions, &RawValues::device},
-    {"--readers", "a list (uid:N, gid:N, user:NAME, group:NAME, *)", kPutOptions,
+    {"--readers", "a list (uid:N, gid:N, user:NAME, group:NAME, peer:NAME, *)", kPutOptions,
      &RawValues::readers},
 };
 

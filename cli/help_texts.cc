@@ -109,9 +109,10 @@ Options:
               FAILED_PRECONDITION without a usable GPU)
   --readers LIST
               who may read it besides you and the daemon's administrators, comma-separated:
-              uid:N, gid:N, user:NAME, group:NAME, or * (anyone who may connect), e.g.
-              --readers uid:1000,group:ml. Default: the daemon's default for NAME. To anyone
-              else the tensor does not exist (NOT_FOUND).
+              uid:N, gid:N, user:NAME, group:NAME, peer:NAME (another broker), or *
+              (anyone who may connect), e.g. --readers uid:1000,group:ml. Default: the
+              daemon's default for NAME. To anyone else the tensor does not exist
+              (NOT_FOUND).
 )";
 
 const absl::string_view kGetHelp = R"(Usage: tensorbroker [--socket PATH] get NAME FILE.npy

@@ -210,6 +210,12 @@ std::string StatsText(const BrokerStats& stats) {
              user.quota_tensors == 0 ? std::string("unlimited") : absl::StrCat(user.quota_tensors),
              " tensor(s)")});
   }
+  // What each peer did: "peer broker-b": "12 call(s), 3.0 MiB sent".
+  for (const PeerUsage& peer : stats.peers) {
+    lines.push_back(
+        {absl::StrCat("peer ", peer.peer),
+         absl::StrCat(peer.calls, " call(s), ", FormatByteSize(peer.sent_bytes), " sent")});
+  }
   return KeyValueLines(lines);
 }
 

@@ -71,6 +71,13 @@ std::string PrometheusText(const BrokerStats& stats) {
                       "\"} ", user.*row.member, "\n");
     }
   }
+  for (const auto& row : kPeerStatsFields) {
+    Header(&out, row.prometheus, "counter", row.help);
+    for (const PeerUsage& peer : stats.peers) {
+      absl::StrAppend(&out, row.prometheus, "{peer=\"", Escaped(peer.peer), "\"} ",
+                      peer.*row.member, "\n");
+    }
+  }
   Header(&out, "tensorbroker_calls_total", "counter",
          "gRPC calls answered, by method and status code.");
   for (const MethodStats& method : stats.methods) {

@@ -12,8 +12,9 @@ namespace tensorbroker {
 
 // The gauges of common/stats_schema.h: each kPoolStatsFields row per memory pool (label
 // device="cpu"|"cuda:N"), each kBrokerStatsFields row that has a metric name, each
-// kUserStatsFields row per user (labels uid, user); then calls_total by method and code, and a
-// call duration histogram per method.
+// kUserStatsFields row per user (labels uid, user); the counters of each kPeerStatsFields row
+// per peer (label peer); then calls_total by method and code, and a call duration histogram per
+// method.
 std::string PrometheusText(const BrokerStats& stats);
 
 }  // namespace tensorbroker

@@ -92,14 +92,25 @@ inline constexpr StatsField<User> kUserStatsRows[] = {
      "Each user's quota of tensors (0: unlimited).", StatsUnit::kCount, &User::quota_tensors},
 };
 
+// What each peer did here (BrokerStats::peers; Prometheus label peer): counters since start.
+template <typename Peer>
+inline constexpr StatsField<Peer> kPeerStatsRows[] = {
+    {"calls", nullptr, "tensorbroker_peer_calls_total",
+     "Calls each peer (another broker, --peer-listen) made.", StatsUnit::kCount, &Peer::calls},
+    {"sent_bytes", nullptr, "tensorbroker_peer_sent_bytes_total",
+     "Tensor bytes sent to each peer on Read streams.", StatsUnit::kBytes, &Peer::sent_bytes},
+};
+
 // The rows of the public structs.
 inline constexpr const auto& kBrokerStatsFields = kBrokerStatsRows<BrokerStats>;
 inline constexpr const auto& kPoolStatsFields = kPoolStatsRows<PoolUsage>;
 inline constexpr const auto& kUserStatsFields = kUserStatsRows<UserUsage>;
+inline constexpr const auto& kPeerStatsFields = kPeerStatsRows<PeerUsage>;
 
 // Walks `stats` as the CLI's JSON object and the Python dict show it: every kBrokerStatsFields
 // row, then the list "pools" (per pool: "device", "handles", then its kPoolStatsFields rows), then
-// the list "users" (per user: "uid", "user", then its kUserStatsFields rows). Per-method figures
+// the list "users" (per user: "uid", "user", then its kUserStatsFields rows), then the list
+// "peers" (per peer: "peer", then its kPeerStatsFields rows). Per-method figures
 // are Prometheus' alone. `out` has Number(key, uint64_t), String(key, const std::string&),
 // BeginList(key), BeginItem(), EndItem() and EndList().
 template <typename Out>
@@ -120,6 +131,14 @@ void WalkStats(const BrokerStats& stats, Out& out) {
     out.Number("uid", user.uid);
     out.String("user", user.user);
     for (const auto& row : kUserStatsFields) out.Number(row.key, user.*row.member);
+    out.EndItem();
+  }
+  out.EndList();
+  out.BeginList("peers");
+  for (const PeerUsage& peer : stats.peers) {
+    out.BeginItem();
+    out.String("peer", peer.peer);
+    for (const auto& row : kPeerStatsFields) out.Number(row.key, peer.*row.member);
     out.EndItem();
   }
   out.EndList();

@@ -150,6 +150,12 @@ BrokerStats FromProto(const v1::BrokerStats& stats) {
     CountersFromProto(kUserStatsFields, user, &usage);
     out.users.push_back(std::move(usage));
   }
+  for (const v1::PeerUsage& peer : stats.peers()) {
+    PeerUsage usage;
+    usage.peer = peer.peer();
+    CountersFromProto(kPeerStatsFields, peer, &usage);
+    out.peers.push_back(std::move(usage));
+  }
   return out;
 }
 

@@ -263,6 +263,7 @@ Adoption Daemon::BuildStore(std::vector<NamedFd> handed) {
   parts.peers = &peers_;
   parts.policy = &policy_;
   parts.timer = timer_.get();
+  parts.peer_traffic = &peer_traffic_;
   parts.pending_timeout = options_.pending_timeout;
   service_ = std::make_unique<BrokerService>(parts);
   return adopted;
@@ -378,7 +379,7 @@ absl::Status Daemon::StartPeerListener() {
   if (options_.peer_listen.empty()) return absl::OkStatus();
   auto where = ParseListenAddress(options_.peer_listen, "--peer-listen");
   if (!where.ok()) return where.status();
-  peer_service_ = std::make_unique<PeerService>(service_.get());
+  peer_service_ = std::make_unique<PeerService>(service_.get(), &peer_traffic_);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(HostPort(*where, where->port), PeerServerCredentials(*peer_tls_), &port);

@@ -6,11 +6,11 @@
 // (sd_notify READY=1) once the gRPC socket (and the peer listener) accept calls.
 //
 // The destructor shuts down: first it stops serving across the members (the heartbeat and the
-// health service, then no new clients, waiting Gets answered UNAVAILABLE, the peer listener, the local channel's
-// connections and the gRPC sessions ended, calls in flight finished within 5 s, pending expiry
-// and the adoption grace stopped), then the members go in reverse order: the gRPC server, the
-// local channel, the metrics endpoint, the timer, the store (every segment freed, after the
-// descriptor store has stopped following it: what it holds is what the next instance adopts),
+// health service, then no new clients, waiting Gets answered UNAVAILABLE, the peer listener, the
+// local channel's connections and the gRPC sessions ended, calls in flight finished within 5 s,
+// pending expiry and the adoption grace stopped), then the members go in reverse order: the gRPC
+// server, the local channel, the metrics endpoint, the timer, the store (every segment freed, after
+// the descriptor store has stopped following it: what it holds is what the next instance adopts),
 // the socket files this daemon bound (SocketFiles), and last the lock.
 //
 // Threading: Start and the destructor on the main thread, which must have blocked SIGUSR2
@@ -96,6 +96,7 @@ class Daemon {
   SessionRegistry sessions_;
   CallMetrics metrics_;
   PeerRegistry peers_;
+  PeerTraffic peer_traffic_;              // what each peer (--peer-listen) asked
   std::unique_ptr<DeadlineTimer> timer_;  // waiting Gets' deadlines, expiry, adoption grace
   std::unique_ptr<PendingExpiry> expiry_;
   uint64_t grace_timer_ = 0;

@@ -63,6 +63,10 @@ void Reload(const DaemonOptions& running, const OptionsLoader& reload) {
   };
   needs_restart("cuda-capacity", cuda(running), cuda(*fresh));
   needs_restart("metrics-listen", running.metrics_listen, fresh->metrics_listen);
+  needs_restart("peer-listen", running.peer_listen, fresh->peer_listen);
+  needs_restart("tls-cert", running.tls.cert, fresh->tls.cert);
+  needs_restart("tls-key", running.tls.key, fresh->tls.key);
+  needs_restart("tls-ca", running.tls.ca, fresh->tls.ca);
   Log(LogLevel::kNotice, "SIGHUP: configuration reloaded from ",
       fresh->config_path.empty() ? std::string("flags only") : fresh->config_path, ": ",
       changes.empty() ? std::string("nothing to change at run time")

@@ -324,7 +324,8 @@ const OptionKey kOptionKeys[] = {
     {"default-readers", "LIST", ApplyDefaultReaders, PrintDefaultReaders, "", nullptr,
      "Who may read a tensor whose Put or Create names no readers (its\n"
      "owner and administrators always may): comma-separated uid:N,\n"
-     "gid:N, user:NAME, group:NAME, or * for anyone who may connect.\n"
+     "gid:N, user:NAME, group:NAME, peer:NAME (a broker, see\n"
+     "--peer-listen), or * for anyone who may connect, peers too.\n"
      "Default: *. The config file may set readers[PREFIX] and\n"
      "publishers[PREFIX] for the names under PREFIX."},
     {"quota-bytes", "SIZE", ApplyQuotaBytes, PrintQuotaBytes, "", nullptr,

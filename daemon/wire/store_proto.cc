@@ -11,16 +11,6 @@
 namespace tensorbroker::daemon {
 namespace {
 
-// Every counter of a stats_schema.h table, to the proto message's field of its name.
-template <typename Struct, size_t N>
-void CountersToProto(const StatsField<Struct> (&rows)[N], const Struct& in,
-                     google::protobuf::Message* out) {
-  for (const StatsField<Struct>& row : rows) {
-    const google::protobuf::FieldDescriptor* field = StatsCounterField(*out, row.key);
-    if (field != nullptr) out->GetReflection()->SetUInt64(out, field, in.*row.member);
-  }
-}
-
 v1::WatchEvent::Kind KindOf(StoreEvent::Kind kind) {
   switch (kind) {
     case StoreEvent::Kind::kPublished:

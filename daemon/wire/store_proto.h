@@ -4,10 +4,26 @@
 #ifndef TENSORBROKER_DAEMON_STORE_PROTO_H_
 #define TENSORBROKER_DAEMON_STORE_PROTO_H_
 
+#include <cstddef>
+
+#include "common/stats_schema.h"
+#include "common/wire/proto_convert.h"
 #include "daemon/store/store_types.h"
+#include "google/protobuf/message.h"
 #include "tensorbroker/v1/broker.pb.h"
 
 namespace tensorbroker::daemon {
+
+// Every counter of a common/stats_schema.h table, to the proto message's field of its name
+// (for the daemon's own rows: the store's here, the front end's peers).
+template <typename Struct, size_t N>
+void CountersToProto(const StatsField<Struct> (&rows)[N], const Struct& in,
+                     google::protobuf::Message* out) {
+  for (const StatsField<Struct>& row : rows) {
+    const google::protobuf::FieldDescriptor* field = StatsCounterField(*out, row.key);
+    if (field != nullptr) out->GetReflection()->SetUInt64(out, field, in.*row.member);
+  }
+}
 
 // For CUDA the device also carries the GPU's UUID.
 void ToProto(const TensorView& view, v1::TensorInfo* out);

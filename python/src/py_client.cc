@@ -48,9 +48,10 @@ static std::vector<std::string> ReaderSequence(py::handle readers) {
       entries.push_back(entry.cast<std::string>());
     }
   } catch (const std::exception&) {  // not iterable (error_already_set), not a str (cast_error)
-    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
-        "readers ", std::string(py::str(py::repr(readers))),
-        " is not a string or a sequence of strings (uid:N, gid:N, user:NAME, group:NAME, *)")));
+    throw StatusError(
+        absl::InvalidArgumentError(absl::StrCat("readers ", std::string(py::str(py::repr(readers))),
+                                                " is not a string or a sequence of strings (uid:N, "
+                                                "gid:N, user:NAME, group:NAME, peer:NAME, *)")));
   }
   return entries;
 }

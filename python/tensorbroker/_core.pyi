@@ -38,6 +38,11 @@ class UserUsage(TypedDict):
     quota_bytes: int  # 0: unlimited
     quota_tensors: int  # 0: unlimited
 
+class PeerUsage(TypedDict):
+    peer: str  # another broker, by its certificate's first name
+    calls: int  # calls it made on --peer-listen
+    sent_bytes: int  # tensor bytes sent to it on Read streams
+
 class ProcessMappings(TypedDict):
     cached_segments: int
     open_cuda_slabs: int  # legacy CUDA IPC handles open
@@ -57,6 +62,7 @@ class BrokerStats(TypedDict):
     watchers: int  # watch streams open
     pools: list[PoolStats]  # the CPU pool first, then one per GPU served
     users: list[UserUsage]  # every user for an administrator, else the caller
+    peers: list[PeerUsage]  # every peer that called (administrators only)
 
 DeviceLike = Union[str, Any]  # "cpu", "cuda", "cuda:N", torch.device
 StreamLike = Union[int, Any]  # a cudaStream_t value, torch.cuda.Stream, cupy.cuda.Stream

@@ -164,7 +164,7 @@ TEST(CliArgsTest, MissingValues) {
   EXPECT_EQ(ErrorOf({"watch", "p", "--count"}), "--count needs a number");
   EXPECT_EQ(ErrorOf({"put", "a", "b.npy", "--device"}), "--device needs a value (cpu, cuda:N)");
   EXPECT_EQ(ErrorOf({"put", "a", "b.npy", "--readers"}),
-            "--readers needs a list (uid:N, gid:N, user:NAME, group:NAME, *)");
+            "--readers needs a list (uid:N, gid:N, user:NAME, group:NAME, peer:NAME, *)");
 }
 
 TEST(CliArgsTest, BadValues) {

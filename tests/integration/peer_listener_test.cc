@@ -1,7 +1,9 @@
 // The peer listener (--peer-listen): other brokers reach the API over TCP with mutual TLS only,
 // are known by their certificate's names (peer:NAME), may read what the readers admit and
 // nothing else. Real daemon, real TLS with certificates made by the test, real gRPC.
+#include <grp.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -24,7 +26,12 @@ class PeerListenerTest : public ::testing::Test {
     auto pki = TestPki::Make();
     ASSERT_TRUE(pki.ok()) << pki.status();
     pki_ = *std::move(pki);
-    auto daemon = DaemonProcess::Start(pki_->ListenFlags("broker-a"));
+    // This test's user administers the daemon: Stats shows it every peer's traffic.
+    std::vector<std::string> flags = pki_->ListenFlags("broker-a");
+    const group* own = ::getgrgid(::getegid());
+    ASSERT_NE(own, nullptr);
+    flags.insert(flags.end(), {"--admin-group", own->gr_name});
+    auto daemon = DaemonProcess::Start(flags);
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = std::make_unique<DaemonProcess>(*std::move(daemon));
     auto port = PeerPortOf(*daemon_);
@@ -126,6 +133,16 @@ TEST_F(PeerListenerTest, APeerReadsWhatTheReadersAdmitItTo) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND) << status.error_message();
   // The local owner still reads every byte.
   EXPECT_TRUE(LocalBytes("shared/w") == shared);
+
+  // Stats counts each peer's calls and the bytes sent to it, by the name its certificate gives.
+  ASSERT_OK_AND_ASSIGN(BrokerStats stats, local_->Stats());
+  ASSERT_EQ(stats.peers.size(), 2u);
+  EXPECT_EQ(stats.peers[0].peer, "broker-a");
+  EXPECT_EQ(stats.peers[0].calls, 1u);  // its Stat
+  EXPECT_EQ(stats.peers[0].sent_bytes, 0u);
+  EXPECT_EQ(stats.peers[1].peer, "broker-b");
+  EXPECT_EQ(stats.peers[1].calls, 6u);  // Stat, Read, Read, Stat, Read, List
+  EXPECT_EQ(stats.peers[1].sent_bytes, shared.size() + open.size());
 }
 
 TEST_F(PeerListenerTest, APeerMayOnlyRead) {

@@ -663,7 +663,8 @@ TEST_F(TenancyTest, InvalidReadersAreRefusedNamingTheEntry) {
   std::vector<std::string> many;
   for (int i = 0; i < 65; ++i) many.push_back(absl::StrCat("uid:", i));
   const std::vector<Case> cases = {
-      {{"uid:0", "bogus"}, "[1]: 'bogus' is not uid:N, gid:N, user:NAME, group:NAME, peer:NAME or *"},
+      {{"uid:0", "bogus"},
+       "[1]: 'bogus' is not uid:N, gid:N, user:NAME, group:NAME, peer:NAME or *"},
       {{"user:nosuchuser"}, "[0]: no user named 'nosuchuser'"},
       {{"group:nosuchgroup"}, "[0]: no group named 'nosuchgroup'"},
       {{"uid:-1"}, "[0]: 'uid:-1' is not a valid id (a number below 4294967295)"},

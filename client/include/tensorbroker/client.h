@@ -99,7 +99,8 @@ struct CreateOptions {
   // CPU tensors: map this (the producer's) tensor page-locked for CUDA; it reports kDLCUDAHost.
   bool pinned = false;
   // Who may read it besides its owner (this process's uid) and the daemon's administrators:
-  // "uid:N", "gid:N", "user:NAME", "group:NAME" or "*" (anyone who may connect). Empty: the
+  // "uid:N", "gid:N", "user:NAME", "group:NAME", "peer:NAME" (another broker, by its TLS
+  // certificate) or "*" (anyone who may connect). Empty: the
   // daemon's default for the name. To anyone else the tensor does not exist (NOT_FOUND).
   std::vector<std::string> readers;
   // How many versions of the name stay readable by number (GetOptions::version) once this one

@@ -129,6 +129,13 @@ struct UserUsage {
   uint64_t quota_tensors = 0;  // 0: unlimited
 };
 
+// What one peer (another broker, named by its certificate's first name) did with this one.
+struct PeerUsage {
+  std::string peer;
+  uint64_t calls = 0;       // calls it made on --peer-listen
+  uint64_t sent_bytes = 0;  // tensor bytes sent to it (Read streams)
+};
+
 struct BrokerStats {
   uint64_t capacity_bytes = 0;
   uint64_t used_bytes = 0;
@@ -145,6 +152,8 @@ struct BrokerStats {
   // What each user holds (every version in memory they created), with their quota (0: none).
   // An administrator sees every user; anyone else only themselves.
   std::vector<UserUsage> users;  // by uid
+  // Every peer that called since the daemon started, by name (administrators only).
+  std::vector<PeerUsage> peers;
 };
 
 }  // namespace tensorbroker

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/stats_schema.h"
 #include "common/tensor_layout.h"
 #include "common/wire/grpc_status.h"
 #include "daemon/base/log.h"
@@ -155,8 +156,14 @@ grpc::ServerReadReactor<v1::PutRequest>* BrokerService::Put(grpc::CallbackServer
 
 grpc::ServerWriteReactor<v1::ReadResponse>* BrokerService::Read(
     grpc::CallbackServerContext* context, const v1::ReadRequest* request) {
+  return CountedRead(context, request, nullptr);
+}
+
+grpc::ServerWriteReactor<v1::ReadResponse>* BrokerService::CountedRead(
+    grpc::CallbackServerContext* context, const v1::ReadRequest* request,
+    std::atomic<uint64_t>* sent_bytes) {
   return new ReadReactor(parts_.store, Caller(context), Client(context), request->name(),
-                         kMaxReadChunkBytes);
+                         kMaxReadChunkBytes, sent_bytes);
 }
 
 grpc::ServerWriteReactor<v1::WatchEvent>* BrokerService::Watch(grpc::CallbackServerContext* context,
@@ -323,6 +330,13 @@ v1::BrokerStats BrokerService::CurrentStats(const Principal& caller) const {
   ToProto(stats, &out);
   if (parts_.metrics != nullptr) {
     for (const MethodCalls& calls : parts_.metrics->Snapshot()) ToProto(calls, out.add_methods());
+  }
+  if (parts_.peer_traffic != nullptr && caller.admin) {
+    for (const PeerTrafficRow& row : parts_.peer_traffic->Snapshot()) {
+      v1::PeerUsage* peer = out.add_peers();
+      peer->set_peer(row.peer);
+      CountersToProto(kPeerStatsRows<PeerTrafficRow>, row, peer);
+    }
   }
   return out;
 }

@@ -16,6 +16,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
+#include <cstdint>
 #include <optional>
 
 #include "absl/functional/function_ref.h"
@@ -25,6 +27,7 @@
 #include "daemon/identity/peer_registry.h"
 #include "daemon/metrics/call_log.h"
 #include "daemon/metrics/call_metrics.h"
+#include "daemon/metrics/peer_traffic.h"
 #include "daemon/store/access_policy.h"
 #include "daemon/store/tensor_store.h"
 #include "tensorbroker/v1/broker.grpc.pb.h"
@@ -51,6 +54,7 @@ struct ServiceParts {
   const PeerRegistry* peers = nullptr;
   const AccessPolicy* policy = nullptr;
   DeadlineTimer* timer = nullptr;
+  PeerTraffic* peer_traffic = nullptr;                 // may be null: Stats then reports no peers
   absl::Duration pending_timeout = absl::Seconds(60);  // --pending-timeout
 };
 
@@ -70,6 +74,10 @@ class BrokerService final : public v1::Broker::CallbackService {
                                                v1::TensorInfo*) override;
   grpc::ServerWriteReactor<v1::ReadResponse>* Read(grpc::CallbackServerContext*,
                                                    const v1::ReadRequest*) override;
+  // Read, with the data bytes sent added to `sent_bytes` (a peer's counter).
+  grpc::ServerWriteReactor<v1::ReadResponse>* CountedRead(grpc::CallbackServerContext*,
+                                                          const v1::ReadRequest*,
+                                                          std::atomic<uint64_t>* sent_bytes);
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext*, const v1::GetRequest*,
                                 v1::TensorGrant*) override;
   grpc::ServerWriteReactor<v1::WatchEvent>* Watch(grpc::CallbackServerContext*,
@@ -89,8 +97,8 @@ class BrokerService final : public v1::Broker::CallbackService {
   grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext*, const v1::Empty*,
                                  v1::Empty*) override;
 
-  // What Stats answers `caller`: the store's counters (each user named) and the per-method call
-  // metrics. Thread-safe.
+  // What Stats answers `caller`: the store's counters (each user named), the per-method call
+  // metrics and, for an administrator, each peer's traffic. Thread-safe.
   v1::BrokerStats CurrentStats(const Principal& caller) const;
 
  private:

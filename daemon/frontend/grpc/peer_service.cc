@@ -17,12 +17,24 @@ class FinishedReactor final : public Base {
   void OnDone() override { delete this; }
 };
 
+// The peer's first name, as logs and metrics show it.
+std::string PeerNameOf(const grpc::CallbackServerContext* context) {
+  const std::vector<std::string> names = PeerNamesOf(*context->auth_context());
+  return names.empty() ? std::string("?") : LogSafe(names.front());
+}
+
 }  // namespace
+
+PeerCounters* PeerService::Count(const grpc::CallbackServerContext* context) const {
+  PeerCounters* counters = traffic_->For(PeerNameOf(context));
+  counters->calls.fetch_add(1, std::memory_order_relaxed);
+  return counters;
+}
 
 grpc::Status PeerService::Refuse(const grpc::CallbackServerContext* context,
                                  absl::string_view method) const {
-  const std::vector<std::string> names = PeerNamesOf(*context->auth_context());
-  const std::string peer = names.empty() ? std::string("?") : LogSafe(names.front());
+  Count(context);
+  const std::string peer = PeerNameOf(context);
   Log(LogLevel::kWarning, "peer ", peer, " (", context->peer(), ") called ", method,
       ": refused, peers may only read");
   return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
@@ -40,34 +52,39 @@ grpc::ServerUnaryReactor* PeerService::Refused(grpc::CallbackServerContext* cont
 
 grpc::ServerWriteReactor<v1::ReadResponse>* PeerService::Read(grpc::CallbackServerContext* context,
                                                               const v1::ReadRequest* request) {
-  return local_->Read(context, request);
+  return local_->CountedRead(context, request, &Count(context)->sent_bytes);
 }
 
 grpc::ServerWriteReactor<v1::WatchEvent>* PeerService::Watch(grpc::CallbackServerContext* context,
                                                              const v1::WatchRequest* request) {
+  Count(context);
   return local_->Watch(context, request);
 }
 
 grpc::ServerUnaryReactor* PeerService::List(grpc::CallbackServerContext* context,
                                             const v1::ListRequest* request,
                                             v1::ListResponse* response) {
+  Count(context);
   return local_->List(context, request, response);
 }
 
 grpc::ServerUnaryReactor* PeerService::Stat(grpc::CallbackServerContext* context,
                                             const v1::StatRequest* request,
                                             v1::TensorInfo* response) {
+  Count(context);
   return local_->Stat(context, request, response);
 }
 
 grpc::ServerUnaryReactor* PeerService::Stats(grpc::CallbackServerContext* context,
                                              const v1::StatsRequest* request,
                                              v1::BrokerStats* response) {
+  Count(context);
   return local_->Stats(context, request, response);
 }
 
 grpc::ServerUnaryReactor* PeerService::Ping(grpc::CallbackServerContext* context,
                                             const v1::Empty* request, v1::Empty* response) {
+  Count(context);
   return local_->Ping(context, request, response);
 }
 

@@ -14,6 +14,7 @@
 
 #include "absl/strings/string_view.h"
 #include "daemon/frontend/grpc/broker_service.h"
+#include "daemon/metrics/peer_traffic.h"
 #include "tensorbroker/v1/broker.grpc.pb.h"
 
 namespace tensorbroker::daemon {
@@ -25,7 +26,8 @@ inline constexpr size_t kPeerServerMemoryBytes = size_t{256} << 20;
 
 class PeerService final : public v1::Broker::CallbackService {
  public:
-  explicit PeerService(BrokerService* local) : local_(local) {}
+  // `traffic` counts each peer's calls and the bytes sent to it.
+  PeerService(BrokerService* local, PeerTraffic* traffic) : local_(local), traffic_(traffic) {}
 
   // The reads, as the local service answers them.
   grpc::ServerWriteReactor<v1::ReadResponse>* Read(grpc::CallbackServerContext*,
@@ -67,7 +69,11 @@ class PeerService final : public v1::Broker::CallbackService {
   grpc::ServerUnaryReactor* Refused(grpc::CallbackServerContext* context,
                                     absl::string_view method) const;
 
+  // The counters of the call's peer (its first name; "?" when gRPC gives none); counts the call.
+  PeerCounters* Count(const grpc::CallbackServerContext* context) const;
+
   BrokerService* const local_;
+  PeerTraffic* const traffic_;
 };
 
 }  // namespace tensorbroker::daemon

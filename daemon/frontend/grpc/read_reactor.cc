@@ -11,8 +11,9 @@
 namespace tensorbroker::daemon {
 
 ReadReactor::ReadReactor(TensorStore* store, const absl::StatusOr<Principal>& caller,
-                         std::string client, const std::string& name, size_t max_chunk)
-    : store_(store), client_(std::move(client)), name_(name) {
+                         std::string client, const std::string& name, size_t max_chunk,
+                         std::atomic<uint64_t>* sent_bytes)
+    : store_(store), client_(std::move(client)), name_(name), sent_bytes_(sent_bytes) {
   absl::Status started = ValidateName(name_);
   if (started.ok() && !caller.ok())
     started = absl::PermissionDeniedError(caller.status().message());
@@ -75,6 +76,8 @@ void ReadReactor::OnWriteDone(bool ok) {
     End(absl::CancelledError("client stopped reading"));
     return;
   }
+  if (sent_bytes_ != nullptr)
+    sent_bytes_->fetch_add(response_.data().size(), std::memory_order_relaxed);
   WriteNext();
 }
 

@@ -10,6 +10,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,8 +26,10 @@ namespace tensorbroker::daemon {
 
 class ReadReactor final : public grpc::ServerWriteReactor<v1::ReadResponse> {
  public:
+  // `sent_bytes` (may be null, else outlives the reactor) counts the data bytes written.
   ReadReactor(TensorStore* store, const absl::StatusOr<Principal>& caller, std::string client,
-              const std::string& name, size_t max_chunk);
+              const std::string& name, size_t max_chunk,
+              std::atomic<uint64_t>* sent_bytes = nullptr);
 
   void OnWriteDone(bool ok) override;
   void OnDone() override;
@@ -39,6 +43,7 @@ class ReadReactor final : public grpc::ServerWriteReactor<v1::ReadResponse> {
   TensorStore* const store_;
   const std::string client_;
   const std::string name_;
+  std::atomic<uint64_t>* const sent_bytes_;
   std::optional<ReadTicket> ticket_;
   std::vector<uint8_t> staged_;  // device memory copied to the host
   std::vector<int64_t> shape_;

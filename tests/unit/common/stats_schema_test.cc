@@ -18,19 +18,23 @@
 #include "common/byte_size.h"
 #include "common/prometheus_format.h"
 #include "common/wire/proto_convert.h"
+#include "daemon/metrics/peer_traffic.h"
 #include "daemon/wire/store_proto.h"
 #include "google/protobuf/descriptor.h"
 
 namespace tensorbroker {
 namespace {
 
-// Every counter a different value: 1000 + its row's index (pools 2000 + ..., users 3000 + ...).
+// Every counter a different value: 1000 + its row's index (pools 2000 + ..., users 3000 + ...,
+// peers 4000 + ...).
 BrokerStats Sample() {
   BrokerStats stats;
   uint64_t value = 1000;
   for (const auto& row : kBrokerStatsFields) stats.*row.member = value++;
-  PoolUsage cpu{DLDevice{kDLCPU, 0}};
-  PoolUsage gpu{DLDevice{kDLCUDA, 1}};
+  PoolUsage cpu;
+  cpu.device = DLDevice{kDLCPU, 0};
+  PoolUsage gpu;
+  gpu.device = DLDevice{kDLCUDA, 1};
   value = 2000;
   for (const auto& row : kPoolStatsFields) {
     cpu.*row.member = value;
@@ -43,6 +47,11 @@ BrokerStats Sample() {
   value = 3000;
   for (const auto& row : kUserStatsFields) alice.*row.member = value++;
   stats.users = {alice};
+  PeerUsage peer;
+  peer.peer = "broker-b";
+  value = 4000;
+  for (const auto& row : kPeerStatsFields) peer.*row.member = value++;
+  stats.peers = {peer};
   return stats;
 }
 
@@ -85,6 +94,13 @@ TEST(StatsSchema, EveryRowInPrometheus) {
         std::string::npos)
         << row.key;
   }
+  for (const auto& row : kPeerStatsFields) {
+    EXPECT_NE(text.find(absl::StrCat("# HELP ", row.prometheus, " ", row.help, "\n# TYPE ",
+                                     row.prometheus, " counter\n", row.prometheus,
+                                     "{peer=\"broker-b\"} ", stats.peers[0].*row.member, "\n")),
+              std::string::npos)
+        << row.key;
+  }
 }
 
 // The JSON object, written out from the table: the CLI's must be exactly this.
@@ -106,6 +122,10 @@ TEST(StatsSchema, EveryRowInCliJson) {
   absl::StrAppend(&expected, "], \"users\": [{\"uid\": 1000, \"user\": \"alice\"");
   for (const auto& row : kUserStatsFields) {
     absl::StrAppend(&expected, ", \"", row.key, "\": ", stats.users[0].*row.member);
+  }
+  absl::StrAppend(&expected, "}], \"peers\": [{\"peer\": \"broker-b\"");
+  for (const auto& row : kPeerStatsFields) {
+    absl::StrAppend(&expected, ", \"", row.key, "\": ", stats.peers[0].*row.member);
   }
   absl::StrAppend(&expected, "}]}");
   EXPECT_EQ(cli::StatsJson(stats), expected);
@@ -152,6 +172,8 @@ TEST(StatsSchema, EveryRowInTheWalk) {
   }
   expected.insert(expected.end(), {"]", "users[", "uid", "user"});
   for (const auto& row : kUserStatsFields) expected.push_back(row.key);
+  expected.insert(expected.end(), {"]", "peers[", "peer"});
+  for (const auto& row : kPeerStatsFields) expected.push_back(row.key);
   expected.push_back("]");
   EXPECT_EQ(recorder.keys, expected);
 }
@@ -179,6 +201,7 @@ TEST(StatsSchema, EveryRowAProtoField) {
   ExpectSameCounters(kBrokerStatsFields, v1::BrokerStats::descriptor());
   ExpectSameCounters(kPoolStatsFields, v1::PoolStats::descriptor());
   ExpectSameCounters(kUserStatsFields, v1::UserUsage::descriptor());
+  ExpectSameCounters(kPeerStatsFields, v1::PeerUsage::descriptor());
 }
 
 // Sample() as the daemon's StoreStats (daemon/store/store_types.h), through the same rows.
@@ -189,7 +212,8 @@ daemon::StoreStats StoreSample() {
     stats.*kBrokerStatsRows<daemon::StoreStats>[i].member = sample.*kBrokerStatsFields[i].member;
   }
   for (const PoolUsage& usage : sample.pools) {
-    daemon::StoreStats::Pool pool{usage.device};
+    daemon::StoreStats::Pool pool;
+    pool.device = usage.device;
     pool.handles = usage.handles;
     for (size_t i = 0; i < std::size(kPoolStatsFields); ++i) {
       pool.*kPoolStatsRows<daemon::StoreStats::Pool>[i].member = usage.*kPoolStatsFields[i].member;
@@ -228,6 +252,18 @@ TEST(StatsSchema, ProtoRoundTrip) {
   EXPECT_EQ(back.users[0].user, "alice");
   for (const auto& row : kUserStatsFields) {
     EXPECT_EQ(back.users[0].*row.member, stats.users[0].*row.member) << row.key;
+  }
+  // The peers' rows: the front end's (PeerTrafficRow), through the same schema.
+  v1::BrokerStats with_peer;
+  daemon::PeerTrafficRow row{"broker-b", stats.peers[0].calls, stats.peers[0].sent_bytes};
+  v1::PeerUsage* peer = with_peer.add_peers();
+  peer->set_peer(row.peer);
+  daemon::CountersToProto(kPeerStatsRows<daemon::PeerTrafficRow>, row, peer);
+  const BrokerStats peers_back = FromProto(with_peer);
+  ASSERT_EQ(peers_back.peers.size(), 1u);
+  EXPECT_EQ(peers_back.peers[0].peer, "broker-b");
+  for (const auto& field : kPeerStatsFields) {
+    EXPECT_EQ(peers_back.peers[0].*field.member, stats.peers[0].*field.member) << field.key;
   }
 }
 
