@@ -15,11 +15,20 @@
   against the real daemon and CLI (TENSORBROKERD, TENSORBROKER_CLI), the node's hostPath
   directory mapped into a temporary directory; the daemon's segments are seen as memfds among
   its descriptors and never in /dev/shm.
+- Peers (tensorbrokerd-daemonset-peers.yaml, peer-certificate.yaml, peer-networkpolicy.yaml):
+  the peers DaemonSet is the CPU one plus the peer port, flags and the Secret's mount; the
+  headless Service selects its pods on that port; cert-manager's Issuers and Certificates pass a
+  structural check against cert-manager's CRDs and name that Secret and the Service; the
+  README's openssl recipe, run with openssl, makes certificates with the same names, which the
+  DaemonSet's command line serves peers with, through the Secret's mount mapped into a
+  temporary directory; a gRPC client that dials the Service's name with them is served.
 """
 
 import functools
 import os
 import re
+import shlex
+import shutil
 import signal
 import socket
 import stat
@@ -30,6 +39,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import grpc
 import kubernetes.client as k8s
 import pytest
 import yaml
@@ -39,7 +49,7 @@ from yamllint import linter
 from yamllint.config import YamlLintConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-from daemon_wait import wait_for  # noqa: E402  (tests/python/daemon_wait.py)
+from daemon_wait import log_line, wait_for  # noqa: E402  (tests/python/daemon_wait.py)
 
 DAEMON = os.environ.get("TENSORBROKERD", "")
 CLI = os.environ.get("TENSORBROKER_CLI", "")
@@ -51,8 +61,15 @@ DAEMONSET_FILE = K8S_DIR / "tensorbrokerd-daemonset.yaml"
 WORKLOAD_FILE = K8S_DIR / "example-workload-pod.yaml"
 GPU_DAEMONSET_FILE = K8S_DIR / "tensorbrokerd-daemonset-gpu.yaml"
 GPU_WORKLOAD_FILE = K8S_DIR / "example-gpu-workload-pod.yaml"
-MANIFESTS = [DAEMONSET_FILE, WORKLOAD_FILE, GPU_DAEMONSET_FILE, GPU_WORKLOAD_FILE]
+PEERS_DAEMONSET_FILE = K8S_DIR / "tensorbrokerd-daemonset-peers.yaml"
+PEER_NETWORKPOLICY_FILE = K8S_DIR / "peer-networkpolicy.yaml"
+# What the schema check covers: Kubernetes' own kinds.
+MANIFESTS = [DAEMONSET_FILE, WORKLOAD_FILE, GPU_DAEMONSET_FILE, GPU_WORKLOAD_FILE,
+             PEERS_DAEMONSET_FILE, PEER_NETWORKPOLICY_FILE]
+# cert-manager's Issuer and Certificate (custom resources: not in python3-kubernetes' models).
+PEER_CERTIFICATE_FILE = K8S_DIR / "peer-certificate.yaml"
 DOCKERFILE = K8S_DIR / "Dockerfile"
+README = K8S_DIR / "README.md"
 
 # Paths inside the image (the .deb's).
 DAEMON_IN_IMAGE = "/usr/sbin/tensorbrokerd"
@@ -94,6 +111,18 @@ def gpu_workload():
     return only(documents(GPU_WORKLOAD_FILE), "Pod")
 
 
+def peers_daemonset():
+    return only(documents(PEERS_DAEMONSET_FILE), "DaemonSet")
+
+
+def peers_service():
+    return only(documents(PEERS_DAEMONSET_FILE), "Service")
+
+
+def peer_networkpolicy():
+    return only(documents(PEER_NETWORKPOLICY_FILE), "NetworkPolicy")
+
+
 def pod_spec(obj):
     return obj["spec"]["template"]["spec"] if obj["kind"] == "DaemonSet" else obj["spec"]
 
@@ -129,6 +158,19 @@ def host_path(obj, c, path_in_container):
     return source["path"].rstrip("/") + path_in_container[len(mount_path):]
 
 
+def secret_file(obj, c, path_in_container):
+    """(Secret name, key) of the file `path_in_container`, through the container's Secret
+    mounts: each key of the Secret is a file of its own name (there are no `items`)."""
+    volumes = {v["name"]: v for v in pod_spec(obj).get("volumes", [])}
+    directory, _, key = path_in_container.rpartition("/")
+    mounts = [m for m in c.get("volumeMounts", []) if m["mountPath"].rstrip("/") == directory]
+    assert len(mounts) == 1, f"{directory} is not one mount of container {c['name']}"
+    source = volumes[mounts[0]["name"]].get("secret")
+    assert source is not None, f"volume {mounts[0]['name']} is not a Secret"
+    assert "items" not in source, "the Secret's keys should be its file names"
+    return source["secretName"], key
+
+
 # --- yamllint -------------------------------------------------------------------------------------
 
 YAMLLINT_CONFIG = YamlLintConfig("extends: default\nrules:\n  line-length: {max: 100}\n")
@@ -146,6 +188,8 @@ MODELS = {
     ("v1", "Namespace"): k8s.V1Namespace,
     ("v1", "Pod"): k8s.V1Pod,
     ("apps/v1", "DaemonSet"): k8s.V1DaemonSet,
+    ("v1", "Service"): k8s.V1Service,
+    ("networking.k8s.io/v1", "NetworkPolicy"): k8s.V1NetworkPolicy,
 }
 
 # Fields whose values the API server restricts to a set (the models type them as plain str).
@@ -159,6 +203,10 @@ ENUMS = {
     (k8s.V1DaemonSetUpdateStrategy, "type"): {"RollingUpdate", "OnDelete"},
     (k8s.V1ContainerPort, "protocol"): {"TCP", "UDP", "SCTP"},
     (k8s.V1SeccompProfile, "type"): {"RuntimeDefault", "Localhost", "Unconfined"},
+    (k8s.V1ServiceSpec, "type"): {"ClusterIP", "NodePort", "LoadBalancer", "ExternalName"},
+    (k8s.V1ServiceSpec, "session_affinity"): {"None", "ClientIP"},
+    (k8s.V1ServicePort, "protocol"): {"TCP", "UDP", "SCTP"},
+    (k8s.V1NetworkPolicyPort, "protocol"): {"TCP", "UDP", "SCTP"},
 }
 
 # Linux capabilities (capabilities(7)), as Kubernetes spells them: without CAP_.
@@ -173,6 +221,7 @@ CAPABILITIES = {
 }
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")  # a Service's name
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 PORT_NAME = re.compile(r"[a-z0-9]([a-z0-9]|-(?=[a-z0-9]))*")
@@ -267,6 +316,18 @@ def check_model(data, model, path, errors):
                           f"{model.__name__} missing")
 
 
+def check_keys(mapping, path, errors, label_values):
+    """Qualified-name keys (labels, annotations, selectors); label values if `label_values`."""
+    for key, value in mapping.items():
+        prefix, _, label = key.rpartition("/")
+        if (prefix and not DNS_SUBDOMAIN.fullmatch(prefix)) or len(label) > 63 or \
+                not LABEL_NAME.fullmatch(label):
+            errors.append(f"{path}: key {key!r} is not a qualified name")
+        if label_values and isinstance(value, str) and value and \
+                (len(value) > 63 or not LABEL_NAME.fullmatch(value)):
+            errors.append(f"{path}.{key}: {value!r} is not a valid label value")
+
+
 def check_metadata(meta, path, name_pattern, errors):
     """name_pattern None: no name (a pod template's metadata)."""
     name = meta.get("name")
@@ -274,14 +335,7 @@ def check_metadata(meta, path, name_pattern, errors):
                                      not name_pattern.fullmatch(name)):
         errors.append(f"{path}.name: {name!r} is not a valid name")
     for field in ("labels", "annotations"):
-        for key, value in (meta.get(field) or {}).items():
-            prefix, _, label = key.rpartition("/")
-            if (prefix and not DNS_SUBDOMAIN.fullmatch(prefix)) or len(label) > 63 or \
-                    not LABEL_NAME.fullmatch(label):
-                errors.append(f"{path}.{field}: key {key!r} is not a qualified name")
-            if field == "labels" and isinstance(value, str) and value and \
-                    (len(value) > 63 or not LABEL_NAME.fullmatch(value)):
-                errors.append(f"{path}.labels.{key}: {value!r} is not a valid label value")
+        check_keys(meta.get(field) or {}, f"{path}.{field}", errors, field == "labels")
 
 
 def check_pod_spec(spec, path, errors):
@@ -292,9 +346,22 @@ def check_pod_spec(spec, path, errors):
             errors.append(f"{path}.volumes[{i}].name: {volume.get('name')!r} is not a DNS label")
         if volume_names.count(volume.get("name")) > 1:
             errors.append(f"{path}.volumes[{i}].name: {volume.get('name')!r} is not unique")
+        sources = sorted(k for k in volume if k != "name")
+        if len(sources) != 1:
+            errors.append(f"{path}.volumes[{i}]: has {len(sources)} sources {sources}, needs "
+                          f"exactly one")
         host = volume.get("hostPath")
         if isinstance(host, dict) and not str(host.get("path", "")).startswith("/"):
             errors.append(f"{path}.volumes[{i}].hostPath.path: must be absolute")
+        secret = volume.get("secret")
+        if isinstance(secret, dict):
+            if not DNS_SUBDOMAIN.fullmatch(str(secret.get("secretName"))):
+                errors.append(f"{path}.volumes[{i}].secret.secretName: "
+                              f"{secret.get('secretName')!r} is not a valid name")
+            mode = secret.get("defaultMode", 0o644)
+            if not 0 <= mode <= 0o777:
+                errors.append(f"{path}.volumes[{i}].secret.defaultMode: {mode:#o} is not a "
+                              f"file mode (0 to 0o777)")
     all_names = [c.get("name") for group in ("initContainers", "containers")
                  for c in spec.get(group, [])]
     for group in ("initContainers", "containers"):
@@ -348,6 +415,57 @@ def check_pod_spec(spec, path, errors):
                                       f"capability {cap!r}")
 
 
+def check_port_number_or_name(value, path, errors):
+    """A port given as a number (1-65535) or as the IANA_SVC_NAME of a container port."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        errors.append(f"{path}: expected a port number or name, got {describe(value)}")
+    elif isinstance(value, int) and not 0 < value < 65536:
+        errors.append(f"{path}: {value} is out of range")
+    elif isinstance(value, str) and (len(value) > 15 or not PORT_NAME.fullmatch(value) or
+                                     not re.search("[a-z]", value)):
+        errors.append(f"{path}: {value!r} is not an IANA_SVC_NAME")
+
+
+def check_service(spec, errors):
+    ports = spec.get("ports", [])
+    names = [port.get("name") for port in ports]
+    for j, port in enumerate(ports):
+        where = f"spec.ports[{j}]"
+        name = port.get("name")
+        if name is None and len(ports) > 1:
+            errors.append(f"{where}.name: required when there are several ports")
+        if name is not None:
+            check_port_number_or_name(name, f"{where}.name", errors)
+            if names.count(name) > 1:
+                errors.append(f"{where}.name: {name!r} is not unique")
+        if not 0 < port["port"] < 65536:  # an int: the schema says so
+            errors.append(f"{where}.port: {port['port']} is out of range")
+        if "targetPort" in port:  # int or string
+            check_port_number_or_name(port["targetPort"], f"{where}.targetPort", errors)
+    check_keys(spec.get("selector") or {}, "spec.selector", errors, label_values=True)
+
+
+def check_network_policy(spec, errors):
+    check_keys(spec["podSelector"].get("matchLabels") or {}, "spec.podSelector.matchLabels",
+               errors, label_values=True)
+    for policy_type in spec.get("policyTypes", []):
+        if policy_type not in ("Ingress", "Egress"):
+            errors.append(f"spec.policyTypes: {policy_type!r} is not one of "
+                          f"['Egress', 'Ingress']")
+    for direction, peers in (("ingress", "from"), ("egress", "to")):
+        for i, rule in enumerate(spec.get(direction, [])):
+            for j, port in enumerate(rule.get("ports", [])):
+                if "port" in port:  # int or string
+                    check_port_number_or_name(port["port"],
+                                              f"spec.{direction}[{i}].ports[{j}].port", errors)
+            for j, peer in enumerate(rule.get(peers, [])):
+                for selector in ("podSelector", "namespaceSelector"):
+                    if isinstance(peer.get(selector), dict):
+                        check_keys(peer[selector].get("matchLabels") or {},
+                                   f"spec.{direction}[{i}].{peers}[{j}].{selector}.matchLabels",
+                                   errors, label_values=True)
+
+
 def validate(doc):
     """Every problem the checker finds in one manifest document (an empty list: none)."""
     if not isinstance(doc, dict):
@@ -363,7 +481,12 @@ def validate(doc):
     if "metadata" not in doc:
         return ["(top): metadata missing"]
     check_metadata(doc["metadata"], "metadata",
-                   DNS_LABEL if doc["kind"] == "Namespace" else DNS_SUBDOMAIN, errors)
+                   {"Namespace": DNS_LABEL, "Service": DNS_1035_LABEL}.get(doc["kind"],
+                                                                          DNS_SUBDOMAIN), errors)
+    if doc["kind"] == "Service":
+        check_service(doc["spec"], errors)
+    if doc["kind"] == "NetworkPolicy":
+        check_network_policy(doc["spec"], errors)
     if doc["kind"] == "Pod":
         check_pod_spec(doc["spec"], "spec", errors)
     if doc["kind"] == "DaemonSet":
@@ -377,19 +500,176 @@ def validate(doc):
     return errors
 
 
+# --- cert-manager's Issuer and Certificate --------------------------------------------------------
+
+# cert-manager.io/v1, as cert-manager's CRDs define them (deploy/crds/cert-manager.io_issuers.yaml
+# and cert-manager.io_certificates.yaml of cert-manager 1.18 or later; its Go types in
+# pkg/apis/certmanager/v1): every field of `spec`, with its type: "str", "int", "bool", "duration"
+# (a string Go's time.ParseDuration reads), a set (a string out of it), a list of one type, a
+# mapping of fields (nested), or "object"/"array" (a mapping/list this check does not look into,
+# e.g. ACME's). A name ending in "!" is required.
+CERT_MANAGER_USAGES = {
+    "signing", "digital signature", "content commitment", "key encipherment", "key agreement",
+    "data encipherment", "cert sign", "crl sign", "encipher only", "decipher only", "any",
+    "server auth", "client auth", "code signing", "email protection", "s/mime",
+    "ipsec end system", "ipsec tunnel", "ipsec user", "timestamping", "ocsp signing",
+    "microsoft sgc", "netscape sgc"}
+CERT_MANAGER_SPECS = {
+    "Issuer": {
+        "acme": "object", "vault": "object", "venafi": "object",
+        "ca": {"secretName!": "str", "crlDistributionPoints": ["str"], "ocspServers": ["str"],
+               "issuingCertificateURLs": ["str"]},
+        "selfSigned": {"crlDistributionPoints": ["str"]},
+    },
+    "Certificate": {
+        "secretName!": "str",
+        "issuerRef!": {"name!": "str", "kind": "str", "group": "str"},
+        "commonName": "str", "literalSubject": "str", "subject": "object",
+        "dnsNames": ["str"], "ipAddresses": ["str"], "uris": ["str"], "emailAddresses": ["str"],
+        "otherNames": "array", "duration": "duration", "renewBefore": "duration",
+        "renewBeforePercentage": "int", "isCA": "bool", "usages": [CERT_MANAGER_USAGES],
+        "privateKey": {"algorithm": {"RSA", "ECDSA", "Ed25519"}, "encoding": {"PKCS1", "PKCS8"},
+                       "rotationPolicy": {"Never", "Always"}, "size": "int"},
+        "signatureAlgorithm": {"SHA256WithRSA", "SHA384WithRSA", "SHA512WithRSA",
+                               "ECDSAWithSHA256", "ECDSAWithSHA384", "ECDSAWithSHA512",
+                               "PureEd25519"},
+        "encodeUsagesInRequest": "bool", "revisionHistoryLimit": "int",
+        "secretTemplate": "object", "keystores": "object", "additionalOutputFormats": "array",
+        "nameConstraints": "object",
+    },
+}
+# The sizes cert-manager accepts for each key algorithm (Ed25519 has no size).
+KEY_SIZES = {"RSA": {2048, 4096, 8192}, "ECDSA": {256, 384, 521}}
+GO_DURATION = re.compile(r"(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h))+")
+GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+DNS_NAME = re.compile(r"(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def go_duration(text):
+    """Seconds in a Go duration ("8760h", "1h30m"); None if time.ParseDuration would refuse it
+    (cert-manager's durations have no sign)."""
+    if not isinstance(text, str) or not GO_DURATION.fullmatch(text):
+        return None
+    return sum(float(n) * GO_UNITS[unit]
+               for n, _, unit in re.findall(r"([0-9]*(\.[0-9]*)?)(ns|us|µs|ms|s|m|h)", text))
+
+
+def check_fields(value, schema, path, errors):
+    if isinstance(schema, dict):
+        if not isinstance(value, dict):
+            errors.append(f"{path}: expected a mapping, got {describe(value)}")
+            return
+        known = {name.rstrip("!"): name for name in schema}
+        for key, item in value.items():
+            if key not in known:
+                errors.append(f"{join(path, key)}: unknown field")
+            else:
+                check_fields(item, schema[known[key]], join(path, key), errors)
+        for name in schema:
+            if name.endswith("!") and name[:-1] not in value:
+                errors.append(f"{path}: required field {name[:-1]!r} missing")
+    elif isinstance(schema, list):
+        if not isinstance(value, list):
+            errors.append(f"{path}: expected a list, got {describe(value)}")
+            return
+        for i, item in enumerate(value):
+            check_fields(item, schema[0], f"{path}[{i}]", errors)
+    elif isinstance(schema, set):
+        if value not in schema:
+            errors.append(f"{path}: {value!r} is not one of {sorted(schema)}")
+    elif schema == "duration":
+        if go_duration(value) is None:
+            errors.append(f"{path}: {value!r} is not a Go duration")
+    elif schema in ("object", "array"):
+        if not isinstance(value, dict if schema == "object" else list):
+            errors.append(f"{path}: expected a{' mapping' if schema == 'object' else ' list'}, "
+                          f"got {describe(value)}")
+    else:
+        python_type = {"str": str, "int": int, "bool": bool}[schema]
+        if not isinstance(value, python_type) or (schema != "bool" and isinstance(value, bool)):
+            errors.append(f"{path}: expected {schema}, got {describe(value)}")
+
+
+def validate_cert_manager(doc):
+    """Every problem found in one cert-manager Issuer or Certificate (an empty list: none): its
+    fields against the CRD's schema, then the rules of its webhook and its CRD's field
+    descriptions that matter here."""
+    if not isinstance(doc, dict):
+        return [f"(top): expected a mapping, got {describe(doc)}"]
+    spec_schema = CERT_MANAGER_SPECS.get(doc.get("kind"))
+    if doc.get("apiVersion") != "cert-manager.io/v1" or spec_schema is None:
+        return [f"(top): unknown apiVersion/kind {doc.get('apiVersion')}/{doc.get('kind')} "
+                f"(known: {sorted('cert-manager.io/v1/' + k for k in CERT_MANAGER_SPECS)})"]
+    errors = []
+    check_fields(doc, {"apiVersion!": "str", "kind!": "str", "metadata!": "object",
+                       "spec!": spec_schema}, "", errors)
+    if "metadata" in doc:
+        check_model(doc["metadata"], k8s.V1ObjectMeta, "metadata", errors)
+    if errors:  # the checks below assume the shapes the schema promises
+        return errors
+    check_metadata(doc["metadata"], "metadata", DNS_SUBDOMAIN, errors)
+    spec = doc["spec"]
+    if doc["kind"] == "Issuer":
+        kinds = sorted(k for k in spec)
+        if len(kinds) != 1:
+            errors.append(f"spec: needs exactly one issuer type, has {kinds}")
+        return errors
+    if not DNS_SUBDOMAIN.fullmatch(spec["secretName"]):
+        errors.append(f"spec.secretName: {spec['secretName']!r} is not a valid name")
+    if len(spec.get("commonName", "")) > 64:
+        errors.append("spec.commonName: longer than 64 characters")
+    if "literalSubject" in spec and ("commonName" in spec or "subject" in spec):
+        errors.append("spec.literalSubject: cannot be set with commonName or subject")
+    if "renewBefore" in spec and "renewBeforePercentage" in spec:
+        errors.append("spec.renewBefore: cannot be set with renewBeforePercentage")
+    if not spec.get("commonName") and not spec.get("dnsNames") and \
+            not spec.get("literalSubject") and not spec.get("ipAddresses") and \
+            not spec.get("uris") and not spec.get("emailAddresses"):
+        errors.append("spec: needs a name (commonName, dnsNames, ...)")
+    for i, name in enumerate(spec.get("dnsNames", [])):
+        if len(name) > 253 or not DNS_NAME.fullmatch(name):
+            errors.append(f"spec.dnsNames[{i}]: {name!r} is not a DNS name")
+    duration = go_duration(spec.get("duration", "2160h"))  # cert-manager's default: 90 days
+    if duration < 3600:
+        errors.append(f"spec.duration: {spec['duration']} is less than 1h")
+    if "renewBefore" in spec:
+        renew_before = go_duration(spec["renewBefore"])
+        if renew_before < 300:
+            errors.append(f"spec.renewBefore: {spec['renewBefore']} is less than 5m")
+        if renew_before >= duration:
+            errors.append(f"spec.renewBefore: {spec['renewBefore']} is not less than the "
+                          f"duration")
+    key = spec.get("privateKey", {})
+    algorithm = key.get("algorithm", "RSA")
+    if "size" in key and algorithm in KEY_SIZES and key["size"] not in KEY_SIZES[algorithm]:
+        errors.append(f"spec.privateKey.size: {key['size']} is not one of "
+                      f"{sorted(KEY_SIZES[algorithm])} for {algorithm}")
+    return errors
+
+
 # --- The manifests: files, lint, schema -----------------------------------------------------------
 
 def test_the_directory_holds_what_the_readme_describes():
-    assert sorted(p.name for p in K8S_DIR.iterdir()) == [
+    names = sorted(p.name for p in K8S_DIR.iterdir())
+    assert names == [
         "Dockerfile", "README.md", "example-gpu-workload-pod.yaml", "example-workload-pod.yaml",
-        "tensorbrokerd-daemonset-gpu.yaml", "tensorbrokerd-daemonset.yaml"]
+        "peer-certificate.yaml", "peer-networkpolicy.yaml", "tensorbrokerd-daemonset-gpu.yaml",
+        "tensorbrokerd-daemonset-peers.yaml", "tensorbrokerd-daemonset.yaml"]
     assert [d["kind"] for d in documents(DAEMONSET_FILE)] == ["Namespace", "DaemonSet"]
     assert [d["kind"] for d in documents(WORKLOAD_FILE)] == ["Pod"]
     assert [d["kind"] for d in documents(GPU_DAEMONSET_FILE)] == ["Namespace", "DaemonSet"]
     assert [d["kind"] for d in documents(GPU_WORKLOAD_FILE)] == ["Pod"]
+    assert [d["kind"] for d in documents(PEERS_DAEMONSET_FILE)] == [
+        "Namespace", "DaemonSet", "Service"]
+    assert [d["kind"] for d in documents(PEER_CERTIFICATE_FILE)] == [
+        "Issuer", "Certificate", "Issuer", "Certificate"]
+    assert [d["kind"] for d in documents(PEER_NETWORKPOLICY_FILE)] == ["NetworkPolicy"]
+    # The README's table has a row for each file.
+    rows = re.findall(r"^\| `([^`]+)` \|", README.read_text(), re.M)
+    assert sorted(rows) == [n for n in names if n != "README.md"]
 
 
-@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", MANIFESTS + [PEER_CERTIFICATE_FILE], ids=lambda p: p.name)
 def test_yamllint_finds_nothing(path):
     assert lint(path.read_text()) == []
 
@@ -442,7 +722,7 @@ C0 = "spec.template.spec.containers[0]"
       "'Socket']"]),
     (lambda d, s, c: d.__setitem__("apiVersion", "extensions/v1beta1"),
      ["(top): unknown apiVersion/kind extensions/v1beta1/DaemonSet (known: ['apps/v1/DaemonSet', "
-      "'v1/Namespace', 'v1/Pod'])"]),
+      "'networking.k8s.io/v1/NetworkPolicy', 'v1/Namespace', 'v1/Pod', 'v1/Service'])"]),
     (lambda d, s, c: c["resources"]["limits"].__setitem__("memory", "4.5 GiB"),
      [f"{C0}.resources.limits.memory: '4.5 GiB' is not a quantity"]),
     (lambda d, s, c: c["resources"]["requests"].__setitem__("cpu", "4"),
@@ -465,6 +745,89 @@ C0 = "spec.template.spec.containers[0]"
 def test_the_schema_check_rejects_each_fault_exactly(edit, expected):
     assert validate(daemonset()) == []  # the fault below is the only one
     assert validate(broken(edit)) == expected
+
+
+def broken_peers(edit):
+    """The peers file's DaemonSet, Service and NetworkPolicy, one fault put in by
+    `edit(daemonset, service, networkpolicy)`: the problems the checker finds in the three."""
+    ds, service, policy = peers_daemonset(), peers_service(), peer_networkpolicy()
+    edit(ds, service, policy)
+    return [problem for doc in (ds, service, policy) for problem in validate(doc)]
+
+
+V1 = "spec.template.spec.volumes[1]"
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda d, s, p: pod_spec(d)["volumes"][1]["secret"].__setitem__("defaultMode", 0o1440),
+     [f"{V1}.secret.defaultMode: 0o1440 is not a file mode (0 to 0o777)"]),
+    (lambda d, s, p: pod_spec(d)["volumes"][1]["secret"].__setitem__("secretName", "peer_tls"),
+     [f"{V1}.secret.secretName: 'peer_tls' is not a valid name"]),
+    (lambda d, s, p: pod_spec(d)["volumes"][1].__setitem__("hostPath", {"path": "/etc/tls"}),
+     [f"{V1}: has 2 sources ['hostPath', 'secret'], needs exactly one"]),
+    (lambda d, s, p: s["metadata"].__setitem__("name", "7070-peers"),
+     ["metadata.name: '7070-peers' is not a valid name"]),
+    (lambda d, s, p: s["spec"]["ports"][0].__setitem__("targetPort", "peers_tls"),
+     ["spec.ports[0].targetPort: 'peers_tls' is not an IANA_SVC_NAME"]),
+    (lambda d, s, p: s["spec"]["ports"][0].__setitem__("port", 70700),
+     ["spec.ports[0].port: 70700 is out of range"]),
+    (lambda d, s, p: s["spec"]["ports"][0].__setitem__("protocol", "tcp"),
+     ["spec.ports[0].protocol: 'tcp' is not one of ['SCTP', 'TCP', 'UDP']"]),
+    (lambda d, s, p: s["spec"]["selector"].__setitem__("app.kubernetes.io/component", "broker/"),
+     ["spec.selector.app.kubernetes.io/component: 'broker/' is not a valid label value"]),
+    (lambda d, s, p: p["spec"].__setitem__("policyTypes", ["Ingres"]),
+     ["spec.policyTypes: 'Ingres' is not one of ['Egress', 'Ingress']"]),
+    (lambda d, s, p: p["spec"]["ingress"][0]["ports"][0].__setitem__("port", "peers-for-brokers"),
+     ["spec.ingress[0].ports[0].port: 'peers-for-brokers' is not an IANA_SVC_NAME"]),
+    (lambda d, s, p: p["spec"]["ingress"][0].__setitem__("from", {"podSelector": {}}),
+     ["spec.ingress[0].from: expected a list, got dict {'podSelector': {}}"]),
+], ids=["bad-defaultMode", "bad-secretName", "two-sources", "bad-service-name", "bad-targetPort",
+        "port-out-of-range", "lowercase-protocol", "bad-selector-value", "bad-policyType",
+        "long-policy-port-name", "mapping-for-list"])
+def test_the_schema_check_rejects_each_fault_of_the_peer_manifests_exactly(edit, expected):
+    assert broken_peers(lambda d, s, p: None) == []  # the fault below is the only one
+    assert broken_peers(edit) == expected
+
+
+def broken_certificates(edit):
+    """peer-certificate.yaml with one fault put in by `edit(docs)`: what the checker finds."""
+    docs = documents(PEER_CERTIFICATE_FILE)
+    edit(docs)
+    return [problem for doc in docs for problem in validate_cert_manager(doc)]
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda docs: docs[3]["spec"].__setitem__("dnsName", docs[3]["spec"].pop("dnsNames")),
+     ["spec.dnsName: unknown field"]),
+    (lambda docs: docs[3]["spec"]["usages"].__setitem__(1, "serverAuth"),
+     [f"spec.usages[1]: 'serverAuth' is not one of {sorted(CERT_MANAGER_USAGES)}"]),
+    (lambda docs: docs[3]["spec"].pop("secretName"),
+     ["spec: required field 'secretName' missing"]),
+    (lambda docs: docs[3]["spec"]["issuerRef"].pop("name"),
+     ["spec.issuerRef: required field 'name' missing"]),
+    (lambda docs: docs[1]["spec"].__setitem__("isCA", "true"),
+     ["spec.isCA: expected bool, got str 'true'"]),
+    (lambda docs: docs[3]["spec"].__setitem__("duration", "1y"),
+     ["spec.duration: '1y' is not a Go duration"]),
+    (lambda docs: docs[3]["spec"].__setitem__("renewBefore", "8760h"),
+     ["spec.renewBefore: 8760h is not less than the duration"]),
+    (lambda docs: docs[3]["spec"]["privateKey"].__setitem__("size", 2048),
+     ["spec.privateKey.size: 2048 is not one of [256, 384, 521] for ECDSA"]),
+    (lambda docs: docs[3]["spec"]["dnsNames"].append("tensorbroker_peers.tensorbroker.svc"),
+     ["spec.dnsNames[2]: 'tensorbroker_peers.tensorbroker.svc' is not a DNS name"]),
+    (lambda docs: docs[2]["spec"].__setitem__("selfSigned", {}),
+     ["spec: needs exactly one issuer type, has ['ca', 'selfSigned']"]),
+    (lambda docs: docs[0].__setitem__("apiVersion", "cert-manager.io/v1alpha2"),
+     ["(top): unknown apiVersion/kind cert-manager.io/v1alpha2/Issuer (known: "
+      "['cert-manager.io/v1/Certificate', 'cert-manager.io/v1/Issuer'])"]),
+    (lambda docs: docs[0]["metadata"].__setitem__("labelz", {}),
+     ["metadata.labelz: unknown field of V1ObjectMeta"]),
+], ids=["misspelled-field", "bad-usage", "missing-secretName", "missing-issuer-name",
+        "string-for-bool", "bad-duration", "renewal-after-the-end", "bad-key-size", "bad-dns-name",
+        "two-issuer-types", "old-apiVersion", "bad-metadata"])
+def test_the_cert_manager_check_rejects_each_fault_exactly(edit, expected):
+    assert broken_certificates(lambda docs: None) == []  # the fault below is the only one
+    assert broken_certificates(edit) == expected
 
 
 def test_the_schema_check_reports_every_fault_of_a_broken_manifest():
@@ -538,7 +901,7 @@ def test_no_pod_shares_dev_shm_or_ipc_with_the_node():
     # The segments are memfds handed over as descriptors: no pod needs the node's /dev/shm or
     # its IPC namespace, and the socket directory is the only node path any container mounts
     # (the init container's included).
-    for obj in (daemonset(), workload(), gpu_daemonset(), gpu_workload()):
+    for obj in (daemonset(), workload(), gpu_daemonset(), gpu_workload(), peers_daemonset()):
         assert node_sharing_faults(obj) == []
     # The check sees each thing the /dev/shm-sharing manifests had.
     ds = daemonset()
@@ -579,7 +942,8 @@ def test_the_workload_carries_the_brokers_group():
 
 def test_security_contexts():
     for obj, name in ((daemonset(), "tensorbrokerd"), (workload(), "example"),
-                      (gpu_daemonset(), "tensorbrokerd"), (gpu_workload(), "example-gpu")):
+                      (gpu_daemonset(), "tensorbrokerd"), (gpu_workload(), "example-gpu"),
+                      (peers_daemonset(), "tensorbrokerd")):
         c = container(obj, name)
         assert c["securityContext"] == {
             "runAsNonRoot": True, "readOnlyRootFilesystem": True,
@@ -652,6 +1016,146 @@ def test_the_gpu_manifests_share_gpus_by_descriptor_without_hostpid():
     assert "cuda-handles = vmm" in done.stdout.splitlines()
 
 
+# The peer parts of tensorbrokerd-daemonset-peers.yaml.
+PEER_PORT = 7070
+TLS_DIR = "/etc/tensorbroker/tls"  # in the broker's container
+PEER_ARGS = ["--peer-listen", f":{PEER_PORT}", "--tls-cert", f"{TLS_DIR}/tls.crt",
+             "--tls-key", f"{TLS_DIR}/tls.key", "--tls-ca", f"{TLS_DIR}/ca.crt"]
+PEER_SECRET = "tensorbroker-peer-tls"
+PEER_SERVICE = "tensorbroker-peers"
+PEER_NAME = "tensorbroker-peer"  # the certificate's common name: readers say peer:tensorbroker-peer
+
+
+def service_dns_names(service):
+    """The names a broker dials the headless Service by: NAME.NAMESPACE.svc and its fully
+    qualified form in the default cluster domain."""
+    name, namespace = service["metadata"]["name"], service["metadata"]["namespace"]
+    return [f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local"]
+
+
+def test_the_peers_daemonset_is_the_cpu_one_plus_the_peer_parts():
+    # Everything but the peer listener is the CPU DaemonSet's, so the plain DaemonSet keeps
+    # working without a Secret and the two stay in step.
+    cpu, peers = daemonset(), peers_daemonset()
+    spec, cpu_spec = pod_spec(peers), pod_spec(cpu)
+    broker, cpu_broker = container(peers, "tensorbrokerd"), container(cpu, "tensorbrokerd")
+    assert argv(broker) == argv(cpu_broker) + PEER_ARGS
+    assert broker["ports"] == cpu_broker["ports"] + [
+        {"name": "peers", "containerPort": PEER_PORT, "protocol": "TCP"}]
+    assert broker["volumeMounts"] == cpu_broker["volumeMounts"] + [
+        {"name": "peer-tls", "mountPath": TLS_DIR, "readOnly": True}]
+    assert spec["volumes"] == cpu_spec["volumes"] + [
+        {"name": "peer-tls", "secret": {"secretName": PEER_SECRET, "defaultMode": 0o440}}]
+    assert spec["securityContext"] == {**cpu_spec["securityContext"], "fsGroup": 2470}
+    containers = ("spec", "template", "spec", "containers", 0)
+    peer_parts = [containers + (k,) for k in ("args", "ports", "volumeMounts")] + [
+        ("spec", "template", "spec", "volumes"), ("spec", "template", "spec", "securityContext")]
+    assert without(peers, peer_parts) == without(cpu, peer_parts)
+    # The Namespace too.
+    assert only(documents(PEERS_DAEMONSET_FILE), "Namespace") == \
+        only(documents(DAEMONSET_FILE), "Namespace")
+
+
+def test_the_peer_port_is_on_the_pod_network_and_the_secret_readable_by_the_broker_alone():
+    ds = peers_daemonset()
+    spec, broker = pod_spec(ds), container(ds, "tensorbrokerd")
+    # The pod's own network namespace: no hostNetwork, no hostPort anywhere.
+    assert [k for k, _ in keys(ds) if k in ("hostNetwork", "hostPort")] == []
+    host, _, port = flag_value(argv(broker), "--peer-listen").rpartition(":")
+    assert (host, int(port)) == ("", PEER_PORT)  # every interface of the pod
+    assert [p for p in broker["ports"] if p["containerPort"] == PEER_PORT] == [
+        {"name": "peers", "containerPort": PEER_PORT, "protocol": "TCP"}]
+    # The three files are the Secret's keys, as cert-manager names them, in one read-only mount
+    # (init containers mount nothing of it).
+    files = {flag: secret_file(ds, broker, flag_value(argv(broker), flag))
+             for flag in ("--tls-cert", "--tls-key", "--tls-ca")}
+    assert files == {"--tls-cert": (PEER_SECRET, "tls.crt"), "--tls-key": (PEER_SECRET, "tls.key"),
+                     "--tls-ca": (PEER_SECRET, "ca.crt")}
+    (mount,) = [m for m in broker["volumeMounts"] if m["mountPath"] == TLS_DIR]
+    assert mount["readOnly"] is True
+    assert [m for c in spec["initContainers"] for m in c["volumeMounts"]
+            if m["name"] == mount["name"]] == []
+    # The kubelet writes them owned by root; fsGroup makes their group the broker's, and the
+    # mode lets that group read them and nobody else (the key especially).
+    (volume,) = [v for v in spec["volumes"] if v["name"] == mount["name"]]
+    security = spec["securityContext"]
+    assert security["fsGroup"] == security["runAsGroup"] == 2470
+    mode = volume["secret"]["defaultMode"]
+    assert mode & 0o040 and not mode & 0o007, oct(mode)
+    # The Secret is not optional: without it a pod waits rather than serves no peers.
+    assert "optional" not in volume["secret"]
+
+
+def test_the_headless_service_selects_the_brokers_on_the_peer_port():
+    ds, service = peers_daemonset(), peers_service()
+    broker = container(ds, "tensorbrokerd")
+    assert service["metadata"]["name"] == PEER_SERVICE
+    assert service["metadata"]["namespace"] == ds["metadata"]["namespace"]
+    spec = service["spec"]
+    # Headless: DNS answers with the brokers' pod IPs; no virtual IP, nothing on the nodes.
+    assert spec["clusterIP"] == "None"
+    assert spec.get("type", "ClusterIP") == "ClusterIP"
+    assert "publishNotReadyAddresses" not in spec  # only ready brokers (their health probe)
+    # Exactly the DaemonSet's pods (the DaemonSet's own selector), and no example workload.
+    assert spec["selector"] == ds["spec"]["template"]["metadata"]["labels"] == \
+        ds["spec"]["selector"]["matchLabels"]
+    for pod in (workload(), gpu_workload()):
+        labels = pod["metadata"].get("labels", {})
+        assert any(labels.get(k) != v for k, v in spec["selector"].items())
+    # Its one port is the container's peer port, by name and by number: clients of a headless
+    # Service dial the pod IPs themselves, at the container port.
+    (port,) = spec["ports"]
+    (target,) = [p for p in broker["ports"] if p["name"] == port["targetPort"]]
+    assert port == {"name": "peers", "port": PEER_PORT, "targetPort": "peers", "protocol": "TCP"}
+    assert target["containerPort"] == port["port"] == PEER_PORT
+    # The network policy lets the brokers (the same labels) reach that port, and the metrics
+    # port stays open as it was.
+    policy = peer_networkpolicy()
+    assert policy["metadata"]["namespace"] == ds["metadata"]["namespace"]
+    assert policy["spec"]["podSelector"] == {"matchLabels": spec["selector"]}
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["ingress"] == [
+        {"from": [{"podSelector": {"matchLabels": spec["selector"]}}],
+         "ports": [{"protocol": "TCP", "port": PEER_PORT}]},
+        {"ports": [{"protocol": "TCP", "port": 9464}]}]
+    assert [p["containerPort"] for p in broker["ports"]] == [9464, PEER_PORT]
+
+
+def test_the_peer_certificate_is_the_daemonsets_secret_for_the_services_names():
+    docs = documents(PEER_CERTIFICATE_FILE)
+    for doc in docs:
+        assert validate_cert_manager(doc) == [], f"{doc['kind']} {doc['metadata']['name']}"
+    ds, service = peers_daemonset(), peers_service()
+    namespace = ds["metadata"]["namespace"]
+    assert {doc["metadata"]["namespace"] for doc in docs} == {namespace}
+    issuers = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Issuer"}
+    certificates = {d["spec"]["secretName"]: d for d in docs if d["kind"] == "Certificate"}
+
+    def issuer_of(certificate):
+        ref = certificate["spec"]["issuerRef"]
+        assert (ref.get("group"), ref.get("kind")) == ("cert-manager.io", "Issuer")
+        return issuers[ref["name"]]
+
+    # The broker's: the Secret the DaemonSet mounts, its name the one readers admit, its DNS
+    # names the Service's, for serving and calling.
+    (secret,) = {v["secret"]["secretName"] for v in pod_spec(ds)["volumes"] if "secret" in v}
+    broker = certificates[secret]["spec"]
+    assert broker["commonName"] == PEER_NAME
+    assert broker["dnsNames"] == service_dns_names(service)
+    assert {"server auth", "client auth"} <= set(broker["usages"])
+    assert "isCA" not in broker
+    assert go_duration(broker["renewBefore"]) == 30 * 86400
+    # ... signed by a CA Issuer whose CA is the other Certificate, self-signed at the root.
+    ca_issuer = issuer_of(certificates[secret])
+    ca = certificates[ca_issuer["spec"]["ca"]["secretName"]]
+    assert ca["spec"]["isCA"] is True
+    assert issuer_of(ca)["spec"] == {"selfSigned": {}}
+    assert sorted(certificates) == sorted([secret, ca_issuer["spec"]["ca"]["secretName"]])
+    assert len(issuers) == 2
+    # The README tells readers to name that peer.
+    assert f"`peer:{PEER_NAME}`" in README.read_text()
+
+
 def test_the_probes_are_the_clis_health_command():
     broker = container(daemonset(), "tensorbrokerd")
     socket_path = flag_value(argv(broker), "--socket")
@@ -675,7 +1179,7 @@ def test_metrics_port_and_scrape_annotations_agree():
 def test_images_are_the_projects_version_everywhere():
     version = re.search(r"project\(tensorbroker VERSION ([0-9.]+)",
                         (ROOT / "CMakeLists.txt").read_text())[1]
-    images = {c["image"] for obj in (daemonset(), workload())
+    images = {c["image"] for obj in (daemonset(), workload(), gpu_daemonset(), peers_daemonset())
               for group in ("initContainers", "containers") for c in pod_spec(obj).get(group, [])}
     assert images == {f"tensorbroker:{version}"}
     text = DOCKERFILE.read_text()
@@ -697,6 +1201,10 @@ def test_every_daemon_flag_used_is_in_its_help():
                 if a.startswith("--")]
     assert "--cuda-handles" in gpu_used
     assert [flag for flag in gpu_used if flag not in known] == []
+    peers_used = [a.split("=")[0] for a in argv(container(peers_daemonset(), "tensorbrokerd"))[1:]
+                  if a.startswith("--")]
+    assert peers_used == used + ["--peer-listen", "--tls-cert", "--tls-key", "--tls-ca"]
+    assert [flag for flag in peers_used if flag not in known] == []
 
 
 def test_the_cli_has_the_health_command_the_probes_run():
@@ -878,6 +1386,167 @@ def test_the_daemonset_and_the_example_pod_run_as_written(node):
         # a failure): the pod would be marked unready.
         done = probe("readinessProbe", timeout=HANG_GUARD)
         assert done.returncode == 1, (done.stdout, done.stderr)
+        assert [line for line in log().splitlines() if line[:3] in ("<3>", "<4>")] == []
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+
+
+# --- Peers: the README's certificates and the peers DaemonSet, run --------------------------------
+
+def readme_section(title):
+    """The README's "## title" section, up to the next "## " heading."""
+    text = README.read_text()
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:] if end == -1 else text[start:end]
+
+
+def sh_blocks(text):
+    return re.findall(r"^```sh\n(.*?)^```$", text, re.M | re.S)
+
+
+def run_readme_openssl_recipe(directory):
+    """Runs the README's openssl recipe ("Peers across nodes") in `directory`, as a reader would
+    paste it into bash; its stdout."""
+    (recipe,) = [b for b in sh_blocks(readme_section("Peers across nodes")) if "openssl req" in b]
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", recipe], cwd=directory,
+                          capture_output=True, text=True, timeout=HANG_GUARD)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def openssl(*args, cwd):
+    done = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=HANG_GUARD)
+    assert done.returncode == 0, (args, done.stderr)
+    return done.stdout
+
+
+def test_the_readmes_openssl_recipe_makes_what_cert_manager_makes(tmp_path):
+    assert run_readme_openssl_recipe(tmp_path) == "tls.crt: OK\n"
+    # The certificate, as peer-certificate.yaml asks cert-manager for it: the same common name
+    # and DNS names (the Service's), a leaf for servers and clients both.
+    (broker,) = [d["spec"] for d in documents(PEER_CERTIFICATE_FILE)
+                 if d["kind"] == "Certificate" and d["spec"]["secretName"] == PEER_SECRET]
+    text = openssl("x509", "-in", "tls.crt", "-noout", "-subject", "-nameopt", "RFC2253", "-ext",
+                   "basicConstraints,keyUsage,extendedKeyUsage,subjectAltName", cwd=tmp_path)
+    lines = [line.strip() for line in text.splitlines()]
+    assert lines == [
+        f"subject=CN={broker['commonName']}",
+        "X509v3 Basic Constraints: critical", "CA:FALSE",
+        "X509v3 Key Usage: critical", "Digital Signature",
+        "X509v3 Extended Key Usage:",
+        "TLS Web Server Authentication, TLS Web Client Authentication",
+        "X509v3 Subject Alternative Name:",
+        ", ".join(f"DNS:{name}" for name in broker["dnsNames"])], text
+    assert {"digital signature", "server auth", "client auth"} == set(broker["usages"])
+    # The CA verifies it for both ends of a peer connection.
+    for purpose in ("sslserver", "sslclient"):
+        assert openssl("verify", "-purpose", purpose, "-CAfile", "ca.crt", "tls.crt",
+                       cwd=tmp_path) == "tls.crt: OK\n"
+    # The Secret: the DaemonSet's, in its namespace, of exactly the files it reads (as keys of
+    # the same names), which the recipe made; the CA's key stays out.
+    ds = peers_daemonset()
+    broker_container = container(ds, "tensorbrokerd")
+    read = {secret_file(ds, broker_container, flag_value(argv(broker_container), flag))
+            for flag in ("--tls-cert", "--tls-key", "--tls-ca")}
+    (create,) = [line for block in sh_blocks(readme_section("Peers across nodes"))
+                 for line in block.replace("\\\n", " ").splitlines() if "create secret" in line]
+    words = shlex.split(create)
+    assert words[:7] == ["kubectl", "-n", ds["metadata"]["namespace"], "create", "secret",
+                         "generic", PEER_SECRET]
+    files = [w.removeprefix("--from-file=") for w in words[7:]]
+    assert all(w.startswith("--from-file=") for w in words[7:]), words
+    assert {(PEER_SECRET, f) for f in files} == read and len(files) == len(read)
+    assert all((tmp_path / f).is_file() for f in files)
+
+
+def test_the_peers_daemonset_serves_peers_as_written(node):
+    """The peers DaemonSet's command line, with the Secret the README's recipe makes where the
+    kubelet would mount it: the broker serves peers as the certificate's names, and a broker
+    that dials the headless Service's names with the same Secret is served."""
+    need(DAEMON, "TENSORBROKERD")
+    ds, service = peers_daemonset(), peers_service()
+    broker = container(ds, "tensorbrokerd")
+    pki = os.path.join(node, "pki")  # where the recipe runs (ca.key stays here)
+    os.makedirs(pki)
+    run_readme_openssl_recipe(pki)
+
+    # The Secret's volume: each key a file of its name, mode defaultMode.
+    (volume,) = [v for v in pod_spec(ds)["volumes"] if "secret" in v]
+    args = argv(broker)
+    assert args[0] == DAEMON_IN_IMAGE
+    args = [DAEMON] + args[1:]
+    for flag in ("--tls-cert", "--tls-key", "--tls-ca"):
+        i = args.index(flag) + 1
+        secret, key = secret_file(ds, broker, args[i])
+        args[i] = os.path.join(node, "secrets", secret, key)
+        os.makedirs(os.path.dirname(args[i]), exist_ok=True)
+        shutil.copyfile(os.path.join(pki, key), args[i])
+        os.chmod(args[i], volume["secret"]["defaultMode"])
+    # The node's socket directory, and free local ports for the metrics and the peers.
+    socket_in_pod = flag_value(args, "--socket")
+    sock = node + host_path(ds, broker, socket_in_pod)
+    args[args.index("--socket") + 1] = sock
+    os.makedirs(os.path.dirname(sock))
+    metrics_port, peer_port = free_port(), free_port()
+    args[args.index("--metrics-listen") + 1] = f"127.0.0.1:{metrics_port}"
+    assert flag_value(args, "--peer-listen") == f":{PEER_PORT}"
+    args[args.index("--peer-listen") + 1] = f"127.0.0.1:{peer_port}"
+    tls = {flag: flag_value(args, flag) for flag in ("--tls-cert", "--tls-key", "--tls-ca")}
+    log_path = os.path.join(node, "daemon.log")
+
+    def log():
+        with open(log_path) as f:
+            return f.read()
+
+    not_after = openssl("x509", "-in", tls["--tls-cert"], "-noout", "-enddate",
+                        cwd=node).strip().removeprefix("notAfter=")
+    with open(log_path, "w") as out:
+        daemon = subprocess.Popen(args, stderr=out)
+    try:
+        wait_for(daemon, f"serving on {sock}", lambda: log_line(log_path, "serving on " + sock),
+                 log_path)
+        # Who it is to its peers: the certificate's common name, then the Service's names.
+        names = ", ".join([PEER_NAME] + service_dns_names(service))
+        assert f"<6>peers: serving on 127.0.0.1:{peer_port} with mutual TLS as {names} " \
+               f"(certificate valid until {not_after}); peers need a certificate that " \
+               f"{tls['--tls-ca']} verifies" in log().splitlines(), log()
+
+        # Another broker, with the same Secret, dialling the Service by either name (here at the
+        # local port): the certificate is checked against the name, and the call is served.
+        def read(flag):
+            with open(tls[flag], "rb") as f:
+                return f.read()
+
+        credentials = grpc.ssl_channel_credentials(read("--tls-ca"), read("--tls-key"),
+                                                   read("--tls-cert"))
+
+        def ping(dialled_name):
+            with grpc.secure_channel(f"127.0.0.1:{peer_port}", credentials, options=[
+                    ("grpc.ssl_target_name_override", dialled_name)]) as channel:
+                call = channel.unary_unary("/tensorbroker.v1.Broker/Ping")
+                return call(b"", timeout=HANG_GUARD)  # Empty in, Empty out
+
+        for name in service_dns_names(service):
+            assert ping(name) == b"", name
+        # ... and a name the certificate does not have is refused before any call.
+        with pytest.raises(grpc.RpcError) as refused:
+            ping("tensorbroker-peers.elsewhere.svc")
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+        # The broker counted the two calls as the peer's: tensorbroker-peer, the one name every
+        # broker with this Secret has (readers say peer:tensorbroker-peer).
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
+                                    timeout=HANG_GUARD) as response:
+            text = response.read().decode()
+        calls = {s.labels["peer"]: s.value for family in text_string_to_metric_families(text)
+                 for s in family.samples if s.name == "tensorbroker_peer_calls_total"}
+        assert calls == {PEER_NAME: 2}, text
+        # Pod deletion: as the plain DaemonSet's.
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=pod_spec(ds)["terminationGracePeriodSeconds"]) == 0, log()
         assert [line for line in log().splitlines() if line[:3] in ("<3>", "<4>")] == []
     finally:
         if daemon.poll() is None:
