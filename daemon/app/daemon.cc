@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <random>
 #include <utility>
 
@@ -319,6 +320,7 @@ HandoverHooks Daemon::MakeHandoverHooks() {
   HandoverHooks handover;
   handover.prepare = [this]() -> absl::StatusOr<std::vector<NamedFd>> {
     acceptor_->Stop();   // new clients wait in the backlog for the successor
+    StopPeerListener();  // its port is the successor's to bind (no SO_REUSEPORT)
     store_->Shutdown();  // nothing changes from here on
     HandoverCollector collector;
     store_->ExportState(&collector);
@@ -394,6 +396,9 @@ absl::Status Daemon::StartPeerListener() {
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, handshake_ms);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              static_cast<int>(kMaxCallsPerGrpcConnection));
+  // The port is this daemon's alone: with SO_REUSEPORT (gRPC's default) a second daemon of the
+  // same user would bind it too and take half of the peers' connections.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   grpc::ResourceQuota memory("tensorbroker-peers");
   memory.Resize(kPeerServerMemoryBytes);
   builder.SetResourceQuota(memory);
@@ -411,6 +416,14 @@ absl::Status Daemon::StartPeerListener() {
       " with mutual TLS as ", absl::StrJoin(peer_tls_->names, ", "), " (certificate valid until ",
       peer_tls_->not_after, "); peers need a certificate that ", options_.tls.ca, " verifies");
   return absl::OkStatus();
+}
+
+void Daemon::StopPeerListener() {
+  std::call_once(peer_listener_stopped_, [this] {
+    if (peer_server_ == nullptr) return;
+    peer_server_->Shutdown(std::chrono::system_clock::now());  // peers' calls end, a Watch too
+    peer_server_->Wait();
+  });
 }
 
 void Daemon::AnnounceReady() {
@@ -438,10 +451,7 @@ void Daemon::StopServing() {
   if (server_ != nullptr) server_->GetHealthCheckService()->SetServingStatus(false);
   // New clients are refused (or, socket-activated, wait) from here on.
   if (acceptor_ != nullptr) acceptor_->Stop();
-  if (peer_server_ != nullptr) {  // peers' calls end (a Watch at once), none begins
-    peer_server_->Shutdown(std::chrono::system_clock::now());
-    peer_server_->Wait();
-  }
+  StopPeerListener();
   if (store_ != nullptr) store_->Shutdown();  // waiting Gets answer UNAVAILABLE
   // Its connections close, and the sessions they opened.
   if (local_channel_ != nullptr) local_channel_->Stop();

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -78,6 +79,9 @@ class Daemon {
   HandoverHooks MakeHandoverHooks();
   // The first half of shutting down (see above); the members' destructors do the rest.
   void StopServing();
+  // Ends the peers' calls and frees the peer port: at a takeover's hand-over (the successor
+  // binds it) or when stopping, whichever comes first; once.
+  void StopPeerListener();
 
   const DaemonOptions options_;
   InstanceLock lock_;
@@ -114,6 +118,7 @@ class Daemon {
   std::optional<PeerTls> peer_tls_;
   std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<grpc::Server> peer_server_;
+  std::once_flag peer_listener_stopped_;
   std::unique_ptr<ServiceHeartbeat> heartbeat_;  // set once serving
 };
 

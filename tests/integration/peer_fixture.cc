@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/wire/grpc_status.h"
 #include "tests/support/subprocess.h"
 
@@ -41,12 +43,17 @@ std::string TestPki::Read(const std::string& name) const {
 
 absl::StatusOr<int> PeerPortOf(const DaemonProcess& daemon) {
   static const std::regex kServing("peers: serving on 127\\.0\\.0\\.1:([0-9]+)");
-  const std::string log = daemon.Log();
-  std::smatch match;
-  if (!std::regex_search(log, match, kServing)) {
-    return absl::NotFoundError(absl::StrCat("no 'peers: serving on' line in the log:\n", log));
+  // A successor (--takeover) may still be on its way up: the socket answers all along.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (true) {
+    const std::string log = daemon.Log();
+    std::smatch match;
+    if (std::regex_search(log, match, kServing)) return std::stoi(match[1].str());
+    if (absl::Now() > deadline) {
+      return absl::NotFoundError(absl::StrCat("no 'peers: serving on' line in the log:\n", log));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
   }
-  return std::stoi(match[1].str());
 }
 
 std::unique_ptr<v1::Broker::Stub> PeerStub(const TestPki& pki, int port, const PeerIdentity& peer) {

@@ -38,7 +38,8 @@ class TestPki {
   TempDir dir_;
 };
 
-// The port the daemon's log says its peer listener took ("peers: serving on 127.0.0.1:PORT").
+// The port the daemon's log says its peer listener took ("peers: serving on 127.0.0.1:PORT"),
+// waiting up to 30 s for the line (a successor of --takeover logs it after the socket answers).
 absl::StatusOr<int> PeerPortOf(const DaemonProcess& daemon);
 
 // What a peer connects with: `identity` names the files NAME.crt and NAME.key ("" for none:

@@ -225,6 +225,56 @@ TEST_F(PeerListenerTest, ConnectionsWithoutAValidCertificateMakeNoCall) {
   EXPECT_TRUE(read == bytes);
 }
 
+// The peer port is one daemon's: a second daemon (same user, another socket) cannot bind it
+// too, and stops at start naming it.
+TEST_F(PeerListenerTest, ASecondDaemonCannotShareThePeerPort) {
+  const std::string bytes = Publish("shared/w", {"*"});
+  TempDir dir("tbpeerport");
+  std::vector<std::string> argv = {DaemonBinaryPath(), "--socket", dir.path() + "/broker.sock"};
+  std::vector<std::string> flags = pki_->ListenFlags("broker-a");
+  flags[1] = absl::StrCat("127.0.0.1:", port_);
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  SubprocessOptions options;
+  options.capture_stderr = true;
+  options.capture_stdout = true;
+  ASSERT_OK_AND_ASSIGN(Subprocess second, Subprocess::Spawn(argv, options));
+  ASSERT_OK_AND_ASSIGN(ProcessOutput out, second.Finish(absl::Seconds(30)));
+  EXPECT_TRUE(WIFEXITED(out.status) && WEXITSTATUS(out.status) != 0) << out.err;
+  EXPECT_NE(out.err.find(absl::StrCat("--peer-listen 127.0.0.1:", port_,
+                                      ": cannot listen there (the port is in use, or the address "
+                                      "is not this host's)")),
+            std::string::npos)
+      << out.err;
+  // Every peer connection still reaches this daemon.
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_OK_AND_ASSIGN(std::string read, ReadAll(*Peer("broker-b"), "shared/w"));
+    EXPECT_TRUE(read == bytes);
+  }
+}
+
+// --takeover: the old daemon frees the peer port at the hand-over, the new one binds it and
+// serves the adopted tensors to peers.
+TEST_F(PeerListenerTest, ATakeoverHandsThePeerPortOn) {
+  const std::string bytes = Publish("shared/w", {"peer:broker-b"}, 2 << 20, 4);
+  const pid_t old_pid = daemon_->pid();
+  local_.reset();
+  std::vector<std::string> flags = pki_->ListenFlags("broker-a");
+  flags[1] = absl::StrCat("127.0.0.1:", port_);
+  flags.insert(flags.begin(), "--takeover");
+  ASSERT_OK_AND_ASSIGN(DaemonProcess successor,
+                       DaemonProcess::StartOn(daemon_->socket_path(), flags));
+  int status = 0;
+  ASSERT_EQ(::waitpid(old_pid, &status, 0), old_pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << DescribeWaitStatus(status);
+  daemon_->MarkReaped();
+  ASSERT_OK_AND_ASSIGN(int port, PeerPortOf(successor));
+  EXPECT_EQ(port, port_);
+  ASSERT_OK_AND_ASSIGN(std::string read, ReadAll(*Peer("broker-b"), "shared/w"));
+  EXPECT_TRUE(read == bytes) << "the peer read " << read.size() << " bytes after the takeover";
+  auto stopped = successor.Stop();
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+}
+
 // The daemon refuses to start with TLS settings that cannot work, naming the flag and file.
 TEST(PeerListenerSettingsTest, BadTlsSettingsStopTheStartNamingTheFlagAndFile) {
   auto pki_or = TestPki::Make();
