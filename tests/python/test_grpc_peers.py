@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import tempfile
+import time
 
 import grpc
 import numpy as np
@@ -42,8 +43,11 @@ def daemon(pki):
                   "--tls-cert", os.path.join(pki, "broker-a.crt"),
                   "--tls-key", os.path.join(pki, "broker-a.key"),
                   "--tls-ca", os.path.join(pki, "ca.crt"))
-    match = re.search(r"peers: serving on 127\.0\.0\.1:(\d+)", d.log())
-    assert match, d.log()
+    # The socket answers Ping as the peer listener starts: wait for its line (30 s at most).
+    deadline = time.monotonic() + 30
+    while not (match := re.search(r"peers: serving on 127\.0\.0\.1:(\d+)", d.log())):
+        assert time.monotonic() < deadline, d.log()
+        time.sleep(0.02)
     d.peer_port = int(match.group(1))
     yield d
     d.cleanup()
