@@ -1,0 +1,142 @@
+#include "daemon/remote/grpc_transfer.h"
+
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/wire/grpc_status.h"
+#include "daemon/base/log.h"
+#include "daemon/wire/request_spec.h"
+#include "tensorbroker/v1/broker.grpc.pb.h"
+
+namespace tensorbroker::daemon {
+namespace {
+
+// UNAVAILABLE naming the peer, the tensor and what failed.
+absl::Status Unavailable(const std::string& peer, const std::string& name, absl::string_view what) {
+  return absl::UnavailableError(absl::StrCat("fetching '", name, "' from peer ", peer, ": ", what));
+}
+
+// The peer's answer to a Read that ended badly: NOT_FOUND stays (the peer has no such tensor
+// for this broker); anything else is the peer being unavailable.
+absl::Status ReadFailed(const std::string& peer, const std::string& name,
+                        const grpc::Status& status) {
+  if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
+    return absl::NotFoundError(absl::StrCat("name '", name, "' is not published at peer ", peer));
+  }
+  return Unavailable(
+      peer, name,
+      absl::StrCat(absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())),
+                   ": ", LogSafe(status.error_message())));
+}
+
+// Moves a Read stream's data into `memory`, after `first` (the info message, which may carry
+// data too). OK only when exactly memory.size() bytes came and the stream ended well.
+absl::Status Receive(grpc::ClientReaderInterface<v1::ReadResponse>* reader,
+                     grpc::ClientContext* context, const v1::ReadResponse& first,
+                     absl::Span<uint8_t> memory, const std::string& peer, const std::string& name) {
+  uint64_t filled = 0;
+  auto take = [&](const std::string& data) {
+    if (data.size() > memory.size() - filled) return false;
+    std::memcpy(memory.data() + filled, data.data(), data.size());
+    filled += data.size();
+    return true;
+  };
+  bool fits = take(first.data());
+  v1::ReadResponse message;
+  while (fits && reader->Read(&message)) fits = take(message.data());
+  if (!fits) {
+    context->TryCancel();
+    (void)reader->Finish();
+    return Unavailable(
+        peer, name, absl::StrCat("it sent more than the ", memory.size(), " bytes its tensor has"));
+  }
+  const grpc::Status status = reader->Finish();
+  if (!status.ok()) return ReadFailed(peer, name, status);
+  if (filled != memory.size()) {
+    return Unavailable(
+        peer, name, absl::StrCat("its Read ended after ", filled, " of ", memory.size(), " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<RemoteTensorInfo> ValidateRemoteInfo(const v1::TensorInfo& info,
+                                                    const std::string& name,
+                                                    const std::string& peer) {
+  if (info.name() != name) {
+    return Unavailable(peer, name,
+                       absl::StrCat("it answered for another name, '", LogSafe(info.name()), "'"));
+  }
+  if (info.device().device_type() != kDLCPU) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("'", name, "' lives in device memory at peer ", peer,
+                     ": GPU tensors are not replicated across nodes (a later data plane's work)"));
+  }
+  if (info.mutable_()) {
+    return absl::FailedPreconditionError(absl::StrCat("'", name, "' is mutable at peer ", peer,
+                                                      ": mutable tensors are not replicated"));
+  }
+  v1::PutRequest::Header header;
+  header.set_name(name);
+  *header.mutable_dtype() = info.dtype();
+  *header.mutable_shape() = info.shape();
+  auto spec = MakeSpec(header);
+  if (!spec.ok()) return Unavailable(peer, name, spec.status().message());
+  auto readers = PrincipalSet::Parse({info.readers().begin(), info.readers().end()}, "readers");
+  if (!readers.ok()) return Unavailable(peer, name, readers.status().message());
+  if (info.version() == 0) return Unavailable(peer, name, "its tensor has no version");
+  RemoteTensorInfo remote;
+  remote.spec = *std::move(spec);
+  remote.version = info.version();
+  remote.readers = *std::move(readers);
+  remote.owner_uid = info.owner_uid();
+  return remote;
+}
+
+GrpcTransfer::GrpcTransfer(const PeerTls& tls) : credentials_(PeerChannelCredentials(tls)) {}
+
+std::shared_ptr<grpc::Channel> GrpcTransfer::ChannelFor(const PeerEndpoint& peer) {
+  const std::string key = absl::StrCat(peer.target, " ", peer.tls_name);
+  MutexLock lock(mu_);
+  auto it = channels_.find(key);
+  if (it != channels_.end()) return it->second;
+  if (channels_.size() >= kMaxPeerChannels) channels_.clear();
+  grpc::ChannelArguments args;
+  if (!peer.tls_name.empty()) args.SetSslTargetNameOverride(peer.tls_name);
+  args.SetMaxReceiveMessageSize(8 << 20);  // Read chunks are 1 MiB
+  auto channel = grpc::CreateCustomChannel(peer.target, credentials_, args);
+  channels_.emplace(key, channel);
+  return channel;
+}
+
+absl::StatusOr<RemoteTensorInfo> GrpcTransfer::Fetch(const PeerEndpoint& peer,
+                                                     const std::string& name,
+                                                     const ReplicaSink& sink,
+                                                     absl::Duration timeout) {
+  auto stub = v1::Broker::NewStub(ChannelFor(peer));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  v1::ReadRequest request;
+  request.set_name(name);
+  std::unique_ptr<grpc::ClientReader<v1::ReadResponse>> reader = stub->Read(&context, request);
+  v1::ReadResponse first;
+  if (!reader->Read(&first)) return ReadFailed(peer.label, name, reader->Finish());
+  absl::StatusOr<RemoteTensorInfo> info =
+      first.has_info() ? ValidateRemoteInfo(first.info(), name, peer.label)
+                       : Unavailable(peer.label, name, "its first Read message has no info");
+  absl::StatusOr<absl::Span<uint8_t>> memory =
+      info.ok() ? sink(*info) : absl::StatusOr<absl::Span<uint8_t>>(info.status());
+  if (!memory.ok()) {
+    context.TryCancel();
+    (void)reader->Finish();
+    return memory.status();
+  }
+  if (absl::Status s = Receive(reader.get(), &context, first, *memory, peer.label, name); !s.ok()) {
+    return s;
+  }
+  return info;
+}
+
+}  // namespace tensorbroker::daemon
