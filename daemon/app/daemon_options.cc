@@ -60,23 +60,22 @@ std::vector<Setting> FlagSettings(const CLI::App& app) {
   return settings;
 }
 
-// The TLS files come as three or not at all, and a peer listener needs them: there is no
-// plaintext TCP. The error names the setting that needs the others (the peer listener's, else
-// the last TLS file given).
+// The TLS files come as three or not at all, and a peer listener or a remote prefix needs them:
+// there is no plaintext TCP. The error names the setting that needs the others (the last
+// peer-listen or remote[...], else the last TLS file given).
 absl::Status CheckPeerSettings(const std::vector<Setting>& settings, const DaemonOptions& options) {
   const PeerTlsPaths& tls = options.tls;
   std::vector<std::string> missing;
   if (tls.cert.empty()) missing.push_back("tls-cert");
   if (tls.key.empty()) missing.push_back("tls-key");
   if (tls.ca.empty()) missing.push_back("tls-ca");
-  if (missing.empty() || (missing.size() == 3 && options.peer_listen.empty())) {
-    return absl::OkStatus();
-  }
+  const bool peers_used = !options.peer_listen.empty() || !options.remote.empty();
+  if (missing.empty() || (missing.size() == 3 && !peers_used)) return absl::OkStatus();
   const Setting* needing = nullptr;
   for (const Setting& setting : settings) {
-    const bool needs = options.peer_listen.empty()
-                           ? absl::StartsWith(setting.key, "tls-") && !setting.value.empty()
-                           : setting.key == "peer-listen";
+    const bool needs =
+        peers_used ? setting.key == "peer-listen" || absl::StartsWith(setting.key, "remote[")
+                   : absl::StartsWith(setting.key, "tls-") && !setting.value.empty();
     if (needs) needing = &setting;
   }
   return absl::InvalidArgumentError(
@@ -177,6 +176,9 @@ std::string FormatConfig(const DaemonOptions& options) {
       absl::StrAppend(&text, "publishers[", prefix,
                       "] = ", absl::StrJoin(rule.publishers->Entries(), ","), "\n");
     }
+  }
+  for (const auto& [prefix, address] : options.remote) {
+    absl::StrAppend(&text, "remote[", prefix, "] = ", address.ToString(), "\n");
   }
   for (const auto& [uid, bytes] : access.quota_bytes_by_uid) {
     absl::StrAppend(&text, "quota-bytes[uid:", uid, "] = ", bytes, "\n");

@@ -4,6 +4,7 @@
 #define TENSORBROKER_DAEMON_DAEMON_OPTIONS_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "daemon/base/log.h"
 #include "daemon/memory/cuda_handles.h"
 #include "daemon/net/peer_tls.h"
+#include "daemon/remote/peer_address.h"
 #include "daemon/store/access_policy.h"
 
 namespace tensorbroker::daemon {
@@ -32,7 +34,9 @@ struct DaemonOptions {
   std::string metrics_listen;  // HOST:PORT serving /metrics over HTTP; empty: none
   std::string peer_listen;     // HOST:PORT serving other brokers over mutual TLS; empty: none
   PeerTlsPaths tls;            // --tls-cert, --tls-key, --tls-ca: all three or none
-  std::string config_path;     // the file the settings came from; empty: none
+  // remote[PREFIX] = ADDRESS: the names under PREFIX are served by the broker(s) at ADDRESS.
+  std::map<std::string, PeerAddress> remote;
+  std::string config_path;  // the file the settings came from; empty: none
   // Tenancy: administrators, readers, publishers and quotas.
   AccessConfig access;
   std::string admin_group;  // its name, as given (access.admin_gid is its gid)

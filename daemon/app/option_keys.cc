@@ -198,6 +198,16 @@ absl::Status ApplyPrefixRule(bool readers, const std::string& prefix, const std:
   return absl::OkStatus();
 }
 
+absl::Status ApplyRemoteOf(const std::string& prefix, const std::string& value,
+                           const std::string& field, DaemonOptions* o) {
+  if (prefix.empty()) return absl::InvalidArgumentError(field + ": the prefix is empty");
+  if (absl::Status s = ValidatePrefix(prefix, field); !s.ok()) return s;
+  auto address = ParsePeerAddress(value, field);
+  if (!address.ok()) return address.status();
+  o->remote[prefix] = *std::move(address);
+  return absl::OkStatus();
+}
+
 absl::Status ApplyReadersOf(const std::string& prefix, const std::string& value,
                             const std::string& field, DaemonOptions* o) {
   return ApplyPrefixRule(true, prefix, value, field, o);
@@ -355,10 +365,9 @@ const OptionKey kOptionKeys[] = {
 };
 
 const KeyedOptionKey kKeyedOptionKeys[] = {
-    {"readers", "PREFIX", ApplyReadersOf},
-    {"publishers", "PREFIX", ApplyPublishersOf},
-    {"quota-bytes", "USER", ApplyQuotaBytesOf},
-    {"quota-tensors", "USER", ApplyQuotaTensorsOf},
+    {"readers", "PREFIX", ApplyReadersOf},      {"publishers", "PREFIX", ApplyPublishersOf},
+    {"quota-bytes", "USER", ApplyQuotaBytesOf}, {"quota-tensors", "USER", ApplyQuotaTensorsOf},
+    {"remote", "PREFIX", ApplyRemoteOf},
 };
 
 }  // namespace

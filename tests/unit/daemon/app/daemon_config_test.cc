@@ -88,12 +88,41 @@ TEST(DaemonSettings, PeerListenerAndTlsFilesComeTogether) {
   EXPECT_EQ(whole->tls.cert, "/a.crt");
   EXPECT_EQ(whole->tls.key, "/a.key");
   EXPECT_EQ(whole->tls.ca, "/ca.crt");
+  auto remote_alone =
+      ResolveSettings({{"remote[models/]", "node-a.example:7070", "f.conf:2"}}, kDefaultCapacity);
+  EXPECT_EQ(remote_alone.status().message(),
+            "f.conf:2: remote[models/]: needs tls-cert, tls-key and tls-ca (mutual TLS; there is "
+            "no plaintext TCP): tls-cert, tls-key, tls-ca are not set");
   // TLS files without a listener are fine (a broker that only fetches from peers).
   auto files_only = ResolveSettings({{"tls-cert", "/a.crt", "--tls-cert"},
                                      {"tls-key", "/a.key", "--tls-key"},
                                      {"tls-ca", "/ca.crt", "--tls-ca"}},
                                     kDefaultCapacity);
   EXPECT_TRUE(files_only.ok()) << files_only.status();
+}
+
+TEST(DaemonSettings, RemotePrefixesParseAndPrintBack) {
+  auto options = ResolveSettings({{"remote[models/]", "tensorbroker-peers.ns.svc:7070", "f:1"},
+                                  {"remote[kv/]", "[fd00::2]:7070", "f:2"},
+                                  {"tls-cert", "/a.crt", "f:3"},
+                                  {"tls-key", "/a.key", "f:4"},
+                                  {"tls-ca", "/ca.crt", "f:5"}},
+                                 kDefaultCapacity);
+  ASSERT_TRUE(options.ok()) << options.status();
+  ASSERT_EQ(options->remote.size(), 2u);
+  EXPECT_EQ(options->remote.at("models/").host, "tensorbroker-peers.ns.svc");
+  EXPECT_EQ(options->remote.at("models/").port, 7070);
+  EXPECT_TRUE(options->remote.at("kv/").numeric);
+  const std::string printed = FormatConfig(*options);
+  EXPECT_NE(printed.find("remote[kv/] = [fd00::2]:7070\nremote[models/] = "
+                         "tensorbroker-peers.ns.svc:7070\n"),
+            std::string::npos)
+      << printed;
+  auto bad = ResolveSettings({{"remote[models/]", "models:70000", "f.conf:7"}}, kDefaultCapacity);
+  EXPECT_EQ(bad.status().message(),
+            "f.conf:7: remote[models/] 'models:70000': the port is not a number from 1 to 65535");
+  auto no_prefix = ResolveSettings({{"remote[]", "a:1", "f.conf:8"}}, kDefaultCapacity);
+  EXPECT_EQ(no_prefix.status().message(), "f.conf:8: remote[]: the prefix is empty");
 }
 
 TEST(ListenAddress, MalformedAddressesNameTheFieldAndWhy) {
@@ -132,7 +161,7 @@ TEST(DaemonSettings, UnknownKeysAndBadValuesNameWhereTheyCameFrom) {
             "cuda-handles, log-level, metrics-listen, peer-listen, tls-cert, tls-key, tls-ca, "
             "admin-group, default-readers, quota-bytes, quota-tensors, "
             "pending-timeout, handshake-timeout, max-connections, watch-log, readers[PREFIX], "
-            "publishers[PREFIX], quota-bytes[USER], quota-tensors[USER])");
+            "publishers[PREFIX], quota-bytes[USER], quota-tensors[USER], remote[PREFIX])");
   auto bad_size = ResolveSettings({{"capacity", "lots", "f.conf:1"}}, kDefaultCapacity);
   EXPECT_EQ(bad_size.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(bad_size.status().message().substr(0, 19), "f.conf:1: capacity ");
