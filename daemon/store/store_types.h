@@ -7,6 +7,7 @@
 #include <dlpack/dlpack.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,14 @@ namespace tensorbroker::daemon {
 
 // One version of a name as the store sees it (Stat, List, Put, Seal, Get's grant, a watch event,
 // a journal record).
+// Where a replica came from (brokers across nodes): the peer that holds the original, and the
+// original's version there (a replica's own version is this broker's, like any tensor's).
+struct ReplicaOrigin {
+  std::string peer;             // the remote[PREFIX] address it was fetched from, as configured
+  uint64_t version = 0;         // the origin's version
+  int64_t fetched_unix_ms = 0;  // when this copy arrived
+};
+
 struct TensorView {
   std::string name;
   DLDataType dtype{};
@@ -33,6 +42,7 @@ struct TensorView {
   // pending tensor, a grant, an event and a journal record.
   std::vector<uint64_t> kept_versions;
   bool ephemeral = false;  // deleted when the creating session ends
+  std::optional<ReplicaOrigin> origin;  // set for a replica of another broker's tensor
 };
 
 // One entry of the watch log (watch_hub.h), for a watcher that may see it. Sequences are the

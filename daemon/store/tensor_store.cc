@@ -46,7 +46,8 @@ std::optional<uint64_t> LogicalBytes(const TensorSpec& spec) {
 // Whether a tensor in `block` can outlive this instance: CPU segments and CUDA VMM slabs (their
 // descriptors are kept), not legacy CUDA IPC slabs; an ephemeral one ends with its session.
 bool Survives(const Block& block, const TensorSpec& spec) {
-  return !spec.ephemeral && (block.device.device_type == kDLCPU || block.read_write_fd >= 0);
+  return !spec.ephemeral && !spec.origin.has_value() &&
+         (block.device.device_type == kDLCPU || block.read_write_fd >= 0);
 }
 
 }  // namespace
@@ -290,7 +291,10 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std:
         " of elements, more than the capacity of ", FormatByteSize(capacity),
         " (whatever the strides)"));
   }
-  if (absl::Status s = ledger_.CheckRoom(spec.owner_uid, spec.name, spec.nbytes); !s.ok()) {
+  const bool charged = !spec.origin.has_value();  // a replica is no user's
+  if (absl::Status s = charged ? ledger_.CheckRoom(spec.owner_uid, spec.name, spec.nbytes)
+                               : absl::OkStatus();
+      !s.ok()) {
     return s;
   }
   if (options_.may_make_tensor && !caller.admin) {
@@ -314,7 +318,7 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std:
   TensorObject* raw = object.get();
   objects_.emplace(raw->id, std::move(object));
   names_.AddPending(spec.name, raw->id);
-  ledger_.Charge(spec.owner_uid, spec.nbytes);
+  if (charged) ledger_.Charge(spec.owner_uid, spec.nbytes);
   sessions_.AddPending(owner, spec.name);
   return raw;
 }
@@ -499,6 +503,37 @@ absl::StatusOr<PutTicket> TensorStore::BeginPut(const Principal& caller, const T
   // The Put's own lease keeps the bytes it writes to alive even if the timeout aborts it.
   const TensorGrant grant = GrantLocked(kInternalSession, *object, /*writable=*/true);
   return PutTicket{(*object)->id, (*object)->block.data, spec.nbytes, (*object)->block.device,
+                   grant.lease_id};
+}
+
+absl::StatusOr<PutTicket> TensorStore::BeginReplica(const TensorSpec& spec) {
+  Locked lock(this);
+  const std::string& name = spec.name;
+  if (names_.IsPending(name)) {
+    return absl::AlreadyExistsError(absl::StrCat("name '", name, "' is being created here"));
+  }
+  if (const NameIndex::Published* published = names_.Find(name); published != nullptr) {
+    const std::optional<ReplicaOrigin>& held = objects_.at(published->current())->spec.origin;
+    if (!held.has_value()) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("name '", name, "' holds a tensor published here, not a replica"));
+    }
+    if (held->version >= spec.origin->version) {
+      return absl::AlreadyExistsError(absl::StrCat("name '", name, "' holds origin version ",
+                                                   held->version, " already"));
+    }
+  }
+  TensorSpec replica = spec;
+  replica.replace = true;
+  replica.keep = 1;
+  // The daemon's own act: no publishers rule, no descriptor reserve, any owner's name.
+  Principal daemon;
+  daemon.uid = spec.owner_uid;
+  daemon.admin = true;
+  auto object = ReserveLocked(kInternalSession, daemon, replica);
+  if (!object.ok()) return object.status();
+  const TensorGrant grant = GrantLocked(kInternalSession, *object, /*writable=*/true);
+  return PutTicket{(*object)->id, (*object)->block.data, replica.nbytes, (*object)->block.device,
                    grant.lease_id};
 }
 
@@ -823,7 +858,7 @@ void TensorStore::MaybeFreeLocked(TensorObject* object) {
   if (object->pending || object->published || object->leases > 0) return;
   std::vector<std::string> removed;
   PoolForLocked(object->block.device)->Free(object->block, &removed);
-  ledger_.Refund(object->spec.owner_uid, object->spec.nbytes);
+  if (!object->spec.origin.has_value()) ledger_.Refund(object->spec.owner_uid, object->spec.nbytes);
   objects_.erase(object->id);
   sessions_.NotifySegmentsRemoved(removed);
 }
@@ -950,6 +985,7 @@ TensorView TensorStore::ViewLocked(const TensorObject& object) const {
   view.keep = named ? name->keep : object.spec.keep;
   view.readers = object.spec.readers.Entries();
   view.ephemeral = object.spec.ephemeral;
+  view.origin = object.spec.origin;
   return view;
 }
 

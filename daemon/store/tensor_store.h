@@ -72,6 +72,9 @@ struct TensorSpec {
   uint32_t keep = 1;
   // Deleted when the creating session ends, if still the current version; never journaled.
   bool ephemeral = false;
+  // Set: a replica of another broker's tensor (BeginReplica): charged to no user's quota, never
+  // journaled (a restart drops it; it is fetched again when asked for).
+  std::optional<ReplicaOrigin> origin;
 };
 
 // The most versions one name may keep (TensorSpec::keep).
@@ -201,6 +204,13 @@ class TensorStore {
   // DEADLINE_EXCEEDED when the pending timeout aborted it.
   absl::StatusOr<TensorView> CommitPut(const PutTicket& ticket);
   void CancelPut(const PutTicket& ticket);
+
+  // Memory for a replica of a peer's tensor (`spec.origin` set, CPU, immutable; its owner and
+  // readers the origin's), to be filled and published with CommitPut (or dropped with
+  // CancelPut) like a Put's. It counts against the pool's capacity, not against any user's
+  // quota. ALREADY_EXISTS when the name is pending, holds a tensor published here (not a
+  // replica), or a replica of the same or a newer origin version; a newer one replaces it.
+  absl::StatusOr<PutTicket> BeginReplica(const TensorSpec& spec);
 
   // RESOURCE_EXHAUSTED when `caller`'s uid has kMaxReadsPerUid reads in progress.
   absl::StatusOr<ReadTicket> BeginRead(const Principal& caller, const std::string& name);

@@ -45,6 +45,12 @@ void ToProto(const TensorView& view, v1::TensorInfo* out) {
   for (const std::string& reader : view.readers) out->add_readers(reader);
   out->set_keep(view.keep);
   out->set_ephemeral(view.ephemeral);
+  if (view.origin.has_value()) {
+    v1::ReplicaOrigin* origin = out->mutable_origin();
+    origin->set_peer(view.origin->peer);
+    origin->set_version(view.origin->version);
+    origin->set_fetched_unix_ms(view.origin->fetched_unix_ms);
+  }
   out->mutable_kept_versions()->Assign(view.kept_versions.begin(), view.kept_versions.end());
 }
 

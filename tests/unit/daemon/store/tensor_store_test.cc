@@ -570,6 +570,47 @@ TEST_F(TenancyTest, QuotasNameTheQuotaAndTheUsage) {
   EXPECT_TRUE(Publish(bob_, Spec("b/3", 300, PrincipalSet::Anyone())).ok());
 }
 
+// A replica of a peer's tensor: the origin's owner and readers, no quota charged, a version of
+// this store's own with the origin's beside it; a newer origin version replaces it, an older or
+// equal one does not, and a tensor published here is never replaced by one.
+TEST_F(TenancyTest, ReplicasKeepTheOriginsReadersAndChargeNoQuota) {
+  auto replica = [&](const std::string& name, uint64_t bytes, uint64_t origin_version) {
+    TensorSpec spec = Spec(name, bytes, Only("uid:1001"));
+    spec.owner_uid = kBob.uid;
+    spec.origin = ReplicaOrigin{"node-a:7070", origin_version, 1234};
+    return spec;
+  };
+  // 4 KiB: four times bob's quota of bytes, and two tensors at his quota of two.
+  for (const char* name : {"r/1", "r/2", "r/3"}) {
+    auto ticket = store_->BeginReplica(replica(name, 4096, 70));
+    ASSERT_TRUE(ticket.ok()) << ticket.status();
+    std::memset(ticket->data, 0x5a, ticket->nbytes);
+    ASSERT_TRUE(store_->CommitPut(*ticket).ok());
+  }
+  auto seen = store_->Stat(kBob, "r/1");
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  ASSERT_TRUE(seen->origin.has_value());
+  EXPECT_EQ(seen->origin->peer, "node-a:7070");
+  EXPECT_EQ(seen->origin->version, 70u);
+  EXPECT_EQ(seen->origin->fetched_unix_ms, 1234);
+  EXPECT_EQ(seen->owner_uid, 1001u);
+  EXPECT_EQ(store_->Stat(kAlice, "r/1").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->Stats(kBob).users[0].bytes, 0u);  // none of bob's quota
+  EXPECT_TRUE(Publish(bob_, Spec("b/own", 1000, PrincipalSet::Anyone())).ok());
+
+  EXPECT_EQ(store_->BeginReplica(replica("r/1", 8, 70)).status(),
+            absl::AlreadyExistsError("name 'r/1' holds origin version 70 already"));
+  EXPECT_EQ(store_->BeginReplica(replica("b/own", 8, 90)).status(),
+            absl::AlreadyExistsError("name 'b/own' holds a tensor published here, not a replica"));
+  auto newer = store_->BeginReplica(replica("r/1", 16, 71));
+  ASSERT_TRUE(newer.ok()) << newer.status();
+  auto published = store_->CommitPut(*newer);
+  ASSERT_TRUE(published.ok()) << published.status();
+  EXPECT_GT(published->version, seen->version);  // this store's counter, not the origin's
+  EXPECT_EQ(store_->Stat(kBob, "r/1")->origin->version, 71u);
+  EXPECT_EQ(store_->Stat(kBob, "r/1")->nbytes, 16u);
+}
+
 TEST_F(TenancyTest, PendingTensorsPastTheTimeoutAreAbortedAndTheirNamesFreed) {
   auto created = store_->Create(alice_, Spec("slow", 8, PrincipalSet::Anyone()));
   ASSERT_TRUE(created.ok());
