@@ -230,6 +230,11 @@ Adoption Daemon::BuildStore(std::vector<NamedFd> handed) {
   store_options.may_make_tensor = [] { return CheckDescriptorsToSpare("name"); };
   store_options.journal = journal_.get();
   store_options.watch_log = options_.watch_log;
+  if (!options_.remote.empty()) {  // the TLS files are there: the settings check says so
+    transfer_ = std::make_unique<GrpcTransfer>(*peer_tls_);
+    fetcher_ = std::make_unique<ReplicaFetcher>(options_.remote, transfer_.get());
+    store_options.remote = fetcher_.get();
+  }
   // Versions keep increasing across restarts and takeovers without a counter kept anywhere:
   // this instance starts at the clock (microseconds), past the previous one's unless it
   // published over a million versions a second on average; adoption raises it past every
@@ -241,6 +246,10 @@ Adoption Daemon::BuildStore(std::vector<NamedFd> handed) {
   auto pools = MakePools(options_, absl::StrCat(prefix, InstanceId(), "-"), journal_.get());
   Adoption adopted = AdoptHandedDescriptors(std::move(handed), pools, fd_store_);
   store_ = std::make_unique<TensorStore>(std::move(pools), std::move(store_options));
+  if (fetcher_ != nullptr) {
+    fetcher_->Attach(store_.get());
+    fetcher_stop_.fetcher = &fetcher_;
+  }
   for (TensorStore::AdoptedTensor& tensor : adopted.tensors) {
     if (absl::Status taken = store_->AdoptPublished(std::move(tensor)); !taken.ok()) {
       Log(LogLevel::kWarning, "adoption: ", taken.message());
@@ -452,7 +461,8 @@ void Daemon::StopServing() {
   // New clients are refused (or, socket-activated, wait) from here on.
   if (acceptor_ != nullptr) acceptor_->Stop();
   StopPeerListener();
-  if (store_ != nullptr) store_->Shutdown();  // waiting Gets answer UNAVAILABLE
+  if (transfer_ != nullptr) transfer_->CancelAll();  // fetches end; nothing more is published
+  if (store_ != nullptr) store_->Shutdown();         // waiting Gets answer UNAVAILABLE
   // Its connections close, and the sessions they opened.
   if (local_channel_ != nullptr) local_channel_->Stop();
   sessions_.FinishAll(

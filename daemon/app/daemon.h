@@ -49,6 +49,8 @@
 #include "daemon/persistence/adoption.h"
 #include "daemon/persistence/fd_store.h"
 #include "daemon/persistence/fd_store_journal.h"
+#include "daemon/remote/grpc_transfer.h"
+#include "daemon/remote/replica_fetcher.h"
 #include "daemon/store/access_policy.h"
 #include "daemon/store/pending_expiry.h"
 #include "daemon/store/tensor_store.h"
@@ -89,7 +91,18 @@ class Daemon {
   const AccessPolicy policy_;
   const FdStore fd_store_;                   // under systemd: published tensors kept there
   std::unique_ptr<FdStoreJournal> journal_;  // null without a descriptor store
+  // remote[...]: the data plane to peers and the fetches the store asks for (before the store,
+  // which calls the fetcher; the fetcher is stopped in StopServing, its threads joined below).
+  std::unique_ptr<TransferSource> transfer_;
+  std::unique_ptr<ReplicaFetcher> fetcher_;
   std::unique_ptr<TensorStore> store_;
+  // Joined before the store goes: its threads publish into it.
+  struct FetcherStop {
+    std::unique_ptr<ReplicaFetcher>* fetcher = nullptr;
+    ~FetcherStop() {
+      if (fetcher != nullptr) fetcher->reset();
+    }
+  } fetcher_stop_;
   // Destroyed just before the store: once serving, the journal stops first (see above).
   struct JournalStop {
     FdStoreJournal* journal = nullptr;

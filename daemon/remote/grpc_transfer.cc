@@ -97,6 +97,12 @@ absl::StatusOr<RemoteTensorInfo> ValidateRemoteInfo(const v1::TensorInfo& info,
 
 GrpcTransfer::GrpcTransfer(const PeerTls& tls) : credentials_(PeerChannelCredentials(tls)) {}
 
+void GrpcTransfer::CancelAll() {
+  MutexLock lock(mu_);
+  cancelled_ = true;
+  for (grpc::ClientContext* context : active_) context->TryCancel();
+}
+
 std::shared_ptr<grpc::Channel> GrpcTransfer::ChannelFor(const PeerEndpoint& peer) {
   const std::string key = absl::StrCat(peer.target, " ", peer.tls_name);
   MutexLock lock(mu_);
@@ -118,6 +124,19 @@ absl::StatusOr<RemoteTensorInfo> GrpcTransfer::Fetch(const PeerEndpoint& peer,
   auto stub = v1::Broker::NewStub(ChannelFor(peer));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  {
+    MutexLock lock(mu_);
+    if (cancelled_) return Unavailable(peer.label, name, "this broker is stopping");
+    active_.insert(&context);
+  }
+  struct Unregister {
+    GrpcTransfer* self;
+    grpc::ClientContext* context;
+    ~Unregister() {
+      MutexLock lock(self->mu_);
+      self->active_.erase(context);
+    }
+  } unregister{this, &context};
   v1::ReadRequest request;
   request.set_name(name);
   std::unique_ptr<grpc::ClientReader<v1::ReadResponse>> reader = stub->Read(&context, request);

@@ -12,6 +12,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "common/mutex.h"
@@ -35,6 +36,7 @@ class GrpcTransfer final : public TransferSource {
 
   absl::StatusOr<RemoteTensorInfo> Fetch(const PeerEndpoint& peer, const std::string& name,
                                          const ReplicaSink& sink, absl::Duration timeout) override;
+  void CancelAll() override;
 
  private:
   std::shared_ptr<grpc::Channel> ChannelFor(const PeerEndpoint& peer);
@@ -42,6 +44,8 @@ class GrpcTransfer final : public TransferSource {
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   Mutex mu_;
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels_ ABSL_GUARDED_BY(mu_);
+  std::set<grpc::ClientContext*> active_ ABSL_GUARDED_BY(mu_);  // fetches in progress
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace tensorbroker::daemon

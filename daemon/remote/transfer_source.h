@@ -51,6 +51,8 @@ class TransferSource {
   virtual absl::StatusOr<RemoteTensorInfo> Fetch(const PeerEndpoint& peer, const std::string& name,
                                                  const ReplicaSink& sink,
                                                  absl::Duration timeout) = 0;
+  // Ends every fetch in progress (UNAVAILABLE) and refuses later ones: the daemon is stopping.
+  virtual void CancelAll() = 0;
 };
 
 }  // namespace tensorbroker::daemon

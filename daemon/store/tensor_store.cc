@@ -271,6 +271,13 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std:
                                                                       const TensorSpec& requested) {
   if (absl::Status s = CheckServing(); !s.ok()) return s;
   TensorSpec spec = requested;
+  if (options_.remote != nullptr && !spec.origin.has_value()) {
+    if (std::optional<std::string> peer = options_.remote->PeerFor(spec.name); peer.has_value()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("name '", spec.name, "' is served by peer ", *peer,
+                       " (remote[...] in this broker's settings): publish it there"));
+    }
+  }
   if (absl::Status s = CheckNameLocked(caller, &spec); !s.ok()) return s;
   MemoryPool* pool = PoolForLocked(spec.device);
   if (pool == nullptr) {
@@ -292,8 +299,8 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std:
         " (whatever the strides)"));
   }
   const bool charged = !spec.origin.has_value();  // a replica is no user's
-  if (absl::Status s = charged ? ledger_.CheckRoom(spec.owner_uid, spec.name, spec.nbytes)
-                               : absl::OkStatus();
+  if (absl::Status s =
+          charged ? ledger_.CheckRoom(spec.owner_uid, spec.name, spec.nbytes) : absl::OkStatus();
       !s.ok()) {
     return s;
   }
@@ -519,8 +526,8 @@ absl::StatusOr<PutTicket> TensorStore::BeginReplica(const TensorSpec& spec) {
           absl::StrCat("name '", name, "' holds a tensor published here, not a replica"));
     }
     if (held->version >= spec.origin->version) {
-      return absl::AlreadyExistsError(absl::StrCat("name '", name, "' holds origin version ",
-                                                   held->version, " already"));
+      return absl::AlreadyExistsError(
+          absl::StrCat("name '", name, "' holds origin version ", held->version, " already"));
     }
   }
   TensorSpec replica = spec;
@@ -640,17 +647,39 @@ absl::Status NothingNewer(const std::string& name, const VersionWanted& wanted) 
 
 std::optional<absl::StatusOr<TensorGrant>> TensorStore::GetOrWait(
     const std::string& session_id, const std::string& name, const VersionWanted& wanted,
-    absl::Time deadline, uint64_t* waiter_id, GetCallback on_ready) {
+    absl::Time deadline, uint64_t* waiter_id, GetCallback on_ready, absl::Time* wait_until) {
   if (absl::Status s = CheckVersionWanted(wanted); !s.ok()) return absl::StatusOr<TensorGrant>(s);
   Locked lock(this);
   if (auto now = TryGetLocked(session_id, name, wanted); now.has_value()) return now;
-  if (absl::Now() >= deadline) return absl::StatusOr<TensorGrant>(NothingNewer(name, wanted));
+  const absl::Time now = absl::Now();
+  // A peer's tensor not held here: fetched, and waited for (wait_until) even by a Get that would
+  // not wait.
+  const bool fetch = options_.remote != nullptr && wanted.version == 0 &&
+                     names_.Find(name) == nullptr && !names_.IsPending(name) &&
+                     options_.remote->PeerFor(name).has_value();
+  const bool own_wait = now < deadline;
+  const absl::Time until =
+      fetch && wait_until != nullptr ? std::max(deadline, now + kRemoteFetchWait) : deadline;
+  if (now >= until) return absl::StatusOr<TensorGrant>(NothingNewer(name, wanted));
   const uint32_t uid = sessions_.PrincipalOf(session_id).uid;  // TryGetLocked checked it
-  absl::StatusOr<uint64_t> id =
-      waiters_.Add(Waiter{uid, session_id, name, wanted.after_version, std::move(on_ready)});
+  absl::StatusOr<uint64_t> id = waiters_.Add(
+      Waiter{uid, session_id, name, wanted.after_version, std::move(on_ready), fetch && !own_wait});
   if (!id.ok()) return absl::StatusOr<TensorGrant>(id.status());
   *waiter_id = *id;
+  if (wait_until != nullptr) *wait_until = until;
+  if (fetch) {
+    deferred_.push_back([remote = options_.remote, name] { remote->RequestFetch(name); });
+  }
   return std::nullopt;
+}
+
+void TensorStore::FailFetch(const std::string& name, const absl::Status& status) {
+  Locked lock(this);
+  const bool every_waiter = !absl::IsNotFound(status);
+  AnswerWaitersLocked([&](const Waiter& waiter) -> std::optional<absl::StatusOr<TensorGrant>> {
+    if (waiter.name != name || !(waiter.for_fetch || every_waiter)) return std::nullopt;
+    return absl::StatusOr<TensorGrant>(status);
+  });
 }
 
 bool TensorStore::CancelWait(uint64_t waiter_id) {
@@ -773,6 +802,11 @@ absl::Status TensorStore::Delete(const Principal& caller, const std::string& nam
           absl::StrCat("name '", name, "' is not sealed yet; its creator can Abort it"));
     }
     return NotPublished(name);
+  }
+  if (object->spec.origin.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat("name '", name, "' is a replica of peer ",
+                                                      object->spec.origin->peer,
+                                                      "'s tensor: delete it there"));
   }
   const uint32_t owner = names_.Find(name)->owner_uid;
   if (!caller.admin && owner != caller.uid) {

@@ -47,6 +47,7 @@
 #include "daemon/store/lease_table.h"
 #include "daemon/store/name_index.h"
 #include "daemon/store/quota_ledger.h"
+#include "daemon/store/remote_names.h"
 #include "daemon/store/session_table.h"
 #include "daemon/store/store_types.h"
 #include "daemon/store/tensor_journal.h"
@@ -122,6 +123,8 @@ struct StoreOptions {
   // Events kept for Watch streams (the newest; a watcher that falls further behind, or resumes
   // from before them, gets one kLost event).
   size_t watch_log = 16384;
+  // The names other brokers serve (remote_names.h); null: none. Must outlive the store.
+  RemoteNames* remote = nullptr;
 };
 
 // One page of List.
@@ -227,11 +230,19 @@ class TensorStore {
   // CancelWait(*waiter_id) returned true first. The caller times the wait out with CancelWait.
   // INVALID_ARGUMENT for a version with an after_version, or oldest without after_version;
   // RESOURCE_EXHAUSTED when the session's uid has kMaxWaitingGetsPerUid waiting already.
+  // A name a peer serves (StoreOptions::remote) of which this store holds no version: a fetch
+  // is asked for and, when `wait_until` is given, the wait lasts at least kRemoteFetchWait (its
+  // end written there: the caller times the wait out then, not at `deadline`).
   std::optional<absl::StatusOr<TensorGrant>> GetOrWait(const std::string& session_id,
                                                        const std::string& name,
                                                        const VersionWanted& wanted,
                                                        absl::Time deadline, uint64_t* waiter_id,
-                                                       GetCallback on_ready);
+                                                       GetCallback on_ready,
+                                                       absl::Time* wait_until = nullptr);
+  // A fetch of `name` from a peer failed with `status`: the Gets that wait for the fetch alone
+  // get it; unless it is NOT_FOUND (the peer has no such tensor: a Get with a wait of its own
+  // waits on), every Get waiting for `name` does. Nothing is published.
+  void FailFetch(const std::string& name, const absl::Status& status);
   // Stops a wait; true when it was still waiting (its callback will never run).
   bool CancelWait(uint64_t waiter_id);
   // NOT_FOUND for a lease that is not this session's, whether or not it exists.

@@ -31,6 +31,9 @@ class WaitList {
     std::string name;
     std::optional<uint64_t> after_version;
     GetCallback on_ready;
+    // Waits only for the fetch of a peer's tensor (its own wait was none): a fetch that finds
+    // nothing answers it NOT_FOUND (TensorStore::FailFetch).
+    bool for_fetch = false;
   };
 
   // Each uid may have at most `most_per_uid` waiting at once.

@@ -13,9 +13,10 @@ WaitingGet::WaitingGet(TensorStore* store, DeadlineTimer* timer, Answer answer)
 void WaitingGet::Start(const std::string& session_id, const std::string& name,
                        const VersionWanted& wanted, absl::Time deadline) {
   uint64_t waiter_id = 0;
+  absl::Time until = deadline;  // later for a peer's tensor being fetched
   auto now = store_->GetOrWait(
       session_id, name, wanted, deadline, &waiter_id,
-      [this](absl::StatusOr<TensorGrant> result) { Complete(std::move(result)); });
+      [this](absl::StatusOr<TensorGrant> result) { Complete(std::move(result)); }, &until);
   if (now.has_value()) {
     Complete(*std::move(now));
     return;
@@ -24,7 +25,7 @@ void WaitingGet::Start(const std::string& session_id, const std::string& name,
   // Captures only what stays valid: `this` is touched only after winning the waiter, which
   // means nobody has finished the call yet.
   const uint64_t timer_id =
-      timer_->Schedule(deadline, [this, store = store_, waiter_id, name, wanted] {
+      timer_->Schedule(until, [this, store = store_, waiter_id, name, wanted] {
         if (store->CancelWait(waiter_id)) Complete(WaitRanOut(name, wanted));
       });
   MutexLock lock(mu_);

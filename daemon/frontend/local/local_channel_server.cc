@@ -171,18 +171,21 @@ std::optional<absl::StatusOr<TensorGrant>> LocalChannelServer::StartWait(
     const VersionWanted& wanted, absl::Time deadline, uint64_t* waiter_id) {
   // The store sets the id before it can call back: the callback reads it from this cell.
   auto cell = std::make_shared<uint64_t>(0);
-  auto now = store_->GetOrWait(session_id, name, wanted, deadline, cell.get(),
-                               [this, id, session_id, cell](absl::StatusOr<TensorGrant> result) {
-                                 Handoff handoff;
-                                 handoff.kind = Handoff::Kind::kWaitAnswered;
-                                 handoff.connection_id = id;
-                                 handoff.waiter_id = *cell;
-                                 handoff.session_id = session_id;
-                                 handoff.result = std::move(result);
-                                 Hand(std::move(handoff));
-                               });
+  absl::Time until = deadline;  // later for a peer's tensor being fetched
+  auto now = store_->GetOrWait(
+      session_id, name, wanted, deadline, cell.get(),
+      [this, id, session_id, cell](absl::StatusOr<TensorGrant> result) {
+        Handoff handoff;
+        handoff.kind = Handoff::Kind::kWaitAnswered;
+        handoff.connection_id = id;
+        handoff.waiter_id = *cell;
+        handoff.session_id = session_id;
+        handoff.result = std::move(result);
+        Hand(std::move(handoff));
+      },
+      &until);
   *waiter_id = *cell;
-  if (!now.has_value()) deadlines_.emplace(deadline, std::make_pair(id, *waiter_id));
+  if (!now.has_value()) deadlines_.emplace(until, std::make_pair(id, *waiter_id));
   return now;
 }
 

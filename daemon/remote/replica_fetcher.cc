@@ -1,0 +1,125 @@
+#include "daemon/remote/replica_fetcher.h"
+
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/base/log.h"
+
+namespace tensorbroker::daemon {
+
+ReplicaFetcher::ReplicaFetcher(std::map<std::string, PeerAddress> remote, TransferSource* transfer)
+    : remote_(std::move(remote)), transfer_(transfer) {
+  if (remote_.empty()) return;
+  for (size_t i = 0; i < kFetchThreads; ++i) threads_.emplace_back([this] { Work(); });
+}
+
+ReplicaFetcher::~ReplicaFetcher() {
+  {
+    MutexLock lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread& thread : threads_) thread.join();
+}
+
+const std::pair<const std::string, PeerAddress>* ReplicaFetcher::EntryFor(
+    absl::string_view name) const {
+  const std::pair<const std::string, PeerAddress>* best = nullptr;
+  for (const auto& entry : remote_) {
+    if (absl::StartsWith(name, entry.first) &&
+        (best == nullptr || entry.first.size() > best->first.size())) {
+      best = &entry;
+    }
+  }
+  return best;
+}
+
+std::optional<std::string> ReplicaFetcher::PeerFor(absl::string_view name) const {
+  const auto* entry = EntryFor(name);
+  if (entry == nullptr) return std::nullopt;
+  return entry->second.ToString();
+}
+
+void ReplicaFetcher::RequestFetch(const std::string& name) {
+  {
+    MutexLock lock(mu_);
+    if (stopping_ || !in_flight_.insert(name).second) return;  // one fetch per name
+    queue_.push_back(name);
+  }
+  wake_.notify_one();
+}
+
+void ReplicaFetcher::Work() {
+  while (true) {
+    std::string name;
+    {
+      MutexLock lock(mu_);
+      wake_.wait(lock, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || !queue_.empty();
+      });
+      if (stopping_) return;
+      name = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    Fetch(name);
+    MutexLock lock(mu_);
+    in_flight_.erase(name);
+  }
+}
+
+void ReplicaFetcher::Fetch(const std::string& name) {
+  const auto* entry = EntryFor(name);
+  if (entry == nullptr || store_ == nullptr) return;
+  const PeerAddress& address = entry->second;
+  const std::string where = address.ToString();
+  auto targets = ResolvePeerTargets(address);
+  absl::Status outcome = targets.status();
+  if (targets.ok()) {
+    outcome = absl::NotFoundError(absl::StrCat("name '", name, "' is not published at peer ", where,
+                                               " (remote[", entry->first, "])"));
+    for (const std::string& target : *targets) {
+      const PeerEndpoint peer{target, address.numeric ? "" : address.host,
+                              targets->size() > 1 ? absl::StrCat(where, " (", target, ")") : where};
+      absl::Status fetched = FetchFrom(peer, where, name);
+      if (fetched.ok()) return;
+      if (!absl::IsNotFound(fetched)) {
+        outcome = fetched;
+        break;  // a transfer that failed: said at once, not hidden behind the next broker
+      }
+    }
+  }
+  Log(absl::IsNotFound(outcome) ? LogLevel::kDebug : LogLevel::kWarning,
+      "remote: ", outcome.message());
+  store_->FailFetch(name, outcome);
+}
+
+absl::Status ReplicaFetcher::FetchFrom(const PeerEndpoint& peer, const std::string& address,
+                                       const std::string& name) {
+  std::optional<PutTicket> ticket;
+  auto fetched = transfer_->Fetch(
+      peer, name,
+      [&](const RemoteTensorInfo& info) -> absl::StatusOr<absl::Span<uint8_t>> {
+        TensorSpec spec = info.spec;
+        spec.owner_uid = info.owner_uid;
+        spec.readers = info.readers;
+        spec.origin = ReplicaOrigin{address, info.version, absl::ToUnixMillis(absl::Now())};
+        auto begun = store_->BeginReplica(spec);
+        if (!begun.ok()) return begun.status();
+        ticket = *begun;
+        return absl::MakeSpan(ticket->data, ticket->nbytes);
+      },
+      kFetchTimeout);
+  if (!fetched.ok()) {
+    if (ticket.has_value()) store_->CancelPut(*ticket);
+    return fetched.status();
+  }
+  auto published = store_->CommitPut(*ticket);
+  if (!published.ok()) return published.status();
+  Log(LogLevel::kInfo, "remote: '", LogSafe(name), "' fetched from peer ", peer.label,
+      " (origin version ", fetched->version, ", ", fetched->spec.nbytes, " bytes) as version ",
+      published->version);
+  return absl::OkStatus();
+}
+
+}  // namespace tensorbroker::daemon

@@ -1,0 +1,70 @@
+// The fetching side of remote prefixes: which peer serves a name (remote[PREFIX] = ADDRESS, the
+// longest prefix wins), and the fetches the store asks for (RemoteNames). One fetch per name at
+// a time, whoever asks; at most kFetchThreads run at once, the rest wait their turn. A fetch
+// resolves the address anew, asks each broker it names in turn (one that has no such tensor:
+// the next), copies the bytes straight into a replica's memory (TensorStore::BeginReplica) and
+// publishes it (CommitPut), which answers every Get waiting for it; a failure publishes nothing
+// and answers them with the reason (TensorStore::FailFetch).
+//
+// Ownership: Attach the store before serving; the fetcher must be destroyed (its threads
+// joined) before the store and the transfer. Threading: thread-safe; RequestFetch never blocks.
+#ifndef TENSORBROKER_DAEMON_REPLICA_FETCHER_H_
+#define TENSORBROKER_DAEMON_REPLICA_FETCHER_H_
+
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/mutex.h"
+#include "daemon/remote/peer_address.h"
+#include "daemon/remote/transfer_source.h"
+#include "daemon/store/remote_names.h"
+#include "daemon/store/tensor_store.h"
+
+namespace tensorbroker::daemon {
+
+inline constexpr size_t kFetchThreads = 4;
+// One transfer's limit (the bytes of a large tensor over a slow link included).
+inline constexpr absl::Duration kFetchTimeout = absl::Minutes(10);
+
+class ReplicaFetcher final : public RemoteNames {
+ public:
+  ReplicaFetcher(std::map<std::string, PeerAddress> remote, TransferSource* transfer);
+  ~ReplicaFetcher() override;
+  ReplicaFetcher(const ReplicaFetcher&) = delete;
+  ReplicaFetcher& operator=(const ReplicaFetcher&) = delete;
+
+  // The store replicas go to; before the first RequestFetch.
+  void Attach(TensorStore* store) { store_ = store; }
+
+  std::optional<std::string> PeerFor(absl::string_view name) const override;
+  void RequestFetch(const std::string& name) override;
+
+ private:
+  // The remote[] entry of `name`, or nullptr.
+  const std::pair<const std::string, PeerAddress>* EntryFor(absl::string_view name) const;
+  void Work();
+  // One fetch, to its end (published, or FailFetch).
+  void Fetch(const std::string& name);
+  // From the one broker `peer`: OK (published), or why not.
+  absl::Status FetchFrom(const PeerEndpoint& peer, const std::string& address,
+                         const std::string& name);
+
+  const std::map<std::string, PeerAddress> remote_;
+  TransferSource* const transfer_;
+  TensorStore* store_ = nullptr;
+  Mutex mu_;
+  CondVar wake_;
+  std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);  // queued or running
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace tensorbroker::daemon
+
+#endif  // TENSORBROKER_DAEMON_REPLICA_FETCHER_H_

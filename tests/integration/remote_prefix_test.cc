@@ -1,0 +1,188 @@
+// Remote prefixes (remote[PREFIX] = ADDRESS): a Get on broker B of a name broker A serves fetches
+// it once over mutual TLS into a local replica and serves it zero-copy from then on; publishing
+// there is refused naming the peer. Two real daemons on this machine, certificates made by the
+// test.
+#include <grp.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tensorbroker/client.h"
+#include "tests/integration/peer_fixture.h"
+#include "tests/integration/test_util.h"
+#include "tests/support/host_tensor.h"
+
+namespace tensorbroker::testing {
+namespace {
+
+class RemotePrefixTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto pki = TestPki::Make();
+    ASSERT_TRUE(pki.ok()) << pki.status();
+    pki_ = *std::move(pki);
+    // This test's user administers the origin: its Stats show what each peer fetched.
+    std::vector<std::string> flags = pki_->ListenFlags("broker-a");
+    const group* own = ::getgrgid(::getegid());
+    ASSERT_NE(own, nullptr);
+    flags.insert(flags.end(), {"--admin-group", own->gr_name});
+    auto origin = DaemonProcess::Start(flags);
+    ASSERT_TRUE(origin.ok()) << origin.status();
+    origin_ = std::make_unique<DaemonProcess>(*std::move(origin));
+    auto port = PeerPortOf(*origin_);
+    ASSERT_TRUE(port.ok()) << port.status();
+    peer_ = absl::StrCat("127.0.0.1:", *port);
+    // Broker B: names under shared/ are A's.
+    const std::string config = pki_->File("b.conf");
+    std::ofstream(config) << "remote[shared/] = " << peer_ << "\n"
+                          << "tls-cert = " << pki_->File("broker-b.crt") << "\n"
+                          << "tls-key = " << pki_->File("broker-b.key") << "\n"
+                          << "tls-ca = " << pki_->File("ca.crt") << "\n";
+    auto here = DaemonProcess::Start({"--config", config});
+    ASSERT_TRUE(here.ok()) << here.status();
+    here_ = std::make_unique<DaemonProcess>(*std::move(here));
+    auto at_origin = Client::Connect(origin_->socket_path());
+    ASSERT_TRUE(at_origin.ok()) << at_origin.status();
+    at_origin_ = *std::move(at_origin);
+    auto at_here = Client::Connect(here_->socket_path());
+    ASSERT_TRUE(at_here.ok()) << at_here.status();
+    at_here_ = *std::move(at_here);
+  }
+
+  // Publishes `size` stamped bytes at the origin.
+  std::vector<uint8_t> PublishAtOrigin(const std::string& name, std::vector<std::string> readers,
+                                       size_t size, uint8_t seed = 3) {
+    std::vector<uint8_t> bytes(size);
+    for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<uint8_t>(seed + i * 11 + i / 5003);
+    std::vector<int64_t> shape = {static_cast<int64_t>(size)};
+    DLTensor tensor = HostTensor(bytes.data(), shape, dtypes::kUInt8);
+    PutOptions options;
+    options.readers = std::move(readers);
+    auto put = at_origin_->Put(name, tensor, options);
+    EXPECT_TRUE(put.ok()) << put.status();
+    return bytes;
+  }
+
+  // What the origin counts for broker-b: (calls, bytes sent).
+  std::pair<uint64_t, uint64_t> OriginSentToB() {
+    auto stats = at_origin_->Stats();
+    EXPECT_TRUE(stats.ok()) << stats.status();
+    if (stats.ok()) {
+      for (const PeerUsage& peer : stats->peers) {
+        if (peer.peer == "broker-b") return {peer.calls, peer.sent_bytes};
+      }
+    }
+    return {0, 0};
+  }
+
+  std::unique_ptr<TestPki> pki_;
+  std::unique_ptr<DaemonProcess> origin_;
+  std::unique_ptr<DaemonProcess> here_;
+  std::string peer_;
+  std::unique_ptr<Client> at_origin_;
+  std::unique_ptr<Client> at_here_;
+};
+
+TEST_F(RemotePrefixTest, AGetFetchesOnceThenServesTheReplicaLocally) {
+  const std::vector<uint8_t> bytes = PublishAtOrigin("shared/w", {"*"}, (3 << 20) + 5);
+  {
+    ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, at_here_->Get("shared/w"));
+    TensorPtr tensor(raw);
+    EXPECT_TRUE(BytesOf(tensor->dl_tensor) == bytes);
+  }
+  EXPECT_EQ(OriginSentToB(), std::make_pair(uint64_t{1}, uint64_t{bytes.size()}));
+  // The replica is this broker's tensor now: a second Get asks nothing of the origin.
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * again_raw, at_here_->Get("shared/w"));
+  TensorPtr again(again_raw);
+  EXPECT_TRUE(BytesOf(again->dl_tensor) == bytes);
+  EXPECT_EQ(OriginSentToB(), std::make_pair(uint64_t{1}, uint64_t{bytes.size()}));
+  ASSERT_OK_AND_ASSIGN(TensorInfo replica, at_here_->Stat("shared/w"));
+  EXPECT_EQ(replica.readers, std::vector<std::string>{"*"});
+  EXPECT_TRUE(replica.sealed);
+  EXPECT_FALSE(replica.is_mutable);
+}
+
+TEST_F(RemotePrefixTest, ManyGetsOfOneNameMakeOneTransfer) {
+  const std::vector<uint8_t> bytes = PublishAtOrigin("shared/many", {"*"}, 8 << 20, 9);
+  std::atomic<int> right{0};
+  std::vector<std::thread> getters;
+  for (int i = 0; i < 32; ++i) {
+    getters.emplace_back([&] {
+      auto got = at_here_->Get("shared/many");
+      if (!got.ok()) {
+        ADD_FAILURE() << got.status();
+        return;
+      }
+      TensorPtr tensor(*got);
+      if (BytesOf(tensor->dl_tensor) == bytes) ++right;
+    });
+  }
+  for (std::thread& getter : getters) getter.join();
+  EXPECT_EQ(right.load(), 32);
+  EXPECT_EQ(OriginSentToB(), std::make_pair(uint64_t{1}, uint64_t{bytes.size()}));
+}
+
+TEST_F(RemotePrefixTest, WhatTheOriginWillNotGiveIsNotFound) {
+  PublishAtOrigin("shared/private", {"uid:0"}, 100);  // no peer:broker-b
+  EXPECT_CODE(at_here_->Get("shared/private"), absl::StatusCode::kNotFound);
+  EXPECT_CODE(at_here_->Get("shared/absent"), absl::StatusCode::kNotFound);
+}
+
+TEST_F(RemotePrefixTest, PublishingOrDeletingUnderARemotePrefixIsRefusedNamingThePeer) {
+  PublishAtOrigin("shared/w", {"*"}, 100);
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, at_here_->Get("shared/w"));
+  TensorPtr held(raw);
+  std::vector<uint8_t> mine(10, 1);
+  std::vector<int64_t> shape = {10};
+  DLTensor tensor = HostTensor(mine.data(), shape, dtypes::kUInt8);
+  auto put = at_here_->Put("shared/x", tensor);
+  EXPECT_EQ(put.status(), absl::FailedPreconditionError(absl::StrCat(
+                              "name 'shared/x' is served by peer ", peer_,
+                              " (remote[...] in this broker's settings): publish it there")));
+  EXPECT_EQ(at_here_->Delete("shared/w"),
+            absl::FailedPreconditionError(absl::StrCat("name 'shared/w' is a replica of peer ",
+                                                       peer_, "'s tensor: delete it there")));
+  // Names outside the prefix are this broker's own.
+  EXPECT_OK(at_here_->Put("local/x", tensor));
+}
+
+// The origin killed while its bytes are on their way: the Get fails UNAVAILABLE naming the peer,
+// and nothing is published or held here.
+TEST_F(RemotePrefixTest, AnOriginKilledMidTransferLeavesNothingHere) {
+  PublishAtOrigin("shared/big", {"*"}, 512 << 20);
+  std::optional<absl::Status> outcome;
+  std::thread getter([&] { outcome = at_here_->Get("shared/big").status(); });
+  // The replica is pending here while its bytes come.
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        auto stats = at_here_->Stats();
+        return stats.ok() && stats->pending == 1;
+      },
+      std::chrono::seconds(30)));
+  ASSERT_TRUE(origin_->Stop(SIGKILL).ok());
+  getter.join();
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->code(), absl::StatusCode::kUnavailable) << *outcome;
+  EXPECT_EQ(outcome->message().rfind(absl::StrCat("fetching 'shared/big' from peer ", peer_), 0),
+            0u)
+      << *outcome;
+  EXPECT_CODE(at_here_->Stat("shared/big"), absl::StatusCode::kNotFound);
+  ASSERT_OK_AND_ASSIGN(BrokerStats stats, at_here_->Stats());
+  EXPECT_EQ(stats.pending, 0u);
+  EXPECT_EQ(stats.used_bytes, 0u);
+  EXPECT_EQ(stats.tensors, 0u);
+}
+
+}  // namespace
+}  // namespace tensorbroker::testing
