@@ -41,7 +41,7 @@ struct TensorView {
   // The kept versions the caller may read, ascending (the last is the current one); empty for a
   // pending tensor, a grant, an event and a journal record.
   std::vector<uint64_t> kept_versions;
-  bool ephemeral = false;  // deleted when the creating session ends
+  bool ephemeral = false;               // deleted when the creating session ends
   std::optional<ReplicaOrigin> origin;  // set for a replica of another broker's tensor
 };
 
