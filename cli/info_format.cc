@@ -75,6 +75,16 @@ void WriteTensorInfoJson(const TensorInfo& info, JsonWriter& json) {
   for (uint64_t version : info.kept_versions) json.UInt(version);
   json.EndArray();
   json.Key("ephemeral").Bool(info.ephemeral);
+  json.Key("origin");
+  if (info.origin.has_value()) {
+    json.BeginObject();
+    json.Key("peer").String(info.origin->peer);
+    json.Key("version").UInt(info.origin->version);
+    json.Key("fetched_unix_ms").Int(info.origin->fetched_unix_ms);
+    json.EndObject();
+  } else {
+    json.Null();
+  }
   json.EndObject();
 }
 
@@ -149,6 +159,10 @@ std::string TensorInfoText(const TensorInfo& info) {
       {"keep", absl::StrCat(info.keep)},
       {"kept", absl::StrJoin(info.kept_versions, " ")},
       {"ephemeral", info.ephemeral ? "true" : "false"},
+      {"origin", info.origin.has_value()
+                     ? absl::StrCat("peer ", info.origin->peer, ", version ", info.origin->version,
+                                    ", fetched ", TimeText(info.origin->fetched_unix_ms))
+                     : std::string("this broker")},
   });
 }
 

@@ -157,6 +157,12 @@ JsonWriter& JsonWriter::Bool(bool value) {
   return *this;
 }
 
+JsonWriter& JsonWriter::Null() {
+  BeforeValue();
+  out_ += "null";
+  return *this;
+}
+
 JsonWriter& JsonWriter::IntArray(const std::vector<int64_t>& values) {
   BeginArray();
   for (int64_t v : values) Int(v);

@@ -29,6 +29,7 @@ class JsonWriter {
   JsonWriter& Int(int64_t value);
   JsonWriter& UInt(uint64_t value);
   JsonWriter& Bool(bool value);
+  JsonWriter& Null();
   JsonWriter& IntArray(const std::vector<int64_t>& values);
 
   const std::string& str() const { return out_; }

@@ -89,6 +89,10 @@ TensorInfo FromProto(const v1::TensorInfo& info) {
   out.readers.assign(info.readers().begin(), info.readers().end());
   out.keep = info.keep() == 0 ? 1 : info.keep();  // 0: from a daemon before keep
   out.ephemeral = info.ephemeral();
+  if (info.has_origin()) {
+    out.origin = TensorInfo::Origin{info.origin().peer(), info.origin().version(),
+                                    info.origin().fetched_unix_ms()};
+  }
   out.kept_versions.assign(info.kept_versions().begin(), info.kept_versions().end());
   return out;
 }

@@ -99,6 +99,15 @@ py::dict InfoDict(const TensorInfo& info) {
   d["keep"] = info.keep;
   d["kept_versions"] = py::cast(info.kept_versions);
   d["ephemeral"] = info.ephemeral;
+  if (info.origin.has_value()) {
+    py::dict origin;
+    origin["peer"] = info.origin->peer;
+    origin["version"] = info.origin->version;
+    origin["fetched_unix_ms"] = info.origin->fetched_unix_ms;
+    d["origin"] = origin;
+  } else {
+    d["origin"] = py::none();
+  }
   return d;
 }
 

@@ -4,6 +4,11 @@ from typing import Any, Iterable, Optional, Tuple, TypedDict, Union
 
 DTypeLike = Union[str, Any]  # "float32", numpy dtypes and scalar types, torch dtypes
 
+class TensorOrigin(TypedDict):
+    peer: str  # the broker it was fetched from (remote[PREFIX] = ADDRESS), as configured
+    version: int  # the origin's version
+    fetched_unix_ms: int
+
 class TensorStat(TypedDict):
     name: str
     dtype: str
@@ -21,6 +26,7 @@ class TensorStat(TypedDict):
     keep: int  # how many versions of the name stay readable by number
     kept_versions: list[int]  # stat() only: those readable now, ascending (the last is current)
     ephemeral: bool  # gone with the session that created it (a stream reader's seat, say)
+    origin: Optional[TensorOrigin]  # a replica of another broker's tensor; None: published here
 
 class PoolStats(TypedDict):
     device: str  # "cpu" or "cuda:N"

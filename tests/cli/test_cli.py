@@ -31,7 +31,7 @@ pytestmark = pytest.mark.skipif(
 
 STAT_KEYS = {"name", "dtype", "shape", "strides", "nbytes", "device", "sealed", "mutable",
              "version", "leases", "created_unix_ms", "owner_uid", "readers", "keep",
-             "kept_versions", "ephemeral"}
+             "kept_versions", "ephemeral", "origin"}
 STATS_KEYS = {"capacity_bytes", "used_bytes", "reserved_bytes", "tensors", "leases",
               "clients", "segments", "pending", "waiting_gets", "watchers"}
 POOL_KEYS = {"device", "handles", "capacity_bytes", "used_bytes", "reserved_bytes", "segments"}

@@ -108,6 +108,12 @@ TEST_F(RemotePrefixTest, AGetFetchesOnceThenServesTheReplicaLocally) {
   EXPECT_TRUE(BytesOf(again->dl_tensor) == bytes);
   EXPECT_EQ(OriginSentToB(), std::make_pair(uint64_t{1}, uint64_t{bytes.size()}));
   ASSERT_OK_AND_ASSIGN(TensorInfo replica, at_here_->Stat("shared/w"));
+  ASSERT_OK_AND_ASSIGN(TensorInfo original, at_origin_->Stat("shared/w"));
+  ASSERT_TRUE(replica.origin.has_value());
+  EXPECT_EQ(replica.origin->peer, peer_);
+  EXPECT_EQ(replica.origin->version, original.version);
+  EXPECT_GE(replica.origin->fetched_unix_ms, original.created_unix_ms);
+  EXPECT_FALSE(original.origin.has_value());
   EXPECT_EQ(replica.readers, std::vector<std::string>{"*"});
   EXPECT_TRUE(replica.sealed);
   EXPECT_FALSE(replica.is_mutable);

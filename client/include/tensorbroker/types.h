@@ -7,6 +7,7 @@
 #include <dlpack/dlpack.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,6 +57,14 @@ struct TensorInfo {
   std::vector<uint64_t> kept_versions;
   // Deleted when the session that created it ends (CreateOptions::ephemeral).
   bool ephemeral = false;
+  // A replica of another broker's tensor (remote[PREFIX] in the daemon's settings): where it
+  // came from. Unset for a tensor published on this broker.
+  struct Origin {
+    std::string peer;      // the address it was fetched from, as configured
+    uint64_t version = 0;  // the origin's version (`version` above is this broker's)
+    int64_t fetched_unix_ms = 0;
+  };
+  std::optional<Origin> origin;
 };
 
 // One change under a watched prefix (Client::Watch). Sequences are the daemon's version
