@@ -309,6 +309,11 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std:
   }
   std::vector<std::string> removed;
   auto block = pool->Allocate(spec.nbytes, BlockKindOf(spec), SharingKeyOf(spec), &removed);
+  // Short of room: replicas no one holds give way, least recently leased first.
+  while (!block.ok() && absl::IsResourceExhausted(block.status()) &&
+         EvictReplicaLocked(spec.device)) {
+    block = pool->Allocate(spec.nbytes, BlockKindOf(spec), SharingKeyOf(spec), &removed);
+  }
   sessions_.NotifySegmentsRemoved(removed);
   if (!block.ok()) {
     return absl::Status(block.status().code(), absl::StrCat("name '", spec.name, "' (", spec.nbytes,
@@ -605,6 +610,7 @@ TensorGrant TensorStore::GrantLocked(const std::string& session_id, TensorObject
   TensorGrant grant;
   grant.lease_id = leases_.Add(session_id, object->id);
   ++object->leases;
+  object->last_granted = ++grant_clock_;
   grant.info = ViewLocked(*object);
   grant.block = object->block;
   grant.writable = writable;
@@ -816,6 +822,24 @@ absl::Status TensorStore::Delete(const Principal& caller, const std::string& nam
   }
   DeleteNameLocked(name, absl::StrCat("by ", DescribeUid(caller.uid)));
   return absl::OkStatus();
+}
+
+bool TensorStore::EvictReplicaLocked(const DLDevice& device) {
+  const TensorObject* oldest = nullptr;
+  for (const auto& [name, entry] : names_.published()) {
+    const TensorObject* object = objects_.at(entry.current()).get();
+    if (!object->spec.origin.has_value() || object->leases > 0 ||
+        object->block.device.device_type != device.device_type ||
+        object->block.device.device_id != device.device_id) {
+      continue;
+    }
+    if (oldest == nullptr || object->last_granted < oldest->last_granted) oldest = object;
+  }
+  if (oldest == nullptr) return false;
+  const std::string name = oldest->spec.name;
+  DeleteNameLocked(name, absl::StrCat("(a replica of peer ", oldest->spec.origin->peer,
+                                      "'s, evicted for room; fetched again when asked for)"));
+  return true;
 }
 
 void TensorStore::DeleteNameLocked(const std::string& name, const std::string& why) {

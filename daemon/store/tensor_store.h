@@ -323,6 +323,7 @@ class TensorStore {
     int64_t created_unix_ms = 0;
     absl::Time pending_since;
     std::function<void()> on_expired;  // a Put's
+    uint64_t last_granted = 0;         // a replica's: when it was last leased (grant_clock_)
   };
   using Waiter = WaitList::Waiter;
   // Holds mu_; on destruction releases it, then runs the callbacks queued meanwhile.
@@ -331,6 +332,10 @@ class TensorStore {
   static constexpr const char* kInternalSession = "";
 
   absl::Status CheckServing() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Unpublishes the replica on `device` that no one leases and was leased longest ago (replicas
+  // are a cache: they give way before a tensor of this broker's fails for capacity). False when
+  // there is none.
+  bool EvictReplicaLocked(const DLDevice& device) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool MayReadLocked(const Principal& caller, const TensorObject& object) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The published object `name` that `caller` may see; nullptr when none.
@@ -416,6 +421,7 @@ class TensorStore {
   LeaseTable leases_ ABSL_GUARDED_BY(mu_);
   WaitList waiters_ ABSL_GUARDED_BY(mu_);  // GetOrWait's
   uint64_t next_object_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t grant_clock_ ABSL_GUARDED_BY(mu_) = 0;  // orders leases taken, for eviction
   uint64_t next_version_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   WatchHub watch_hub_;  // thread-safe itself; appended to under mu_ (lock order: mu_, then its)

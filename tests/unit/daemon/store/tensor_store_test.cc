@@ -611,6 +611,43 @@ TEST_F(TenancyTest, ReplicasKeepTheOriginsReadersAndChargeNoQuota) {
   EXPECT_EQ(store_->Stat(kBob, "r/1")->nbytes, 16u);
 }
 
+// Replicas are a cache: before a tensor of this store's own fails for capacity, the replicas no
+// one leases give way, least recently leased first; a leased one stays.
+TEST_F(TenancyTest, UnleasedReplicasGiveWayLeastRecentlyLeasedFirst) {
+  auto replica = [&](const std::string& name) {
+    TensorSpec spec = Spec(name, 20 << 20, PrincipalSet::Anyone());  // dedicated segments
+    spec.origin = ReplicaOrigin{"node-a:7070", 1, 0};
+    auto ticket = store_->BeginReplica(spec);
+    EXPECT_TRUE(ticket.ok()) << ticket.status();
+    if (ticket.ok()) {
+      EXPECT_TRUE(store_->CommitPut(*ticket).ok());
+    }
+  };
+  replica("r/old");
+  replica("r/held");
+  replica("r/recent");  // 60 MiB of the 64 MiB capacity
+  auto held = store_->Get(alice_, "r/held", absl::InfinitePast());
+  ASSERT_TRUE(held.ok()) << held.status();
+  auto recent = store_->Get(alice_, "r/recent", absl::InfinitePast());
+  ASSERT_TRUE(recent.ok()) << recent.status();
+  ASSERT_TRUE(store_->Release(alice_, recent->lease_id).ok());
+  // 20 MiB more: r/old (never leased) goes; r/held is leased; r/recent was leased later.
+  ASSERT_TRUE(Publish(alice_, Spec("a/big", 20 << 20, PrincipalSet::Anyone())).ok());
+  EXPECT_EQ(store_->Stat(kRoot, "r/old").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(store_->Stat(kRoot, "r/held").ok());
+  EXPECT_TRUE(store_->Stat(kRoot, "r/recent").ok());
+  // 20 MiB more again: r/recent goes, r/held stays while leased.
+  ASSERT_TRUE(Publish(alice_, Spec("a/big2", 20 << 20, PrincipalSet::Anyone())).ok());
+  EXPECT_EQ(store_->Stat(kRoot, "r/recent").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(store_->Stat(kRoot, "r/held").ok());
+  // Nothing left to give way: the next one fails for capacity.
+  EXPECT_EQ(
+      store_->Create(alice_, Spec("a/big3", 20 << 20, PrincipalSet::Anyone())).status().code(),
+      absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(store_->Stat(kRoot, "r/held").ok());
+  ASSERT_TRUE(store_->Release(alice_, held->lease_id).ok());
+}
+
 TEST_F(TenancyTest, PendingTensorsPastTheTimeoutAreAbortedAndTheirNamesFreed) {
   auto created = store_->Create(alice_, Spec("slow", 8, PrincipalSet::Anyone()));
   ASSERT_TRUE(created.ok());
