@@ -29,12 +29,10 @@ class PeerFetchTest : public ::testing::Test {
     auto pki = TestPki::Make();
     ASSERT_TRUE(pki.ok()) << pki.status();
     pki_ = *std::move(pki);
-    auto origin = DaemonProcess::Start(pki_->ListenFlags("broker-a"));
-    ASSERT_TRUE(origin.ok()) << origin.status();
-    origin_ = std::make_unique<DaemonProcess>(*std::move(origin));
-    auto port = PeerPortOf(*origin_);
-    ASSERT_TRUE(port.ok()) << port.status();
-    port_ = *port;
+    auto serving = StartServingPeers(*pki_, "broker-a");
+    ASSERT_TRUE(serving.ok()) << serving.status();
+    origin_ = std::move(serving->daemon);
+    port_ = serving->port;
     auto client = Client::Connect(origin_->socket_path());
     ASSERT_TRUE(client.ok()) << client.status();
     local_ = *std::move(client);
@@ -51,16 +49,7 @@ class PeerFetchTest : public ::testing::Test {
   // Publishes `size` bytes counting from `seed`; returns them.
   std::vector<uint8_t> Publish(const std::string& name, std::vector<std::string> readers,
                                size_t size, uint8_t seed = 5, bool is_mutable = false) {
-    std::vector<uint8_t> bytes(size);
-    for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<uint8_t>(seed + i * 7 + i / 4093);
-    std::vector<int64_t> shape = {static_cast<int64_t>(size)};
-    DLTensor tensor = HostTensor(bytes.data(), shape, dtypes::kUInt8);
-    PutOptions options;
-    options.readers = std::move(readers);
-    options.is_mutable = is_mutable;
-    auto put = local_->Put(name, tensor, options);
-    EXPECT_TRUE(put.ok()) << put.status();
-    return bytes;
+    return PutStamped(*local_, name, std::move(readers), size, seed, is_mutable);
   }
 
   // Fetches `name` from the origin into a vector of its own.

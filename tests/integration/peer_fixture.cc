@@ -1,5 +1,10 @@
 #include "tests/integration/peer_fixture.h"
 
+#include <grp.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -8,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/wire/grpc_status.h"
+#include "tests/support/host_tensor.h"
 #include "tests/support/subprocess.h"
 
 namespace tensorbroker::testing {
@@ -54,6 +60,36 @@ absl::StatusOr<int> PeerPortOf(const DaemonProcess& daemon) {
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
+}
+
+absl::StatusOr<PeerServingDaemon> StartServingPeers(const TestPki& pki, const std::string& broker) {
+  std::vector<std::string> flags = pki.ListenFlags(broker);
+  const group* own = ::getgrgid(::getegid());
+  if (own == nullptr) return absl::InternalError("this process's group has no name");
+  flags.insert(flags.end(), {"--admin-group", own->gr_name});
+  auto daemon = DaemonProcess::Start(flags);
+  if (!daemon.ok()) return daemon.status();
+  PeerServingDaemon serving;
+  serving.daemon = std::make_unique<DaemonProcess>(*std::move(daemon));
+  auto port = PeerPortOf(*serving.daemon);
+  if (!port.ok()) return port.status();
+  serving.port = *port;
+  return serving;
+}
+
+std::vector<uint8_t> PutStamped(Client& client, const std::string& name,
+                                std::vector<std::string> readers, size_t size, uint8_t seed,
+                                bool is_mutable) {
+  std::vector<uint8_t> bytes(size);
+  for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<uint8_t>(seed + i * 11 + i / 5003);
+  std::vector<int64_t> shape = {static_cast<int64_t>(size)};
+  DLTensor tensor = HostTensor(bytes.data(), shape, dtypes::kUInt8);
+  PutOptions options;
+  options.readers = std::move(readers);
+  options.is_mutable = is_mutable;
+  auto put = client.Put(name, tensor, options);
+  if (!put.ok()) ADD_FAILURE() << "put " << name << ": " << put.status();
+  return bytes;
 }
 
 std::unique_ptr<v1::Broker::Stub> PeerStub(const TestPki& pki, int port, const PeerIdentity& peer) {

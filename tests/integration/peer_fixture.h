@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "tensorbroker/client.h"
 #include "tensorbroker/v1/broker.grpc.pb.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/temp_dir.h"
@@ -52,6 +53,21 @@ struct PeerIdentity {
 std::unique_ptr<v1::Broker::Stub> PeerStub(const TestPki& pki, int port, const PeerIdentity& peer);
 // A stub on 127.0.0.1:port without TLS.
 std::unique_ptr<v1::Broker::Stub> PlaintextStub(int port);
+
+// A daemon serving peers on 127.0.0.1 as `broker`, its user an administrator (so its Stats show
+// every peer), and the port it took.
+struct PeerServingDaemon {
+  std::unique_ptr<DaemonProcess> daemon;
+  int port = 0;
+};
+absl::StatusOr<PeerServingDaemon> StartServingPeers(const TestPki& pki,
+                                                    const std::string& broker = "broker-a");
+
+// `size` stamped uint8 bytes (each from its index and `seed`) put under `name` for `readers`
+// through `client`; returns them.
+std::vector<uint8_t> PutStamped(Client& client, const std::string& name,
+                                std::vector<std::string> readers, size_t size, uint8_t seed,
+                                bool is_mutable = false);
 
 // A client context with a deadline `seconds` away.
 std::unique_ptr<grpc::ClientContext> ContextWithin(int seconds = 10);

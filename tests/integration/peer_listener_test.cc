@@ -26,17 +26,10 @@ class PeerListenerTest : public ::testing::Test {
     auto pki = TestPki::Make();
     ASSERT_TRUE(pki.ok()) << pki.status();
     pki_ = *std::move(pki);
-    // This test's user administers the daemon: Stats shows it every peer's traffic.
-    std::vector<std::string> flags = pki_->ListenFlags("broker-a");
-    const group* own = ::getgrgid(::getegid());
-    ASSERT_NE(own, nullptr);
-    flags.insert(flags.end(), {"--admin-group", own->gr_name});
-    auto daemon = DaemonProcess::Start(flags);
-    ASSERT_TRUE(daemon.ok()) << daemon.status();
-    daemon_ = std::make_unique<DaemonProcess>(*std::move(daemon));
-    auto port = PeerPortOf(*daemon_);
-    ASSERT_TRUE(port.ok()) << port.status();
-    port_ = *port;
+    auto serving = StartServingPeers(*pki_, "broker-a");
+    ASSERT_TRUE(serving.ok()) << serving.status();
+    daemon_ = std::move(serving->daemon);
+    port_ = serving->port;
     auto client = Client::Connect(daemon_->socket_path());
     ASSERT_TRUE(client.ok()) << client.status();
     local_ = *std::move(client);
@@ -45,14 +38,7 @@ class PeerListenerTest : public ::testing::Test {
   // Publishes `size` bytes counting from `seed` under `name` for `readers`; returns the bytes.
   std::string Publish(const std::string& name, std::vector<std::string> readers, size_t size = 3000,
                       uint8_t seed = 7) {
-    std::vector<uint8_t> bytes(size);
-    for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<uint8_t>(seed + i * 13);
-    std::vector<int64_t> shape = {static_cast<int64_t>(size)};
-    DLTensor tensor = HostTensor(bytes.data(), shape, dtypes::kUInt8);
-    PutOptions options;
-    options.readers = std::move(readers);
-    auto put = local_->Put(name, tensor, options);
-    EXPECT_TRUE(put.ok()) << put.status();
+    const std::vector<uint8_t> bytes = PutStamped(*local_, name, std::move(readers), size, seed);
     return std::string(bytes.begin(), bytes.end());
   }
 

@@ -32,17 +32,11 @@ class RemotePrefixTest : public ::testing::Test {
     auto pki = TestPki::Make();
     ASSERT_TRUE(pki.ok()) << pki.status();
     pki_ = *std::move(pki);
-    // This test's user administers the origin: its Stats show what each peer fetched.
-    std::vector<std::string> flags = pki_->ListenFlags("broker-a");
-    const group* own = ::getgrgid(::getegid());
-    ASSERT_NE(own, nullptr);
-    flags.insert(flags.end(), {"--admin-group", own->gr_name});
-    auto origin = DaemonProcess::Start(flags);
-    ASSERT_TRUE(origin.ok()) << origin.status();
-    origin_ = std::make_unique<DaemonProcess>(*std::move(origin));
-    auto port = PeerPortOf(*origin_);
-    ASSERT_TRUE(port.ok()) << port.status();
-    peer_ = absl::StrCat("127.0.0.1:", *port);
+    // Its user administers the origin: the origin's Stats show what each peer fetched.
+    auto serving = StartServingPeers(*pki_, "broker-a");
+    ASSERT_TRUE(serving.ok()) << serving.status();
+    origin_ = std::move(serving->daemon);
+    peer_ = absl::StrCat("127.0.0.1:", serving->port);
     // Broker B: names under shared/ are A's.
     const std::string config = pki_->File("b.conf");
     std::ofstream(config) << "remote[shared/] = " << peer_ << "\n"
@@ -63,15 +57,7 @@ class RemotePrefixTest : public ::testing::Test {
   // Publishes `size` stamped bytes at the origin.
   std::vector<uint8_t> PublishAtOrigin(const std::string& name, std::vector<std::string> readers,
                                        size_t size, uint8_t seed = 3) {
-    std::vector<uint8_t> bytes(size);
-    for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<uint8_t>(seed + i * 11 + i / 5003);
-    std::vector<int64_t> shape = {static_cast<int64_t>(size)};
-    DLTensor tensor = HostTensor(bytes.data(), shape, dtypes::kUInt8);
-    PutOptions options;
-    options.readers = std::move(readers);
-    auto put = at_origin_->Put(name, tensor, options);
-    EXPECT_TRUE(put.ok()) << put.status();
-    return bytes;
+    return PutStamped(*at_origin_, name, std::move(readers), size, seed);
   }
 
   // What the origin counts for broker-b: (calls, bytes sent).
