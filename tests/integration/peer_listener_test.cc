@@ -20,6 +20,19 @@
 namespace tensorbroker::testing {
 namespace {
 
+// tensorbrokerd on `socket` with `flags`, run to its exit (a start that must fail): its output.
+absl::StatusOr<ProcessOutput> RunDaemonToExit(const std::string& socket,
+                                              const std::vector<std::string>& flags) {
+  std::vector<std::string> argv = {DaemonBinaryPath(), "--socket", socket};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  SubprocessOptions options;
+  options.capture_stderr = true;
+  options.capture_stdout = true;
+  auto daemon = Subprocess::Spawn(argv, options);
+  if (!daemon.ok()) return daemon.status();
+  return daemon->Finish(absl::Seconds(30));
+}
+
 class PeerListenerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -216,15 +229,9 @@ TEST_F(PeerListenerTest, ConnectionsWithoutAValidCertificateMakeNoCall) {
 TEST_F(PeerListenerTest, ASecondDaemonCannotShareThePeerPort) {
   const std::string bytes = Publish("shared/w", {"*"});
   TempDir dir("tbpeerport");
-  std::vector<std::string> argv = {DaemonBinaryPath(), "--socket", dir.path() + "/broker.sock"};
   std::vector<std::string> flags = pki_->ListenFlags("broker-a");
   flags[1] = absl::StrCat("127.0.0.1:", port_);
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  SubprocessOptions options;
-  options.capture_stderr = true;
-  options.capture_stdout = true;
-  ASSERT_OK_AND_ASSIGN(Subprocess second, Subprocess::Spawn(argv, options));
-  ASSERT_OK_AND_ASSIGN(ProcessOutput out, second.Finish(absl::Seconds(30)));
+  ASSERT_OK_AND_ASSIGN(ProcessOutput out, RunDaemonToExit(dir.path() + "/broker.sock", flags));
   EXPECT_TRUE(WIFEXITED(out.status) && WEXITSTATUS(out.status) != 0) << out.err;
   EXPECT_NE(out.err.find(absl::StrCat("--peer-listen 127.0.0.1:", port_,
                                       ": cannot listen there (the port is in use, or the address "
@@ -297,13 +304,7 @@ TEST(PeerListenerSettingsTest, BadTlsSettingsStopTheStartNamingTheFlagAndFile) {
        "e.g. [::1]:9464)"},
   };
   for (const Case& c : cases) {
-    std::vector<std::string> argv = {DaemonBinaryPath(), "--socket", socket};
-    argv.insert(argv.end(), c.flags.begin(), c.flags.end());
-    SubprocessOptions options;
-    options.capture_stderr = true;
-    options.capture_stdout = true;
-    ASSERT_OK_AND_ASSIGN(Subprocess daemon, Subprocess::Spawn(argv, options));
-    ASSERT_OK_AND_ASSIGN(ProcessOutput out, daemon.Finish(absl::Seconds(30)));
+    ASSERT_OK_AND_ASSIGN(ProcessOutput out, RunDaemonToExit(socket, c.flags));
     EXPECT_TRUE(WIFEXITED(out.status) && WEXITSTATUS(out.status) != 0) << out.err;
     EXPECT_NE(out.err.find(c.error), std::string::npos)
         << "wanted: " << c.error << "\ngot: " << out.err;
