@@ -390,24 +390,26 @@ absl::Status Daemon::StartPeerListener() {
   if (options_.peer_listen.empty()) return absl::OkStatus();
   auto where = ParseListenAddress(options_.peer_listen, "--peer-listen");
   if (!where.ok()) return where.status();
+  // The port is this daemon's alone (no SO_REUSEPORT), taken before anything is served.
+  auto port = PeerPortAcceptor::Listen(*where, options_.peer_listen);
+  if (!port.ok()) return port.status();
+  peer_port_ = *std::move(port);
   peer_service_ = std::make_unique<PeerService>(service_.get(), &peer_traffic_);
   grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(HostPort(*where, where->port), PeerServerCredentials(*peer_tls_), &port);
+  // Connections come from peer_port_, which counts and bounds them; gRPC runs TLS on each.
+  auto handoff = builder.experimental().AddExternalConnectionAcceptor(
+      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
+      PeerServerCredentials(*peer_tls_));
   builder.RegisterService(peer_service_.get());
   builder.SetMaxReceiveMessageSize(kMaxPeerRequestBytes);  // peers send requests, never data
   // A connection that has not finished its TLS handshake this long after it connected is
-  // closed, and so is one with no call in flight: what hosts without a certificate can make the
-  // daemon hold is bounded by their connection rate times this.
+  // closed, and so is one with no call in flight.
   const int handshake_ms = static_cast<int>(
       std::min<int64_t>(absl::ToInt64Milliseconds(options_.handshake_timeout), INT32_MAX));
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, handshake_ms);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, handshake_ms);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              static_cast<int>(kMaxCallsPerGrpcConnection));
-  // The port is this daemon's alone: with SO_REUSEPORT (gRPC's default) a second daemon of the
-  // same user would bind it too and take half of the peers' connections.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   grpc::ResourceQuota memory("tensorbroker-peers");
   memory.Resize(kPeerServerMemoryBytes);
   builder.SetResourceQuota(memory);
@@ -415,13 +417,12 @@ absl::Status Daemon::StartPeerListener() {
   interceptors.push_back(MetricsInterceptorFactory(&metrics_));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   peer_server_ = builder.BuildAndStart();
-  if (peer_server_ == nullptr || port == 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("--peer-listen ", options_.peer_listen,
-                     ": cannot listen there (the port is in use, or the address is not this "
-                     "host's)"));
+  if (peer_server_ == nullptr) return absl::InternalError("the peers' gRPC server did not start");
+  if (absl::Status started = peer_port_->Start(std::move(handoff), options_.max_connections);
+      !started.ok()) {
+    return started;
   }
-  Log(LogLevel::kInfo, "peers: serving on ", HostPort(*where, static_cast<uint16_t>(port)),
+  Log(LogLevel::kInfo, "peers: serving on ", HostPort(*where, peer_port_->port()),
       " with mutual TLS as ", absl::StrJoin(peer_tls_->names, ", "), " (certificate valid until ",
       peer_tls_->not_after, "); peers need a certificate that ", options_.tls.ca, " verifies");
   return absl::OkStatus();
@@ -429,6 +430,7 @@ absl::Status Daemon::StartPeerListener() {
 
 void Daemon::StopPeerListener() {
   std::call_once(peer_listener_stopped_, [this] {
+    if (peer_port_ != nullptr) peer_port_->Stop();  // no new connection; the port is free
     if (peer_server_ == nullptr) return;
     peer_server_->Shutdown(std::chrono::system_clock::now());  // peers' calls end, a Watch too
     peer_server_->Wait();

@@ -43,6 +43,7 @@
 #include "daemon/metrics/call_metrics.h"
 #include "daemon/metrics/metrics_http_server.h"
 #include "daemon/net/connection_limits.h"
+#include "daemon/net/peer_port_acceptor.h"
 #include "daemon/net/peer_tls.h"
 #include "daemon/net/socket_files.h"
 #include "daemon/net/unix_socket_acceptor.h"
@@ -76,8 +77,8 @@ class Daemon {
   absl::Status TakeOrBindSockets(std::vector<NamedFd> handed);  // socket_files_, acceptor_
   absl::Status StartLocalChannel();                             // local_channel_
   absl::Status StartGrpc();                                     // grpc_limit_, server_
-  absl::Status StartPeerListener();                             // peer_service_, peer_server_
-  void AnnounceReady();                                         // heartbeat_
+  absl::Status StartPeerListener();  // peer_port_, peer_service_, peer_server_
+  void AnnounceReady();              // heartbeat_
   HandoverHooks MakeHandoverHooks();
   // The first half of shutting down (see above); the members' destructors do the rest.
   void StopServing();
@@ -130,6 +131,7 @@ class Daemon {
   // --peer-listen: other brokers' reads over mutual TLS with the certificates of --tls-*.
   std::optional<PeerTls> peer_tls_;
   std::unique_ptr<PeerService> peer_service_;
+  std::unique_ptr<PeerPortAcceptor> peer_port_;  // accepts for peer_server_; stopped first
   std::unique_ptr<grpc::Server> peer_server_;
   std::once_flag peer_listener_stopped_;
   std::unique_ptr<ServiceHeartbeat> heartbeat_;  // set once serving

@@ -354,10 +354,11 @@ const OptionKey kOptionKeys[] = {
      "connected. Default: 10s."},
     {"max-connections", "N", ApplyMaxConnections, PrintMaxConnections, "", nullptr,
      "Most client connections at once on each socket (the gRPC\n"
-     "socket and the local channel, SOCKET.fd): up to twice N in\n"
-     "all; more are closed at once. Default: 4096. Connections of\n"
-     "the daemon's own uid (its health check) have 16 more in\n"
-     "reserve on each."},
+     "socket and the local channel, SOCKET.fd, and the peer port\n"
+     "of --peer-listen, at most 64 of them from one host); more\n"
+     "are closed at once. Default: 4096. Connections of the\n"
+     "daemon's own uid (its health check) have 16 more in\n"
+     "reserve on each socket."},
     {"watch-log", "N", ApplyWatchLog, PrintWatchLog, "", nullptr,
      "Events the daemon remembers for Watch streams (the newest N):\n"
      "a watcher further behind, or resuming from before them, gets\n"

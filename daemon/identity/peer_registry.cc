@@ -3,7 +3,6 @@
 #include <grp.h>
 #include <pwd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "common/mutex.h"
 #include "daemon/base/log.h"
+#include "daemon/base/open_sockets.h"
 
 namespace tensorbroker::daemon {
 
@@ -68,18 +68,8 @@ std::optional<PeerCredentials> PeerCredentialsOf(int fd, absl::string_view what)
   return std::nullopt;
 }
 
-namespace {
-
-ino_t InodeOf(int fd) {
-  struct stat info {};
-  if (::fstat(fd, &info) != 0 || !S_ISSOCK(info.st_mode)) return 0;
-  return info.st_ino;
-}
-
-}  // namespace
-
 void PeerRegistry::Register(int fd, const PeerCredentials& peer) {
-  const ino_t inode = InodeOf(fd);
+  const ino_t inode = SocketInodeOf(fd);
   MutexLock lock(mu_);
   by_fd_[fd] = Entry{peer, inode};
 }
@@ -87,7 +77,7 @@ void PeerRegistry::Register(int fd, const PeerCredentials& peer) {
 size_t PeerRegistry::CountOpen() {
   MutexLock lock(mu_);
   for (auto it = by_fd_.begin(); it != by_fd_.end();) {
-    if (it->second.inode == 0 || InodeOf(it->first) != it->second.inode) {
+    if (it->second.inode == 0 || SocketInodeOf(it->first) != it->second.inode) {
       it = by_fd_.erase(it);
     } else {
       ++it;

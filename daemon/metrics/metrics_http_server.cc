@@ -1,6 +1,5 @@
 #include "daemon/metrics/metrics_http_server.h"
 
-#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -21,6 +20,7 @@
 #include "daemon/base/log.h"
 #include "daemon/metrics/metrics_http_request.h"
 #include "daemon/net/listen_address.h"
+#include "daemon/net/tcp_listener.h"
 
 namespace tensorbroker::daemon {
 namespace {
@@ -32,63 +32,6 @@ constexpr uint64_t kListenerTag = ~uint64_t{0};
 constexpr absl::Duration kDrainLimit = absl::Milliseconds(200);
 // A burst of connections waits in the kernel's queue, not in the clients' SYN retries (1 s).
 constexpr int kBacklog = static_cast<int>(MetricsHttpServer::kMaxConnections);
-
-std::string FormatAddress(const sockaddr_storage& address, socklen_t size) {
-  char host[NI_MAXHOST];
-  char port[NI_MAXSERV];
-  if (::getnameinfo(reinterpret_cast<const sockaddr*>(&address), size, host, sizeof(host), port,
-                    sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
-    return "?";
-  }
-  return address.ss_family == AF_INET6 ? absl::StrCat("[", host, "]:", port)
-                                       : absl::StrCat(host, ":", port);
-}
-
-// A listening TCP socket (non-blocking) on `host` (numeric; empty: every interface) and `port`.
-absl::StatusOr<UniqueFd> Listen(const ListenAddress& where, absl::string_view text) {
-  auto cannot = [&](absl::string_view why) {
-    return absl::UnavailableError(
-        absl::StrCat("--metrics-listen: cannot listen on ", text, ": ", why));
-  };
-  // Every interface: "::", accepting IPv4 too, where the kernel has IPv6; else "0.0.0.0".
-  const std::vector<std::string> hosts = where.host.empty()
-                                             ? std::vector<std::string>{"::", "0.0.0.0"}
-                                             : std::vector<std::string>{where.host};
-  const std::string port = absl::StrCat(where.port);
-  for (size_t i = 0; i < hosts.size(); ++i) {
-    const bool last = i + 1 == hosts.size();
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV;
-    addrinfo* found = nullptr;
-    if (int rc = ::getaddrinfo(hosts[i].c_str(), port.c_str(), &hints, &found); rc != 0) {
-      if (last) return cannot(::gai_strerror(rc));
-      continue;
-    }
-    std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owned(found, &::freeaddrinfo);
-    UniqueFd fd(::socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                         found->ai_protocol));
-    int error = fd.valid() ? 0 : errno;
-    if (error == 0) {
-      const int on = 1;
-      const int off = 0;
-      ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-      if (found->ai_family == AF_INET6 && where.host.empty()) {
-        ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
-      }
-      if (::bind(fd.get(), found->ai_addr, found->ai_addrlen) != 0 ||
-          ::listen(fd.get(), kBacklog) != 0) {
-        error = errno;
-      }
-    }
-    if (error == 0) return fd;
-    // Only a kernel without IPv6 moves on from "::" to "0.0.0.0"; a port in use is fatal.
-    const bool no_ipv6 = error == EAFNOSUPPORT || error == EADDRNOTAVAIL;
-    if (last || !no_ipv6) return cannot(std::strerror(error));
-  }
-  return cannot("no address");
-}
 
 }  // namespace
 
@@ -166,11 +109,9 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     absl::string_view address, Render render) {
   auto where = ParseListenAddress(address);
   if (!where.ok()) return where.status();
-  auto listener = Listen(*where, address);
+  auto listener = ListenTcp(*where, "--metrics-listen", address, kBacklog);
   if (!listener.ok()) return listener.status();
-  sockaddr_storage bound{};
-  socklen_t size = sizeof(bound);
-  ::getsockname(listener->get(), reinterpret_cast<sockaddr*>(&bound), &size);
+  std::string bound = LocalAddressOf(listener->get());
   UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
   if (!epoll.valid()) return ErrnoStatus(errno, "metrics: epoll_create1");
   UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -185,7 +126,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     }
   }
   std::unique_ptr<MetricsHttpServer> server(
-      new MetricsHttpServer(FormatAddress(bound, size), std::move(render), *std::move(listener),
+      new MetricsHttpServer(std::move(bound), std::move(render), *std::move(listener),
                             std::move(epoll), std::move(wake)));
   MetricsHttpServer* raw = server.get();
   try {

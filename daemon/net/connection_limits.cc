@@ -1,7 +1,10 @@
 #include "daemon/net/connection_limits.h"
 
+#include <algorithm>
+#include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/mutex.h"
 #include "daemon/base/descriptor_reserve.h"
@@ -18,17 +21,41 @@ bool ConnectionLimit::Admit(uid_t uid, size_t open) {
   // Another user's connection also needs descriptors to spare (descriptor_reserve.h).
   const bool too_many = open >= limit;
   if (!too_many && (own || DescriptorsToSpare())) return true;
+  NoteRefusal(absl::StrCat(open, " connections open (--max-connections ", max_,
+                           too_many ? ")"
+                                    : "; no descriptors to spare beyond those kept for "
+                                      "the daemon's own uid)"),
+              absl::StrCat("of uid ", uid));
+  return false;
+}
+
+bool ConnectionLimit::AdmitFromHost(absl::string_view host, size_t open, size_t from_host) {
+  const size_t per_host = std::min(max_, kMaxConnectionsPerHost);
+  if (open < max_ && from_host < per_host && DescriptorsToSpare()) return true;
+  std::string why;
+  if (open >= max_) {
+    why = absl::StrCat(open, " connections open (--max-connections ", max_, ")");
+  } else if (from_host >= per_host) {
+    why = absl::StrCat(from_host, " connections open from ", host, " (at most ", per_host,
+                       " from one host)");
+  } else {
+    why = absl::StrCat(open,
+                       " connections open; no descriptors to spare beyond those kept for "
+                       "the daemon's own uid");
+  }
+  NoteRefusal(why, absl::StrCat("from ", host));
+  return false;
+}
+
+void ConnectionLimit::NoteRefusal(absl::string_view why, absl::string_view last) {
   MutexLock lock(mu_);
   ++refused_since_log_;
   const absl::Time now = absl::Now();
-  if (now - last_logged_ >= absl::Seconds(10)) {
-    Log(LogLevel::kWarning, what_, ": ", open, " connections open (--max-connections ", max_,
-        too_many ? "" : "; no descriptors to spare beyond those kept for the daemon's own uid",
-        "): refused ", refused_since_log_, " connection(s), the last of uid ", uid);
-    last_logged_ = now;
-    refused_since_log_ = 0;
-  }
-  return false;
+  if (now - last_logged_ < absl::Seconds(10)) return;
+  Log(LogLevel::kWarning, what_, ": ", why, ": refused ", refused_since_log_,
+      " connection(s), the last ", last);
+  last_logged_ = now;
+  refused_since_log_ = 0;
 }
 
 }  // namespace tensorbroker::daemon

@@ -62,8 +62,10 @@ absl::StatusOr<int> PeerPortOf(const DaemonProcess& daemon) {
   }
 }
 
-absl::StatusOr<PeerServingDaemon> StartServingPeers(const TestPki& pki, const std::string& broker) {
+absl::StatusOr<PeerServingDaemon> StartServingPeers(const TestPki& pki, const std::string& broker,
+                                                    const std::vector<std::string>& extra) {
   std::vector<std::string> flags = pki.ListenFlags(broker);
+  flags.insert(flags.end(), extra.begin(), extra.end());
   const group* own = ::getgrgid(::getegid());
   if (own == nullptr) return absl::InternalError("this process's group has no name");
   flags.insert(flags.end(), {"--admin-group", own->gr_name});

@@ -60,8 +60,10 @@ struct PeerServingDaemon {
   std::unique_ptr<DaemonProcess> daemon;
   int port = 0;
 };
+// `extra` flags go to the daemon too.
 absl::StatusOr<PeerServingDaemon> StartServingPeers(const TestPki& pki,
-                                                    const std::string& broker = "broker-a");
+                                                    const std::string& broker = "broker-a",
+                                                    const std::vector<std::string>& extra = {});
 
 // `size` stamped uint8 bytes (each from its index and `seed`) put under `name` for `readers`
 // through `client`; returns them.

@@ -8,7 +8,9 @@
 #include <cstring>
 #include <filesystem>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "tests/support/daemon_wait.h"
 
 namespace tensorbroker::testing {
@@ -83,6 +85,18 @@ std::string DaemonProcess::Log() const {
   // Once it has exited, the pipe ends as soon as what it wrote last is read.
   if (process_.pid() <= 0) (void)log_->WaitForEnd(kLogEndBound);
   return log_->Text();
+}
+
+absl::Status DaemonProcess::WaitForLogLine(const std::string& text, absl::Duration deadline) const {
+  const absl::Time end = absl::Now() + deadline;
+  while (true) {
+    const std::string log = Log();
+    if (absl::StrContains(log, text)) return absl::OkStatus();
+    if (absl::Now() > end) {
+      return absl::NotFoundError(absl::StrCat("no '", text, "' in the daemon's log:\n", log));
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
 }
 
 absl::StatusOr<int> DaemonProcess::Stop(int signal) {

@@ -48,6 +48,10 @@ class DaemonProcess {
   // What the daemon wrote to its stderr so far (its last DaemonLog::kKeptBytes); once it has
   // exited (Stop(), MarkReaped()), to the end.
   std::string Log() const;
+  // Waits until Log() has `text` (lines reach it a moment after the daemon writes them);
+  // NOT_FOUND quoting the log when `deadline` passes first (a guard: the line should come).
+  absl::Status WaitForLogLine(const std::string& text,
+                              absl::Duration deadline = absl::Seconds(30)) const;
 
   // Sends `signal` and waits for the process; returns its wait status (see WIFEXITED).
   absl::StatusOr<int> Stop(int signal = 15 /*SIGTERM*/);
