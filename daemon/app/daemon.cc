@@ -231,8 +231,10 @@ Adoption Daemon::BuildStore(std::vector<NamedFd> handed) {
   store_options.journal = journal_.get();
   store_options.watch_log = options_.watch_log;
   if (!options_.remote.empty()) {  // the TLS files are there: the settings check says so
-    transfer_ = std::make_unique<GrpcTransfer>(*peer_tls_);
-    fetcher_ = std::make_unique<ReplicaFetcher>(options_.remote, transfer_.get());
+    peer_channels_ = std::make_unique<PeerChannels>(*peer_tls_);
+    transfer_ = std::make_unique<GrpcTransfer>(peer_channels_.get());
+    fetcher_ =
+        std::make_unique<ReplicaFetcher>(options_.remote, transfer_.get(), peer_channels_.get());
     store_options.remote = fetcher_.get();
   }
   // Versions keep increasing across restarts and takeovers without a counter kept anywhere:
@@ -463,8 +465,9 @@ void Daemon::StopServing() {
   // New clients are refused (or, socket-activated, wait) from here on.
   if (acceptor_ != nullptr) acceptor_->Stop();
   StopPeerListener();
-  if (transfer_ != nullptr) transfer_->CancelAll();  // fetches end; nothing more is published
-  if (store_ != nullptr) store_->Shutdown();         // waiting Gets answer UNAVAILABLE
+  // Fetches and watches end; nothing more is published.
+  if (transfer_ != nullptr) transfer_->CancelAll();
+  if (store_ != nullptr) store_->Shutdown();  // waiting Gets answer UNAVAILABLE
   // Its connections close, and the sessions they opened.
   if (local_channel_ != nullptr) local_channel_->Stop();
   sessions_.FinishAll(

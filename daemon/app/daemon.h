@@ -94,6 +94,7 @@ class Daemon {
   std::unique_ptr<FdStoreJournal> journal_;  // null without a descriptor store
   // remote[...]: the data plane to peers and the fetches the store asks for (before the store,
   // which calls the fetcher; the fetcher is stopped in StopServing, its threads joined below).
+  std::unique_ptr<PeerChannels> peer_channels_;  // the calls to peers: fetches and watches
   std::unique_ptr<TransferSource> transfer_;
   std::unique_ptr<ReplicaFetcher> fetcher_;
   std::unique_ptr<TensorStore> store_;

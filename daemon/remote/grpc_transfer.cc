@@ -95,48 +95,17 @@ absl::StatusOr<RemoteTensorInfo> ValidateRemoteInfo(const v1::TensorInfo& info,
   return remote;
 }
 
-GrpcTransfer::GrpcTransfer(const PeerTls& tls) : credentials_(PeerChannelCredentials(tls)) {}
-
-void GrpcTransfer::CancelAll() {
-  MutexLock lock(mu_);
-  cancelled_ = true;
-  for (grpc::ClientContext* context : active_) context->TryCancel();
-}
-
-std::shared_ptr<grpc::Channel> GrpcTransfer::ChannelFor(const PeerEndpoint& peer) {
-  const std::string key = absl::StrCat(peer.target, " ", peer.tls_name);
-  MutexLock lock(mu_);
-  auto it = channels_.find(key);
-  if (it != channels_.end()) return it->second;
-  if (channels_.size() >= kMaxPeerChannels) channels_.clear();
-  grpc::ChannelArguments args;
-  if (!peer.tls_name.empty()) args.SetSslTargetNameOverride(peer.tls_name);
-  args.SetMaxReceiveMessageSize(8 << 20);  // Read chunks are 1 MiB
-  auto channel = grpc::CreateCustomChannel(peer.target, credentials_, args);
-  channels_.emplace(key, channel);
-  return channel;
-}
+void GrpcTransfer::CancelAll() { channels_->CancelAll(); }
 
 absl::StatusOr<RemoteTensorInfo> GrpcTransfer::Fetch(const PeerEndpoint& peer,
                                                      const std::string& name,
                                                      const ReplicaSink& sink,
                                                      absl::Duration timeout) {
-  auto stub = v1::Broker::NewStub(ChannelFor(peer));
+  auto stub = v1::Broker::NewStub(channels_->ChannelFor(peer));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  {
-    MutexLock lock(mu_);
-    if (cancelled_) return Unavailable(peer.label, name, "this broker is stopping");
-    active_.insert(&context);
-  }
-  struct Unregister {
-    GrpcTransfer* self;
-    grpc::ClientContext* context;
-    ~Unregister() {
-      MutexLock lock(self->mu_);
-      self->active_.erase(context);
-    }
-  } unregister{this, &context};
+  auto registered = channels_->Register(&context);
+  if (!registered.ok()) return Unavailable(peer.label, name, registered.status().message());
   v1::ReadRequest request;
   request.set_name(name);
   std::unique_ptr<grpc::ClientReader<v1::ReadResponse>> reader = stub->Read(&context, request);

@@ -26,6 +26,14 @@ struct PeerAddress {
 // INVALID_ARGUMENT naming `field` and saying what is wrong.
 absl::StatusOr<PeerAddress> ParsePeerAddress(absl::string_view text, absl::string_view field);
 
+// One broker to call: a gRPC target ("ipv4:10.0.0.2:7070") and the name its certificate must
+// have (the DNS name it was found under; empty for a numeric address: then its IP).
+struct PeerEndpoint {
+  std::string target;
+  std::string tls_name;
+  std::string label;  // how messages name it: "tensorbroker-peers.ns.svc:7070 (10.0.0.2)"
+};
+
 // The gRPC targets of every address `address` stands for now ("ipv4:10.0.0.2:7070",
 // "ipv6:[fd00::2]:7070"), in the resolver's order, without repeats; UNAVAILABLE naming the host
 // when it resolves to none.

@@ -8,13 +8,21 @@
 
 namespace tensorbroker::daemon {
 
-ReplicaFetcher::ReplicaFetcher(std::map<std::string, PeerAddress> remote, TransferSource* transfer)
-    : remote_(std::move(remote)), transfer_(transfer) {
+ReplicaFetcher::ReplicaFetcher(std::map<std::string, PeerAddress> remote, TransferSource* transfer,
+                               PeerChannels* channels)
+    : remote_(std::move(remote)), transfer_(transfer), channels_(channels) {
   if (remote_.empty()) return;
   for (size_t i = 0; i < kFetchThreads; ++i) threads_.emplace_back([this] { Work(); });
 }
 
+void ReplicaFetcher::Attach(TensorStore* store) {
+  store_ = store;
+  watches_ = std::make_unique<ReplicaWatches>(channels_, store,
+                                              [this](const std::string& name) { Refresh(name); });
+}
+
 ReplicaFetcher::~ReplicaFetcher() {
+  watches_.reset();  // its threads ask for refreshes
   {
     MutexLock lock(mu_);
     stopping_ = true;
@@ -50,6 +58,19 @@ void ReplicaFetcher::RequestFetch(const std::string& name) {
   wake_.notify_one();
 }
 
+void ReplicaFetcher::Refresh(const std::string& name) {
+  {
+    MutexLock lock(mu_);
+    if (stopping_) return;
+    if (!in_flight_.insert(name).second) {
+      again_.insert(name);  // the fetch that runs may have begun before this version
+      return;
+    }
+    queue_.push_back(name);
+  }
+  wake_.notify_one();
+}
+
 void ReplicaFetcher::Work() {
   while (true) {
     std::string name;
@@ -64,7 +85,12 @@ void ReplicaFetcher::Work() {
     }
     Fetch(name);
     MutexLock lock(mu_);
-    in_flight_.erase(name);
+    if (again_.erase(name) != 0) {
+      queue_.push_back(name);  // still in flight
+      wake_.notify_one();
+    } else {
+      in_flight_.erase(name);
+    }
   }
 }
 
@@ -81,7 +107,7 @@ void ReplicaFetcher::Fetch(const std::string& name) {
     for (const std::string& target : *targets) {
       const PeerEndpoint peer{target, address.numeric ? "" : address.host,
                               targets->size() > 1 ? absl::StrCat(where, " (", target, ")") : where};
-      absl::Status fetched = FetchFrom(peer, where, name);
+      absl::Status fetched = FetchFrom(peer, *entry, name);
       if (fetched.ok()) return;
       if (!absl::IsNotFound(fetched)) {
         outcome = fetched;
@@ -94,28 +120,38 @@ void ReplicaFetcher::Fetch(const std::string& name) {
   store_->FailFetch(name, outcome);
 }
 
-absl::Status ReplicaFetcher::FetchFrom(const PeerEndpoint& peer, const std::string& address,
+absl::Status ReplicaFetcher::FetchFrom(const PeerEndpoint& peer,
+                                       const std::pair<const std::string, PeerAddress>& entry,
                                        const std::string& name) {
   std::optional<PutTicket> ticket;
+  bool current = false;  // the version here is the origin's current one already
   auto fetched = transfer_->Fetch(
       peer, name,
       [&](const RemoteTensorInfo& info) -> absl::StatusOr<absl::Span<uint8_t>> {
+        const std::optional<uint64_t> held = store_->ReplicaVersion(name, peer.target);
+        if (held.has_value() && *held >= info.version) {
+          current = true;
+          return absl::AlreadyExistsError("current");
+        }
         TensorSpec spec = info.spec;
         spec.owner_uid = info.owner_uid;
         spec.readers = info.readers;
-        spec.origin = ReplicaOrigin{address, info.version, absl::ToUnixMillis(absl::Now())};
+        spec.origin = ReplicaOrigin{entry.second.ToString(), peer.target, info.version,
+                                    absl::ToUnixMillis(absl::Now())};
         auto begun = store_->BeginReplica(spec);
         if (!begun.ok()) return begun.status();
         ticket = *begun;
         return absl::MakeSpan(ticket->data, ticket->nbytes);
       },
       kFetchTimeout);
+  if (current) return absl::OkStatus();
   if (!fetched.ok()) {
     if (ticket.has_value()) store_->CancelPut(*ticket);
     return fetched.status();
   }
   auto published = store_->CommitPut(*ticket);
   if (!published.ok()) return published.status();
+  watches_->Follow(entry.first, peer);
   Log(LogLevel::kInfo, "remote: '", LogSafe(name), "' fetched from peer ", peer.label,
       " (origin version ", fetched->version, ", ", fetched->spec.nbytes, " bytes) as version ",
       published->version);

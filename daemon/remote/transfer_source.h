@@ -16,17 +16,10 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "daemon/identity/principal_set.h"
+#include "daemon/remote/peer_address.h"
 #include "daemon/store/tensor_store.h"
 
 namespace tensorbroker::daemon {
-
-// One peer to fetch from: a gRPC target ("ipv4:10.0.0.2:7070") and the name its certificate
-// must have (the DNS name it was found under; empty for a numeric address: then its IP).
-struct PeerEndpoint {
-  std::string target;
-  std::string tls_name;
-  std::string label;  // how messages name it: "tensorbroker-peers.ns.svc:7070 (10.0.0.2)"
-};
 
 // What the origin says of a tensor, validated as a request would be.
 struct RemoteTensorInfo {

@@ -19,6 +19,7 @@ namespace tensorbroker::daemon {
 // original's version there (a replica's own version is this broker's, like any tensor's).
 struct ReplicaOrigin {
   std::string peer;             // the remote[PREFIX] address it was fetched from, as configured
+  std::string target;           // the broker that answered ("ipv4:10.0.0.2:7070"); not shown
   uint64_t version = 0;         // the origin's version
   int64_t fetched_unix_ms = 0;  // when this copy arrived
 };

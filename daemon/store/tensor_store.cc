@@ -12,6 +12,7 @@
 #include "common/stream_seats.h"
 #include "common/tensor_layout.h"
 #include "daemon/base/log.h"
+#include "daemon/store/store_lock.h"
 
 namespace tensorbroker::daemon {
 namespace {
@@ -63,25 +64,6 @@ absl::Status WaitRanOut(const std::string& name, const VersionWanted& wanted) {
 std::string SharingKeyOf(const TensorSpec& spec) {
   return absl::StrCat(spec.owner_uid, "/", spec.readers.Key());
 }
-
-// Holds the store's mutex for a call, and runs what the call deferred once it is released.
-class ABSL_SCOPED_LOCKABLE TensorStore::Locked {
- public:
-  explicit Locked(const TensorStore* store) ABSL_EXCLUSIVE_LOCK_FUNCTION(store->mu_)
-      : store_(const_cast<TensorStore*>(store)), lock_(store->mu_) {}
-  ~Locked() ABSL_UNLOCK_FUNCTION() {
-    std::vector<std::function<void()>> run = std::move(store_->deferred_);
-    store_->deferred_.clear();
-    lock_.unlock();
-    for (auto& callback : run) callback();
-  }
-  Locked(const Locked&) = delete;
-  Locked& operator=(const Locked&) = delete;
-
- private:
-  TensorStore* store_;
-  MutexLock lock_;
-};
 
 TensorStore::TensorStore(std::unique_ptr<MemoryPool> cpu_pool, StoreOptions options)
     : TensorStore(OnePool(std::move(cpu_pool)), std::move(options)) {}
@@ -518,37 +500,6 @@ absl::StatusOr<PutTicket> TensorStore::BeginPut(const Principal& caller, const T
                    grant.lease_id};
 }
 
-absl::StatusOr<PutTicket> TensorStore::BeginReplica(const TensorSpec& spec) {
-  Locked lock(this);
-  const std::string& name = spec.name;
-  if (names_.IsPending(name)) {
-    return absl::AlreadyExistsError(absl::StrCat("name '", name, "' is being created here"));
-  }
-  if (const NameIndex::Published* published = names_.Find(name); published != nullptr) {
-    const std::optional<ReplicaOrigin>& held = objects_.at(published->current())->spec.origin;
-    if (!held.has_value()) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("name '", name, "' holds a tensor published here, not a replica"));
-    }
-    if (held->version >= spec.origin->version) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("name '", name, "' holds origin version ", held->version, " already"));
-    }
-  }
-  TensorSpec replica = spec;
-  replica.replace = true;
-  replica.keep = 1;
-  // The daemon's own act: no publishers rule, no descriptor reserve, any owner's name.
-  Principal daemon;
-  daemon.uid = spec.owner_uid;
-  daemon.admin = true;
-  auto object = ReserveLocked(kInternalSession, daemon, replica);
-  if (!object.ok()) return object.status();
-  const TensorGrant grant = GrantLocked(kInternalSession, *object, /*writable=*/true);
-  return PutTicket{(*object)->id, (*object)->block.data, replica.nbytes, (*object)->block.device,
-                   grant.lease_id};
-}
-
 absl::StatusOr<TensorView> TensorStore::CommitPut(const PutTicket& ticket) {
   Locked lock(this);
   auto it = objects_.find(ticket.object_id);
@@ -677,15 +628,6 @@ std::optional<absl::StatusOr<TensorGrant>> TensorStore::GetOrWait(
     deferred_.push_back([remote = options_.remote, name] { remote->RequestFetch(name); });
   }
   return std::nullopt;
-}
-
-void TensorStore::FailFetch(const std::string& name, const absl::Status& status) {
-  Locked lock(this);
-  const bool every_waiter = !absl::IsNotFound(status);
-  AnswerWaitersLocked([&](const Waiter& waiter) -> std::optional<absl::StatusOr<TensorGrant>> {
-    if (waiter.name != name || !(waiter.for_fetch || every_waiter)) return std::nullopt;
-    return absl::StatusOr<TensorGrant>(status);
-  });
 }
 
 bool TensorStore::CancelWait(uint64_t waiter_id) {
@@ -822,24 +764,6 @@ absl::Status TensorStore::Delete(const Principal& caller, const std::string& nam
   }
   DeleteNameLocked(name, absl::StrCat("by ", DescribeUid(caller.uid)));
   return absl::OkStatus();
-}
-
-bool TensorStore::EvictReplicaLocked(const DLDevice& device) {
-  const TensorObject* oldest = nullptr;
-  for (const auto& [name, entry] : names_.published()) {
-    const TensorObject* object = objects_.at(entry.current()).get();
-    if (!object->spec.origin.has_value() || object->leases > 0 ||
-        object->block.device.device_type != device.device_type ||
-        object->block.device.device_id != device.device_id) {
-      continue;
-    }
-    if (oldest == nullptr || object->last_granted < oldest->last_granted) oldest = object;
-  }
-  if (oldest == nullptr) return false;
-  const std::string name = oldest->spec.name;
-  DeleteNameLocked(name, absl::StrCat("(a replica of peer ", oldest->spec.origin->peer,
-                                      "'s, evicted for room; fetched again when asked for)"));
-  return true;
 }
 
 void TensorStore::DeleteNameLocked(const std::string& name, const std::string& why) {

@@ -37,6 +37,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/mutex.h"
 #include "common/unique_fd.h"
@@ -214,6 +215,16 @@ class TensorStore {
   // quota. ALREADY_EXISTS when the name is pending, holds a tensor published here (not a
   // replica), or a replica of the same or a newer origin version; a newer one replaces it.
   absl::StatusOr<PutTicket> BeginReplica(const TensorSpec& spec);
+  // The replicas held whose names start with `prefix` and that broker `target` sent
+  // (ReplicaOrigin::target): name -> origin version.
+  std::map<std::string, uint64_t> ReplicasFrom(absl::string_view prefix,
+                                               absl::string_view target) const;
+  // The origin version of replica `name` if broker `target` sent it; nullopt otherwise.
+  std::optional<uint64_t> ReplicaVersion(const std::string& name, absl::string_view target) const;
+  // Unpublishes replica `name` (its origin deleted it, or no longer has it) if it holds origin
+  // version `up_to` or older: its holders keep their leases, watchers see it deleted, the log
+  // says `why`. False when there is no such replica.
+  bool DropReplica(const std::string& name, uint64_t up_to, const std::string& why);
 
   // RESOURCE_EXHAUSTED when `caller`'s uid has kMaxReadsPerUid reads in progress.
   absl::StatusOr<ReadTicket> BeginRead(const Principal& caller, const std::string& name);

@@ -20,6 +20,7 @@ namespace tensorbroker::testing {
 namespace {
 
 using daemon::GrpcTransfer;
+using daemon::PeerChannels;
 using daemon::PeerEndpoint;
 using daemon::RemoteTensorInfo;
 
@@ -39,7 +40,8 @@ class PeerFetchTest : public ::testing::Test {
     auto tls = daemon::LoadPeerTls(
         {pki_->File("broker-b.crt"), pki_->File("broker-b.key"), pki_->File("ca.crt")});
     ASSERT_TRUE(tls.ok()) << tls.status();
-    transfer_ = std::make_unique<GrpcTransfer>(*tls);
+    channels_ = std::make_unique<PeerChannels>(*tls);
+    transfer_ = std::make_unique<GrpcTransfer>(channels_.get());
   }
 
   PeerEndpoint Origin(const std::string& tls_name = "broker-a") const {
@@ -68,6 +70,7 @@ class PeerFetchTest : public ::testing::Test {
   std::unique_ptr<DaemonProcess> origin_;
   int port_ = 0;
   std::unique_ptr<Client> local_;
+  std::unique_ptr<PeerChannels> channels_;
   std::unique_ptr<GrpcTransfer> transfer_;
 };
 

@@ -63,8 +63,10 @@ absl::StatusOr<int> PeerPortOf(const DaemonProcess& daemon) {
 }
 
 absl::StatusOr<PeerServingDaemon> StartServingPeers(const TestPki& pki, const std::string& broker,
-                                                    const std::vector<std::string>& extra) {
+                                                    const std::vector<std::string>& extra,
+                                                    int port) {
   std::vector<std::string> flags = pki.ListenFlags(broker);
+  if (port != 0) flags[1] = absl::StrCat("127.0.0.1:", port);
   flags.insert(flags.end(), extra.begin(), extra.end());
   const group* own = ::getgrgid(::getegid());
   if (own == nullptr) return absl::InternalError("this process's group has no name");
@@ -73,15 +75,15 @@ absl::StatusOr<PeerServingDaemon> StartServingPeers(const TestPki& pki, const st
   if (!daemon.ok()) return daemon.status();
   PeerServingDaemon serving;
   serving.daemon = std::make_unique<DaemonProcess>(*std::move(daemon));
-  auto port = PeerPortOf(*serving.daemon);
-  if (!port.ok()) return port.status();
-  serving.port = *port;
+  auto bound = PeerPortOf(*serving.daemon);
+  if (!bound.ok()) return bound.status();
+  serving.port = *bound;
   return serving;
 }
 
 std::vector<uint8_t> PutStamped(Client& client, const std::string& name,
                                 std::vector<std::string> readers, size_t size, uint8_t seed,
-                                bool is_mutable) {
+                                bool is_mutable, bool replace) {
   std::vector<uint8_t> bytes(size);
   for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<uint8_t>(seed + i * 11 + i / 5003);
   std::vector<int64_t> shape = {static_cast<int64_t>(size)};
@@ -89,6 +91,7 @@ std::vector<uint8_t> PutStamped(Client& client, const std::string& name,
   PutOptions options;
   options.readers = std::move(readers);
   options.is_mutable = is_mutable;
+  options.replace = replace;
   auto put = client.Put(name, tensor, options);
   if (!put.ok()) ADD_FAILURE() << "put " << name << ": " << put.status();
   return bytes;

@@ -60,16 +60,17 @@ struct PeerServingDaemon {
   std::unique_ptr<DaemonProcess> daemon;
   int port = 0;
 };
-// `extra` flags go to the daemon too.
+// `extra` flags go to the daemon too; `port` 0: any free one.
 absl::StatusOr<PeerServingDaemon> StartServingPeers(const TestPki& pki,
                                                     const std::string& broker = "broker-a",
-                                                    const std::vector<std::string>& extra = {});
+                                                    const std::vector<std::string>& extra = {},
+                                                    int port = 0);
 
 // `size` stamped uint8 bytes (each from its index and `seed`) put under `name` for `readers`
 // through `client`; returns them.
 std::vector<uint8_t> PutStamped(Client& client, const std::string& name,
                                 std::vector<std::string> readers, size_t size, uint8_t seed,
-                                bool is_mutable = false);
+                                bool is_mutable = false, bool replace = false);
 
 // A client context with a deadline `seconds` away.
 std::unique_ptr<grpc::ClientContext> ContextWithin(int seconds = 10);

@@ -2,7 +2,6 @@
 // it once over mutual TLS into a local replica and serves it zero-copy from then on; publishing
 // there is refused naming the peer. Two real daemons on this machine, certificates made by the
 // test.
-#include <grp.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -11,7 +10,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,66 +17,14 @@
 #include <vector>
 
 #include "tensorbroker/client.h"
-#include "tests/integration/peer_fixture.h"
+#include "tests/integration/remote_fixture.h"
 #include "tests/integration/test_util.h"
 #include "tests/support/host_tensor.h"
 
 namespace tensorbroker::testing {
 namespace {
 
-class RemotePrefixTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto pki = TestPki::Make();
-    ASSERT_TRUE(pki.ok()) << pki.status();
-    pki_ = *std::move(pki);
-    // Its user administers the origin: the origin's Stats show what each peer fetched.
-    auto serving = StartServingPeers(*pki_, "broker-a");
-    ASSERT_TRUE(serving.ok()) << serving.status();
-    origin_ = std::move(serving->daemon);
-    peer_ = absl::StrCat("127.0.0.1:", serving->port);
-    // Broker B: names under shared/ are A's.
-    const std::string config = pki_->File("b.conf");
-    std::ofstream(config) << "remote[shared/] = " << peer_ << "\n"
-                          << "tls-cert = " << pki_->File("broker-b.crt") << "\n"
-                          << "tls-key = " << pki_->File("broker-b.key") << "\n"
-                          << "tls-ca = " << pki_->File("ca.crt") << "\n";
-    auto here = DaemonProcess::Start({"--config", config});
-    ASSERT_TRUE(here.ok()) << here.status();
-    here_ = std::make_unique<DaemonProcess>(*std::move(here));
-    auto at_origin = Client::Connect(origin_->socket_path());
-    ASSERT_TRUE(at_origin.ok()) << at_origin.status();
-    at_origin_ = *std::move(at_origin);
-    auto at_here = Client::Connect(here_->socket_path());
-    ASSERT_TRUE(at_here.ok()) << at_here.status();
-    at_here_ = *std::move(at_here);
-  }
-
-  // Publishes `size` stamped bytes at the origin.
-  std::vector<uint8_t> PublishAtOrigin(const std::string& name, std::vector<std::string> readers,
-                                       size_t size, uint8_t seed = 3) {
-    return PutStamped(*at_origin_, name, std::move(readers), size, seed);
-  }
-
-  // What the origin counts for broker-b: (calls, bytes sent).
-  std::pair<uint64_t, uint64_t> OriginSentToB() {
-    auto stats = at_origin_->Stats();
-    EXPECT_TRUE(stats.ok()) << stats.status();
-    if (stats.ok()) {
-      for (const PeerUsage& peer : stats->peers) {
-        if (peer.peer == "broker-b") return {peer.calls, peer.sent_bytes};
-      }
-    }
-    return {0, 0};
-  }
-
-  std::unique_ptr<TestPki> pki_;
-  std::unique_ptr<DaemonProcess> origin_;
-  std::unique_ptr<DaemonProcess> here_;
-  std::string peer_;
-  std::unique_ptr<Client> at_origin_;
-  std::unique_ptr<Client> at_here_;
-};
+using RemotePrefixTest = TwoBrokersTest;
 
 TEST_F(RemotePrefixTest, AGetFetchesOnceThenServesTheReplicaLocally) {
   const std::vector<uint8_t> bytes = PublishAtOrigin("shared/w", {"*"}, (3 << 20) + 5);

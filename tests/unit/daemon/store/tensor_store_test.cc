@@ -577,7 +577,7 @@ TEST_F(TenancyTest, ReplicasKeepTheOriginsReadersAndChargeNoQuota) {
   auto replica = [&](const std::string& name, uint64_t bytes, uint64_t origin_version) {
     TensorSpec spec = Spec(name, bytes, Only("uid:1001"));
     spec.owner_uid = kBob.uid;
-    spec.origin = ReplicaOrigin{"node-a:7070", origin_version, 1234};
+    spec.origin = ReplicaOrigin{"node-a:7070", "ipv4:10.0.0.1:7070", origin_version, 1234};
     return spec;
   };
   // 4 KiB: four times bob's quota of bytes, and two tensors at his quota of two.
@@ -616,7 +616,7 @@ TEST_F(TenancyTest, ReplicasKeepTheOriginsReadersAndChargeNoQuota) {
 TEST_F(TenancyTest, UnleasedReplicasGiveWayLeastRecentlyLeasedFirst) {
   auto replica = [&](const std::string& name) {
     TensorSpec spec = Spec(name, 20 << 20, PrincipalSet::Anyone());  // dedicated segments
-    spec.origin = ReplicaOrigin{"node-a:7070", 1, 0};
+    spec.origin = ReplicaOrigin{"node-a:7070", "ipv4:10.0.0.1:7070", 1, 0};
     auto ticket = store_->BeginReplica(spec);
     EXPECT_TRUE(ticket.ok()) << ticket.status();
     if (ticket.ok()) {

@@ -1,0 +1,104 @@
+// TensorStore's replicas of other brokers' tensors (remote prefixes): taking them in, keeping
+// them fresh (what the watches of replica_watches ask), evicting them for room, and failing the
+// Gets that wait for a fetch. The rest of the store is tensor_store.cc.
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/base/log.h"
+#include "daemon/store/store_lock.h"
+#include "daemon/store/tensor_store.h"
+
+namespace tensorbroker::daemon {
+
+absl::StatusOr<PutTicket> TensorStore::BeginReplica(const TensorSpec& spec) {
+  Locked lock(this);
+  const std::string& name = spec.name;
+  if (names_.IsPending(name)) {
+    return absl::AlreadyExistsError(absl::StrCat("name '", name, "' is being created here"));
+  }
+  if (const NameIndex::Published* published = names_.Find(name); published != nullptr) {
+    const std::optional<ReplicaOrigin>& held = objects_.at(published->current())->spec.origin;
+    if (!held.has_value()) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("name '", name, "' holds a tensor published here, not a replica"));
+    }
+    if (held->version >= spec.origin->version) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("name '", name, "' holds origin version ", held->version, " already"));
+    }
+  }
+  TensorSpec replica = spec;
+  replica.replace = true;
+  replica.keep = 1;
+  // The daemon's own act: no publishers rule, no descriptor reserve, any owner's name.
+  Principal daemon;
+  daemon.uid = spec.owner_uid;
+  daemon.admin = true;
+  auto object = ReserveLocked(kInternalSession, daemon, replica);
+  if (!object.ok()) return object.status();
+  const TensorGrant grant = GrantLocked(kInternalSession, *object, /*writable=*/true);
+  return PutTicket{(*object)->id, (*object)->block.data, replica.nbytes, (*object)->block.device,
+                   grant.lease_id};
+}
+
+void TensorStore::FailFetch(const std::string& name, const absl::Status& status) {
+  Locked lock(this);
+  const bool every_waiter = !absl::IsNotFound(status);
+  AnswerWaitersLocked([&](const Waiter& waiter) -> std::optional<absl::StatusOr<TensorGrant>> {
+    if (waiter.name != name || !(waiter.for_fetch || every_waiter)) return std::nullopt;
+    return absl::StatusOr<TensorGrant>(status);
+  });
+}
+
+bool TensorStore::EvictReplicaLocked(const DLDevice& device) {
+  const TensorObject* oldest = nullptr;
+  for (const auto& [name, entry] : names_.published()) {
+    const TensorObject* object = objects_.at(entry.current()).get();
+    if (!object->spec.origin.has_value() || object->leases > 0 ||
+        object->block.device.device_type != device.device_type ||
+        object->block.device.device_id != device.device_id) {
+      continue;
+    }
+    if (oldest == nullptr || object->last_granted < oldest->last_granted) oldest = object;
+  }
+  if (oldest == nullptr) return false;
+  const std::string name = oldest->spec.name;
+  DeleteNameLocked(name, absl::StrCat("(a replica of peer ", oldest->spec.origin->peer,
+                                      "'s, evicted for room; fetched again when asked for)"));
+  return true;
+}
+
+std::map<std::string, uint64_t> TensorStore::ReplicasFrom(absl::string_view prefix,
+                                                          absl::string_view target) const {
+  Locked lock(this);
+  std::map<std::string, uint64_t> found;
+  for (const auto& [name, entry] : names_.published()) {
+    if (!absl::StartsWith(name, prefix)) continue;
+    const std::optional<ReplicaOrigin>& origin = objects_.at(entry.current())->spec.origin;
+    if (origin.has_value() && origin->target == target) found.emplace(name, origin->version);
+  }
+  return found;
+}
+
+std::optional<uint64_t> TensorStore::ReplicaVersion(const std::string& name,
+                                                    absl::string_view target) const {
+  Locked lock(this);
+  const NameIndex::Published* published = names_.Find(name);
+  if (published == nullptr) return std::nullopt;
+  const std::optional<ReplicaOrigin>& origin = objects_.at(published->current())->spec.origin;
+  if (!origin.has_value() || origin->target != target) return std::nullopt;
+  return origin->version;
+}
+
+bool TensorStore::DropReplica(const std::string& name, uint64_t up_to, const std::string& why) {
+  Locked lock(this);
+  const NameIndex::Published* published = names_.Find(name);
+  if (published == nullptr) return false;
+  const std::optional<ReplicaOrigin>& origin = objects_.at(published->current())->spec.origin;
+  if (!origin.has_value() || origin->version > up_to) return false;
+  DeleteNameLocked(name, absl::StrCat("(a replica of peer ", origin->peer, "'s: ", why, ")"));
+  return true;
+}
+
+}  // namespace tensorbroker::daemon
