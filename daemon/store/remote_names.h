@@ -16,8 +16,8 @@
 
 namespace tensorbroker::daemon {
 
-// How long a Get that would not wait waits for the fetch of a peer's tensor (a longer wait of
-// its own stands).
+// How long a Get that would not wait waits for the fetch of a peer's tensor (a Get with a wait
+// of its own waits as long as it said).
 inline constexpr absl::Duration kRemoteFetchWait = absl::Seconds(60);
 
 class RemoteNames {

@@ -428,8 +428,14 @@ TensorView TensorStore::PublishLocked(TensorObject* object, const Principal& by)
     if (absl::Status s = sessions_.Check(w.session_id); !s.ok()) {
       return absl::StatusOr<TensorGrant>(s);
     }
-    // A tensor the waiter may not read does not exist for it: it keeps waiting.
-    if (!MayReadLocked(sessions_.PrincipalOf(w.session_id), *object)) return std::nullopt;
+    // A tensor the waiter may not read does not exist for it: it keeps waiting, unless it waits
+    // for this fetch alone (the peer's answer is all there will be: not there for it).
+    if (!MayReadLocked(sessions_.PrincipalOf(w.session_id), *object)) {
+      if (w.for_fetch && object->spec.origin.has_value()) {
+        return absl::StatusOr<TensorGrant>(NotPublished(name));
+      }
+      return std::nullopt;
+    }
     return GrantLocked(w.session_id, object, object->spec.is_mutable);
   });
   return WithKeptVersionsLocked(by, ViewLocked(*object));
@@ -610,13 +616,13 @@ std::optional<absl::StatusOr<TensorGrant>> TensorStore::GetOrWait(
   if (auto now = TryGetLocked(session_id, name, wanted); now.has_value()) return now;
   const absl::Time now = absl::Now();
   // A peer's tensor not held here: fetched, and waited for (wait_until) even by a Get that would
-  // not wait.
+  // not wait; a Get with a wait of its own waits as long as it said.
   const bool fetch = options_.remote != nullptr && wanted.version == 0 &&
                      names_.Find(name) == nullptr && !names_.IsPending(name) &&
                      options_.remote->PeerFor(name).has_value();
   const bool own_wait = now < deadline;
   const absl::Time until =
-      fetch && wait_until != nullptr ? std::max(deadline, now + kRemoteFetchWait) : deadline;
+      fetch && !own_wait && wait_until != nullptr ? now + kRemoteFetchWait : deadline;
   if (now >= until) return absl::StatusOr<TensorGrant>(NothingNewer(name, wanted));
   const uint32_t uid = sessions_.PrincipalOf(session_id).uid;  // TryGetLocked checked it
   absl::StatusOr<uint64_t> id = waiters_.Add(

@@ -242,8 +242,9 @@ class TensorStore {
   // INVALID_ARGUMENT for a version with an after_version, or oldest without after_version;
   // RESOURCE_EXHAUSTED when the session's uid has kMaxWaitingGetsPerUid waiting already.
   // A name a peer serves (StoreOptions::remote) of which this store holds no version: a fetch
-  // is asked for and, when `wait_until` is given, the wait lasts at least kRemoteFetchWait (its
-  // end written there: the caller times the wait out then, not at `deadline`).
+  // is asked for and, when `wait_until` is given and the Get would not wait (`deadline` past),
+  // it waits kRemoteFetchWait for the fetch alone (its end written there: the caller times the
+  // wait out then, not at `deadline`); a replica it may not read answers it NOT_FOUND.
   std::optional<absl::StatusOr<TensorGrant>> GetOrWait(const std::string& session_id,
                                                        const std::string& name,
                                                        const VersionWanted& wanted,
