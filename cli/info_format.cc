@@ -230,6 +230,16 @@ std::string StatsText(const BrokerStats& stats) {
         {absl::StrCat("peer ", peer.peer),
          absl::StrCat(peer.calls, " call(s), ", FormatByteSize(peer.sent_bytes), " sent")});
   }
+  // What was fetched from each remote[] address: "remote node-a:7070": "2 replica(s), 3.0 MiB;
+  // 5 fetch(es), 7.5 MiB fetched, 1 failed; 0 evicted".
+  for (const RemoteUsage& remote : stats.remotes) {
+    lines.push_back(
+        {absl::StrCat("remote ", remote.peer),
+         absl::StrCat(remote.replicas, " replica(s), ", FormatByteSize(remote.replica_bytes), "; ",
+                      remote.fetches, " fetch(es), ", FormatByteSize(remote.fetched_bytes),
+                      " fetched, ", remote.fetch_failures, " failed; ", remote.evictions,
+                      " evicted")});
+  }
   return KeyValueLines(lines);
 }
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/stats_schema.h"
 #include "tensorbroker/dtype_names.h"
@@ -76,6 +77,14 @@ std::string PrometheusText(const BrokerStats& stats) {
     for (const PeerUsage& peer : stats.peers) {
       absl::StrAppend(&out, row.prometheus, "{peer=\"", Escaped(peer.peer), "\"} ",
                       peer.*row.member, "\n");
+    }
+  }
+  for (const auto& row : kRemoteStatsFields) {
+    const bool counter = absl::EndsWith(row.prometheus, "_total");
+    Header(&out, row.prometheus, counter ? "counter" : "gauge", row.help);
+    for (const RemoteUsage& remote : stats.remotes) {
+      absl::StrAppend(&out, row.prometheus, "{peer=\"", Escaped(remote.peer), "\"} ",
+                      remote.*row.member, "\n");
     }
   }
   Header(&out, "tensorbroker_calls_total", "counter",

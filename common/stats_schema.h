@@ -101,16 +101,41 @@ inline constexpr StatsField<Peer> kPeerStatsRows[] = {
      "Tensor bytes sent to each peer on Read streams.", StatsUnit::kBytes, &Peer::sent_bytes},
 };
 
+// What this broker holds and fetched of each remote[PREFIX] address's tensors
+// (BrokerStats::remotes; Prometheus label peer): gauges, then counters since start (_total).
+template <typename Remote>
+inline constexpr StatsField<Remote> kRemoteStatsRows[] = {
+    {"replicas", nullptr, "tensorbroker_remote_replicas",
+     "Replicas held of each remote[PREFIX] address's tensors.", StatsUnit::kCount,
+     &Remote::replicas},
+    {"replica_bytes", nullptr, "tensorbroker_remote_replica_bytes",
+     "Bytes of the replicas held of each remote[PREFIX] address's tensors.", StatsUnit::kBytes,
+     &Remote::replica_bytes},
+    {"fetches", nullptr, "tensorbroker_remote_fetches_total",
+     "Replicas fetched from each remote[PREFIX] address (first fetches and new versions).",
+     StatsUnit::kCount, &Remote::fetches},
+    {"fetched_bytes", nullptr, "tensorbroker_remote_fetched_bytes_total",
+     "Bytes fetched from each remote[PREFIX] address.", StatsUnit::kBytes, &Remote::fetched_bytes},
+    {"fetch_failures", nullptr, "tensorbroker_remote_fetch_failures_total",
+     "Fetches from each remote[PREFIX] address that failed (nothing published).", StatsUnit::kCount,
+     &Remote::fetch_failures},
+    {"evictions", nullptr, "tensorbroker_remote_evictions_total",
+     "Replicas of each remote[PREFIX] address's tensors unpublished to make room.",
+     StatsUnit::kCount, &Remote::evictions},
+};
+
 // The rows of the public structs.
 inline constexpr const auto& kBrokerStatsFields = kBrokerStatsRows<BrokerStats>;
 inline constexpr const auto& kPoolStatsFields = kPoolStatsRows<PoolUsage>;
 inline constexpr const auto& kUserStatsFields = kUserStatsRows<UserUsage>;
 inline constexpr const auto& kPeerStatsFields = kPeerStatsRows<PeerUsage>;
+inline constexpr const auto& kRemoteStatsFields = kRemoteStatsRows<RemoteUsage>;
 
 // Walks `stats` as the CLI's JSON object and the Python dict show it: every kBrokerStatsFields
 // row, then the list "pools" (per pool: "device", "handles", then its kPoolStatsFields rows), then
 // the list "users" (per user: "uid", "user", then its kUserStatsFields rows), then the list
-// "peers" (per peer: "peer", then its kPeerStatsFields rows). Per-method figures
+// "peers" (per peer: "peer", then its kPeerStatsFields rows), then the list "remotes" (per
+// remote[] address: "peer", then its kRemoteStatsFields rows). Per-method figures
 // are Prometheus' alone. `out` has Number(key, uint64_t), String(key, const std::string&),
 // BeginList(key), BeginItem(), EndItem() and EndList().
 template <typename Out>
@@ -139,6 +164,14 @@ void WalkStats(const BrokerStats& stats, Out& out) {
     out.BeginItem();
     out.String("peer", peer.peer);
     for (const auto& row : kPeerStatsFields) out.Number(row.key, peer.*row.member);
+    out.EndItem();
+  }
+  out.EndList();
+  out.BeginList("remotes");
+  for (const RemoteUsage& remote : stats.remotes) {
+    out.BeginItem();
+    out.String("peer", remote.peer);
+    for (const auto& row : kRemoteStatsFields) out.Number(row.key, remote.*row.member);
     out.EndItem();
   }
   out.EndList();

@@ -64,8 +64,9 @@ class TENSORBROKER_HIDDEN Client::Impl {
     return connection_;
   }
 
-  // Runs `call` on the current connection; when it fails with UNAVAILABLE (the daemon went
-  // away: Connection), reconnects and runs it once more on the new connection.
+  // Runs `call` on the current connection; when it fails with UNAVAILABLE and the daemon went
+  // away (Connection), reconnects and runs it once more on the new connection. An UNAVAILABLE
+  // the daemon answered itself (a peer it could not fetch from) is returned as it is.
   template <typename Call>
   auto Run(const Call& call) -> decltype(call(std::declval<const ConnectionPtr&>())) {
     if (absl::Status here = client_internal::UsableHere(); !here.ok()) return here;
@@ -78,7 +79,7 @@ class TENSORBROKER_HIDDEN Client::Impl {
       connection = *std::move(fresh);
     }
     auto result = call(connection);
-    if (!absl::IsUnavailable(StatusOf(result))) return result;
+    if (!absl::IsUnavailable(StatusOf(result)) || connection->Answers()) return result;
     auto fresh = Reconnect(connection);
     if (!fresh.ok()) return fresh.status();
     return call(*fresh);

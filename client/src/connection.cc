@@ -28,6 +28,15 @@ void Connection::SetDeadline(grpc::ClientContext* context, std::chrono::millisec
   context->set_deadline(std::chrono::system_clock::now() + kUnaryDeadline + extra);
 }
 
+bool Connection::Answers() {
+  if (session_ended()) return false;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  v1::Empty request;
+  v1::Empty answer;
+  return stub_->Ping(&context, request, &answer).ok() && !session_ended();
+}
+
 absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(const std::string& socket_path,
                                                              std::chrono::milliseconds timeout,
                                                              uint64_t client_id) {

@@ -7,8 +7,9 @@
 // so a tensor's deleter can still release its lease after the Client is gone; the session ends
 // (and the daemon reclaims anything left) when the last reference goes.
 // A Connection is tied to one daemon instance: when that daemon goes away (a restart, a crash,
-// a takeover; every call then fails with UNAVAILABLE, the daemon's only use of that code) it is
-// dead for good, and Client::Impl opens a new one.
+// a takeover; every call then fails with UNAVAILABLE) it is dead for good, and Client::Impl
+// opens a new one. A daemon that still answers also says UNAVAILABLE of a peer it could not
+// fetch from (a name under a remote prefix): Answers() tells the two apart.
 // Thread-safe.
 #ifndef TENSORBROKER_CLIENT_SRC_CONNECTION_H_
 #define TENSORBROKER_CLIENT_SRC_CONNECTION_H_
@@ -54,6 +55,8 @@ class Connection {
   uint64_t client_id() const { return client_id_; }
   // Whether the daemon ended this connection's session (it went away, or is going).
   bool session_ended() const { return session_ended_.load(); }
+  // Whether this connection's daemon still answers (a Ping within a second, its session open).
+  bool Answers();
   SegmentMapper& mapper() { return ProcessSegmentMapper(); }
 
   // Records that a tensor of this connection lives in `segment`, so the cached mapping is

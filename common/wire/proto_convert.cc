@@ -160,6 +160,12 @@ BrokerStats FromProto(const v1::BrokerStats& stats) {
     CountersFromProto(kPeerStatsFields, peer, &usage);
     out.peers.push_back(std::move(usage));
   }
+  for (const v1::RemoteUsage& remote : stats.remotes()) {
+    RemoteUsage usage;
+    usage.peer = remote.peer();
+    CountersFromProto(kRemoteStatsFields, remote, &usage);
+    out.remotes.push_back(std::move(usage));
+  }
   return out;
 }
 

@@ -84,6 +84,16 @@ struct StoreStats {
     uint64_t quota_bytes = 0;
     uint64_t quota_tensors = 0;
   };
+  // What this store holds and fetched of one remote[PREFIX] address's tensors.
+  struct Remote {
+    std::string peer;  // the address, as configured
+    uint64_t replicas = 0;
+    uint64_t replica_bytes = 0;
+    uint64_t fetches = 0;
+    uint64_t fetched_bytes = 0;
+    uint64_t fetch_failures = 0;
+    uint64_t evictions = 0;
+  };
   // The byte and segment figures are the CPU pool's.
   uint64_t capacity_bytes = 0;
   uint64_t used_bytes = 0;
@@ -95,8 +105,9 @@ struct StoreStats {
   uint64_t pending = 0;
   uint64_t waiting_gets = 0;
   uint64_t watchers = 0;
-  std::vector<Pool> pools;  // CPU first, then each GPU served
-  std::vector<User> users;  // by uid: every user for an administrator, else the caller alone
+  std::vector<Pool> pools;      // CPU first, then each GPU served
+  std::vector<User> users;      // by uid: every user for an administrator, else the caller alone
+  std::vector<Remote> remotes;  // by address, for an administrator only
 };
 
 }  // namespace tensorbroker::daemon

@@ -522,6 +522,11 @@ absl::StatusOr<TensorView> TensorStore::CommitPut(const PutTicket& ticket) {
     it->second->on_expired = nullptr;
     const uint32_t uid = it->second->spec.owner_uid;
     result = PublishLocked(it->second.get(), Principal{uid, {}, false, {}});
+    if (const auto& origin = it->second->spec.origin; origin.has_value()) {
+      StoreStats::Remote& counts = remote_counts_[origin->peer];
+      ++counts.fetches;
+      counts.fetched_bytes += it->second->spec.nbytes;
+    }
   }
   if (auto object_id = leases_.Remove(kInternalSession, ticket.lease_id); object_id.ok()) {
     ReleaseLeaseOnLocked(*object_id);
@@ -908,6 +913,7 @@ StoreStats TensorStore::Stats(const Principal& caller) {
   stats.waiting_gets = waiters_.size();
   stats.watchers = watch_hub_.watchers();
   stats.users = ledger_.Users(caller);
+  if (caller.admin) stats.remotes = RemotesLocked();
   return stats;
 }
 

@@ -348,6 +348,8 @@ class TensorStore {
   // are a cache: they give way before a tensor of this broker's fails for capacity). False when
   // there is none.
   bool EvictReplicaLocked(const DLDevice& device) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Each remote[] address's replicas held now and its counters (StoreStats::remotes).
+  std::vector<StoreStats::Remote> RemotesLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   bool MayReadLocked(const Principal& caller, const TensorObject& object) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The published object `name` that `caller` may see; nullptr when none.
@@ -433,6 +435,9 @@ class TensorStore {
   LeaseTable leases_ ABSL_GUARDED_BY(mu_);
   WaitList waiters_ ABSL_GUARDED_BY(mu_);  // GetOrWait's
   uint64_t next_object_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // Per remote[] address (a handful, from the config): fetches, fetched bytes, failures and
+  // evictions since the start (StoreStats::Remote; replicas and their bytes are counted anew).
+  std::map<std::string, StoreStats::Remote> remote_counts_ ABSL_GUARDED_BY(mu_);
   uint64_t grant_clock_ ABSL_GUARDED_BY(mu_) = 0;  // orders leases taken, for eviction
   uint64_t next_version_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;

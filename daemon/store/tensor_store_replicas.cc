@@ -45,6 +45,11 @@ absl::StatusOr<PutTicket> TensorStore::BeginReplica(const TensorSpec& spec) {
 void TensorStore::FailFetch(const std::string& name, const absl::Status& status) {
   Locked lock(this);
   const bool every_waiter = !absl::IsNotFound(status);
+  if (every_waiter && options_.remote != nullptr) {
+    if (std::optional<std::string> peer = options_.remote->PeerFor(name); peer.has_value()) {
+      ++remote_counts_[*peer].fetch_failures;
+    }
+  }
   AnswerWaitersLocked([&](const Waiter& waiter) -> std::optional<absl::StatusOr<TensorGrant>> {
     if (waiter.name != name || !(waiter.for_fetch || every_waiter)) return std::nullopt;
     return absl::StatusOr<TensorGrant>(status);
@@ -64,6 +69,7 @@ bool TensorStore::EvictReplicaLocked(const DLDevice& device) {
   }
   if (oldest == nullptr) return false;
   const std::string name = oldest->spec.name;
+  ++remote_counts_[oldest->spec.origin->peer].evictions;
   DeleteNameLocked(name, absl::StrCat("(a replica of peer ", oldest->spec.origin->peer,
                                       "'s, evicted for room; fetched again when asked for)"));
   return true;
@@ -99,6 +105,25 @@ bool TensorStore::DropReplica(const std::string& name, uint64_t up_to, const std
   if (!origin.has_value() || origin->version > up_to) return false;
   DeleteNameLocked(name, absl::StrCat("(a replica of peer ", origin->peer, "'s: ", why, ")"));
   return true;
+}
+
+std::vector<StoreStats::Remote> TensorStore::RemotesLocked() const {
+  std::map<std::string, StoreStats::Remote> by_peer = remote_counts_;
+  for (const auto& [name, entry] : names_.published()) {
+    for (const auto& [version, object_id] : entry.versions) {
+      const TensorObject& object = *objects_.at(object_id);
+      if (!object.spec.origin.has_value()) continue;
+      StoreStats::Remote& row = by_peer[object.spec.origin->peer];
+      ++row.replicas;
+      row.replica_bytes += object.spec.nbytes;
+    }
+  }
+  std::vector<StoreStats::Remote> rows;
+  for (auto& [peer, row] : by_peer) {
+    row.peer = peer;
+    rows.push_back(std::move(row));
+  }
+  return rows;
 }
 
 }  // namespace tensorbroker::daemon

@@ -79,6 +79,11 @@ void ToProto(const StoreStats& stats, v1::BrokerStats* out) {
     user->set_user(usage.user);
     CountersToProto(kUserStatsRows<StoreStats::User>, usage, user);
   }
+  for (const StoreStats::Remote& usage : stats.remotes) {
+    v1::RemoteUsage* remote = out->add_remotes();
+    remote->set_peer(usage.peer);
+    CountersToProto(kRemoteStatsRows<StoreStats::Remote>, usage, remote);
+  }
 }
 
 }  // namespace tensorbroker::daemon

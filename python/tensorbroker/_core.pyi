@@ -49,6 +49,15 @@ class PeerUsage(TypedDict):
     calls: int  # calls it made on --peer-listen
     sent_bytes: int  # tensor bytes sent to it on Read streams
 
+class RemoteUsage(TypedDict):
+    peer: str  # a remote[PREFIX] address, as configured
+    replicas: int  # replicas held now
+    replica_bytes: int  # their bytes
+    fetches: int  # fetched since the start (first fetches and new versions)
+    fetched_bytes: int  # bytes they brought
+    fetch_failures: int  # fetches that failed (nothing published)
+    evictions: int  # replicas unpublished to make room
+
 class ProcessMappings(TypedDict):
     cached_segments: int
     open_cuda_slabs: int  # legacy CUDA IPC handles open
@@ -69,6 +78,7 @@ class BrokerStats(TypedDict):
     pools: list[PoolStats]  # the CPU pool first, then one per GPU served
     users: list[UserUsage]  # every user for an administrator, else the caller
     peers: list[PeerUsage]  # every peer that called (administrators only)
+    remotes: list[RemoteUsage]  # every remote[PREFIX] address fetched from (administrators only)
 
 DeviceLike = Union[str, Any]  # "cpu", "cuda", "cuda:N", torch.device
 StreamLike = Union[int, Any]  # a cudaStream_t value, torch.cuda.Stream, cupy.cuda.Stream

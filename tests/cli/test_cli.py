@@ -286,8 +286,9 @@ def test_ls_with_prefix(broker):
 def test_stats(own_broker):
     broker = own_broker
     before = broker.json("stats")
-    assert set(before) == STATS_KEYS | {"pools", "users", "peers"}
+    assert set(before) == STATS_KEYS | {"pools", "users", "peers", "remotes"}
     assert before["peers"] == []  # no peer listener: no peer ever called
+    assert before["remotes"] == []  # no remote[] settings: nothing fetched
     assert all(isinstance(before[k], int) for k in STATS_KEYS)
     assert before["capacity_bytes"] == 256 << 20
     # Every memory pool: the CPU one first, with the top-level figures; then each GPU served.

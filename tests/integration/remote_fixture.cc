@@ -58,4 +58,17 @@ std::pair<uint64_t, uint64_t> TwoBrokersTest::OriginSentToB() {
   return sent;
 }
 
+RemoteUsage TwoBrokersTest::HereFromOrigin() {
+  auto stats = at_here_->Stats();
+  EXPECT_TRUE(stats.ok()) << stats.status();
+  if (stats.ok()) {
+    for (const RemoteUsage& remote : stats->remotes) {
+      if (remote.peer == peer_) return remote;
+    }
+  }
+  RemoteUsage none;
+  none.peer = peer_;
+  return none;
+}
+
 }  // namespace tensorbroker::testing

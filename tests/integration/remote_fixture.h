@@ -37,6 +37,8 @@ class TwoBrokersTest : public ::testing::Test {
   // broker-b). B's other calls there (a Ping, the Watch that keeps its replicas fresh) send no
   // tensor bytes.
   std::pair<uint64_t, uint64_t> OriginSentToB();
+  // What broker B's Stats say of the origin's address (its remotes row; all zero when none).
+  RemoteUsage HereFromOrigin();
 
   std::unique_ptr<TestPki> pki_;
   std::unique_ptr<DaemonProcess> origin_;

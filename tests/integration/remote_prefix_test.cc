@@ -49,6 +49,14 @@ TEST_F(RemotePrefixTest, AGetFetchesOnceThenServesTheReplicaLocally) {
   EXPECT_EQ(replica.readers, std::vector<std::string>{"*"});
   EXPECT_TRUE(replica.sealed);
   EXPECT_FALSE(replica.is_mutable);
+  // B's Stats count it under the origin's address.
+  const RemoteUsage counted = HereFromOrigin();
+  EXPECT_EQ(counted.replicas, 1u);
+  EXPECT_EQ(counted.replica_bytes, bytes.size());
+  EXPECT_EQ(counted.fetches, 1u);
+  EXPECT_EQ(counted.fetched_bytes, bytes.size());
+  EXPECT_EQ(counted.fetch_failures, 0u);
+  EXPECT_EQ(counted.evictions, 0u);
 }
 
 TEST_F(RemotePrefixTest, ManyGetsOfOneNameMakeOneTransfer) {
@@ -120,6 +128,10 @@ TEST_F(RemotePrefixTest, AnOriginKilledMidTransferLeavesNothingHere) {
   EXPECT_EQ(stats.pending, 0u);
   EXPECT_EQ(stats.used_bytes, 0u);
   EXPECT_EQ(stats.tensors, 0u);
+  const RemoteUsage counted = HereFromOrigin();
+  EXPECT_EQ(counted.fetch_failures, 1u);
+  EXPECT_EQ(counted.fetches, 0u);
+  EXPECT_EQ(counted.replicas, 0u);
 }
 
 }  // namespace

@@ -145,6 +145,17 @@ struct PeerUsage {
   uint64_t sent_bytes = 0;  // tensor bytes sent to it (Read streams)
 };
 
+// What this broker holds and fetched of one remote[PREFIX] address's tensors.
+struct RemoteUsage {
+  std::string peer;             // the remote[PREFIX] address, as configured
+  uint64_t replicas = 0;        // replicas held now
+  uint64_t replica_bytes = 0;   // their bytes
+  uint64_t fetches = 0;         // fetched since the start (first fetches and refreshes)
+  uint64_t fetched_bytes = 0;   // bytes they brought
+  uint64_t fetch_failures = 0;  // fetches that failed
+  uint64_t evictions = 0;       // replicas unpublished to make room
+};
+
 struct BrokerStats {
   uint64_t capacity_bytes = 0;
   uint64_t used_bytes = 0;
@@ -163,6 +174,8 @@ struct BrokerStats {
   std::vector<UserUsage> users;  // by uid
   // Every peer that called since the daemon started, by name (administrators only).
   std::vector<PeerUsage> peers;
+  // Every remote[PREFIX] address fetched from or held (administrators only).
+  std::vector<RemoteUsage> remotes;
 };
 
 }  // namespace tensorbroker

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "cli/info_format.h"
@@ -26,7 +27,7 @@ namespace tensorbroker {
 namespace {
 
 // Every counter a different value: 1000 + its row's index (pools 2000 + ..., users 3000 + ...,
-// peers 4000 + ...).
+// peers 4000 + ..., remotes 5000 + ...).
 BrokerStats Sample() {
   BrokerStats stats;
   uint64_t value = 1000;
@@ -52,6 +53,11 @@ BrokerStats Sample() {
   value = 4000;
   for (const auto& row : kPeerStatsFields) peer.*row.member = value++;
   stats.peers = {peer};
+  RemoteUsage remote;
+  remote.peer = "node-a:7070";
+  value = 5000;
+  for (const auto& row : kRemoteStatsFields) remote.*row.member = value++;
+  stats.remotes = {remote};
   return stats;
 }
 
@@ -101,6 +107,15 @@ TEST(StatsSchema, EveryRowInPrometheus) {
               std::string::npos)
         << row.key;
   }
+  for (const auto& row : kRemoteStatsFields) {
+    const bool counter = absl::EndsWith(row.prometheus, "_total");
+    EXPECT_NE(
+        text.find(absl::StrCat("# HELP ", row.prometheus, " ", row.help, "\n# TYPE ",
+                               row.prometheus, counter ? " counter\n" : " gauge\n", row.prometheus,
+                               "{peer=\"node-a:7070\"} ", stats.remotes[0].*row.member, "\n")),
+        std::string::npos)
+        << row.key;
+  }
 }
 
 // The JSON object, written out from the table: the CLI's must be exactly this.
@@ -126,6 +141,10 @@ TEST(StatsSchema, EveryRowInCliJson) {
   absl::StrAppend(&expected, "}], \"peers\": [{\"peer\": \"broker-b\"");
   for (const auto& row : kPeerStatsFields) {
     absl::StrAppend(&expected, ", \"", row.key, "\": ", stats.peers[0].*row.member);
+  }
+  absl::StrAppend(&expected, "}], \"remotes\": [{\"peer\": \"node-a:7070\"");
+  for (const auto& row : kRemoteStatsFields) {
+    absl::StrAppend(&expected, ", \"", row.key, "\": ", stats.remotes[0].*row.member);
   }
   absl::StrAppend(&expected, "}]}");
   EXPECT_EQ(cli::StatsJson(stats), expected);
@@ -174,6 +193,8 @@ TEST(StatsSchema, EveryRowInTheWalk) {
   for (const auto& row : kUserStatsFields) expected.push_back(row.key);
   expected.insert(expected.end(), {"]", "peers[", "peer"});
   for (const auto& row : kPeerStatsFields) expected.push_back(row.key);
+  expected.insert(expected.end(), {"]", "remotes[", "peer"});
+  for (const auto& row : kRemoteStatsFields) expected.push_back(row.key);
   expected.push_back("]");
   EXPECT_EQ(recorder.keys, expected);
 }
@@ -202,6 +223,7 @@ TEST(StatsSchema, EveryRowAProtoField) {
   ExpectSameCounters(kPoolStatsFields, v1::PoolStats::descriptor());
   ExpectSameCounters(kUserStatsFields, v1::UserUsage::descriptor());
   ExpectSameCounters(kPeerStatsFields, v1::PeerUsage::descriptor());
+  ExpectSameCounters(kRemoteStatsFields, v1::RemoteUsage::descriptor());
 }
 
 // Sample() as the daemon's StoreStats (daemon/store/store_types.h), through the same rows.
@@ -226,6 +248,15 @@ daemon::StoreStats StoreSample() {
       user.*kUserStatsRows<daemon::StoreStats::User>[i].member = usage.*kUserStatsFields[i].member;
     }
     stats.users.push_back(user);
+  }
+  for (const RemoteUsage& usage : sample.remotes) {
+    daemon::StoreStats::Remote remote;
+    remote.peer = usage.peer;
+    for (size_t i = 0; i < std::size(kRemoteStatsFields); ++i) {
+      remote.*kRemoteStatsRows<daemon::StoreStats::Remote>[i].member =
+          usage.*kRemoteStatsFields[i].member;
+    }
+    stats.remotes.push_back(remote);
   }
   return stats;
 }
@@ -252,6 +283,11 @@ TEST(StatsSchema, ProtoRoundTrip) {
   EXPECT_EQ(back.users[0].user, "alice");
   for (const auto& row : kUserStatsFields) {
     EXPECT_EQ(back.users[0].*row.member, stats.users[0].*row.member) << row.key;
+  }
+  ASSERT_EQ(back.remotes.size(), 1u);
+  EXPECT_EQ(back.remotes[0].peer, "node-a:7070");
+  for (const auto& row : kRemoteStatsFields) {
+    EXPECT_EQ(back.remotes[0].*row.member, stats.remotes[0].*row.member) << row.key;
   }
   // The peers' rows: the front end's (PeerTrafficRow), through the same schema.
   v1::BrokerStats with_peer;

@@ -645,6 +645,16 @@ TEST_F(TenancyTest, UnleasedReplicasGiveWayLeastRecentlyLeasedFirst) {
       store_->Create(alice_, Spec("a/big3", 20 << 20, PrincipalSet::Anyone())).status().code(),
       absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(store_->Stat(kRoot, "r/held").ok());
+  // Stats (administrators) count by the origin's address: 3 fetched, 2 evicted, 1 held.
+  const StoreStats stats = store_->Stats(kRoot);
+  ASSERT_EQ(stats.remotes.size(), 1u);
+  EXPECT_EQ(stats.remotes[0].peer, "node-a:7070");
+  EXPECT_EQ(stats.remotes[0].replicas, 1u);
+  EXPECT_EQ(stats.remotes[0].replica_bytes, uint64_t{20} << 20);
+  EXPECT_EQ(stats.remotes[0].fetches, 3u);
+  EXPECT_EQ(stats.remotes[0].fetched_bytes, uint64_t{60} << 20);
+  EXPECT_EQ(stats.remotes[0].evictions, 2u);
+  EXPECT_TRUE(store_->Stats(kAlice).remotes.empty());  // not an administrator
   ASSERT_TRUE(store_->Release(alice_, held->lease_id).ok());
 }
 
