@@ -15,13 +15,20 @@
   against the real daemon and CLI (TENSORBROKERD, TENSORBROKER_CLI), the node's hostPath
   directory mapped into a temporary directory; the daemon's segments are seen as memfds among
   its descriptors and never in /dev/shm.
-- Peers (tensorbrokerd-daemonset-peers.yaml, peer-certificate.yaml, peer-networkpolicy.yaml):
-  the peers DaemonSet is the CPU one plus the peer port, flags and the Secret's mount; the
-  headless Service selects its pods on that port; cert-manager's Issuers and Certificates pass a
-  structural check against cert-manager's CRDs and name that Secret and the Service; the
-  README's openssl recipe, run with openssl, makes certificates with the same names, which the
-  DaemonSet's command line serves peers with, through the Secret's mount mapped into a
-  temporary directory; a gRPC client that dials the Service's name with them is served.
+- Peers (tensorbrokerd-daemonset-peers.yaml: the readers; tensorbrokerd-daemonset-publishers.yaml:
+  the publishers; peer-certificate.yaml, peer-networkpolicy.yaml): the readers' DaemonSet is the
+  CPU one plus the peer port, flags, the Secret's mount, the ConfigMap's settings file and a node
+  affinity that keeps it off the publishers' nodes; the publishers' DaemonSet is the readers'
+  without the settings file, on the labelled nodes only, so each node runs one broker; each
+  headless Service selects its role's pods on that port; the NetworkPolicy admits the port from
+  both roles; the settings file's remote[policy/] is the publishers' Service at its port, a name
+  the certificate has; cert-manager's Issuers and Certificates pass a structural check against
+  cert-manager's CRDs and name that Secret and both Services; the README's openssl recipe, run
+  with openssl, makes certificates with the same names, which each DaemonSet's command line
+  serves peers with, through the Secret's mount mapped into a temporary directory; a gRPC client
+  that dials its Service's names with them is served; the real daemon reads the readers'
+  settings file with their command line; and a reader's Get of policy/... fetches from a
+  publisher by the Service's name (resolved through an /etc/hosts of the reader's own).
 """
 
 import functools
@@ -62,10 +69,11 @@ WORKLOAD_FILE = K8S_DIR / "example-workload-pod.yaml"
 GPU_DAEMONSET_FILE = K8S_DIR / "tensorbrokerd-daemonset-gpu.yaml"
 GPU_WORKLOAD_FILE = K8S_DIR / "example-gpu-workload-pod.yaml"
 PEERS_DAEMONSET_FILE = K8S_DIR / "tensorbrokerd-daemonset-peers.yaml"
+PUBLISHERS_DAEMONSET_FILE = K8S_DIR / "tensorbrokerd-daemonset-publishers.yaml"
 PEER_NETWORKPOLICY_FILE = K8S_DIR / "peer-networkpolicy.yaml"
 # What the schema check covers: Kubernetes' own kinds.
 MANIFESTS = [DAEMONSET_FILE, WORKLOAD_FILE, GPU_DAEMONSET_FILE, GPU_WORKLOAD_FILE,
-             PEERS_DAEMONSET_FILE, PEER_NETWORKPOLICY_FILE]
+             PEERS_DAEMONSET_FILE, PUBLISHERS_DAEMONSET_FILE, PEER_NETWORKPOLICY_FILE]
 # cert-manager's Issuer and Certificate (custom resources: not in python3-kubernetes' models).
 PEER_CERTIFICATE_FILE = K8S_DIR / "peer-certificate.yaml"
 DOCKERFILE = K8S_DIR / "Dockerfile"
@@ -117,6 +125,18 @@ def peers_daemonset():
 
 def peers_service():
     return only(documents(PEERS_DAEMONSET_FILE), "Service")
+
+
+def peers_configmap():
+    return only(documents(PEERS_DAEMONSET_FILE), "ConfigMap")
+
+
+def publishers_daemonset():
+    return only(documents(PUBLISHERS_DAEMONSET_FILE), "DaemonSet")
+
+
+def publishers_service():
+    return only(documents(PUBLISHERS_DAEMONSET_FILE), "Service")
 
 
 def peer_networkpolicy():
@@ -171,6 +191,57 @@ def secret_file(obj, c, path_in_container):
     return source["secretName"], key
 
 
+def configmap_file(obj, c, path_in_container):
+    """(ConfigMap name, key) of the file `path_in_container`, through the container's ConfigMap
+    mounts, read-only, each key a file of its own name (no `items`)."""
+    volumes = {v["name"]: v for v in pod_spec(obj).get("volumes", [])}
+    directory, _, key = path_in_container.rpartition("/")
+    mounts = [m for m in c.get("volumeMounts", []) if m["mountPath"].rstrip("/") == directory]
+    assert len(mounts) == 1, f"{directory} is not one mount of container {c['name']}"
+    assert mounts[0].get("readOnly") is True, f"{directory} is not mounted read-only"
+    source = volumes[mounts[0]["name"]].get("configMap")
+    assert source is not None, f"volume {mounts[0]['name']} is not a ConfigMap"
+    assert "items" not in source, "the ConfigMap's keys should be its file names"
+    return source["name"], key
+
+
+# --- Which pods and nodes the selectors take ------------------------------------------------------
+
+def requirement_holds(labels, requirement):
+    """One matchExpressions entry (label or node selector) against a set of labels."""
+    key, operator, values = requirement["key"], requirement["operator"], \
+        requirement.get("values", [])
+    if operator == "In":
+        return labels.get(key) in values
+    if operator == "NotIn":  # also true without the label
+        return labels.get(key) not in values
+    if operator == "Exists":
+        return key in labels
+    if operator == "DoesNotExist":
+        return key not in labels
+    raise AssertionError(f"operator {operator!r} not handled here")
+
+
+def selects(selector, labels):
+    """Whether a LabelSelector (matchLabels and matchExpressions, ANDed) takes these labels."""
+    return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items()) and \
+        all(requirement_holds(labels, r) for r in selector.get("matchExpressions") or [])
+
+
+def runs_on(obj, node_labels):
+    """Whether a DaemonSet puts a pod on a node with these labels (no taints): its nodeSelector
+    and its required node affinity (nodeSelectorTerms ORed, each term's expressions ANDed)."""
+    spec = pod_spec(obj)
+    if any(node_labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution")
+    if required is None:
+        return True
+    return any(all(requirement_holds(node_labels, r) for r in term.get("matchExpressions", []))
+               for term in required["nodeSelectorTerms"])
+
+
 # --- yamllint -------------------------------------------------------------------------------------
 
 YAMLLINT_CONFIG = YamlLintConfig("extends: default\nrules:\n  line-length: {max: 100}\n")
@@ -189,6 +260,7 @@ MODELS = {
     ("v1", "Pod"): k8s.V1Pod,
     ("apps/v1", "DaemonSet"): k8s.V1DaemonSet,
     ("v1", "Service"): k8s.V1Service,
+    ("v1", "ConfigMap"): k8s.V1ConfigMap,
     ("networking.k8s.io/v1", "NetworkPolicy"): k8s.V1NetworkPolicy,
 }
 
@@ -207,6 +279,9 @@ ENUMS = {
     (k8s.V1ServiceSpec, "session_affinity"): {"None", "ClientIP"},
     (k8s.V1ServicePort, "protocol"): {"TCP", "UDP", "SCTP"},
     (k8s.V1NetworkPolicyPort, "protocol"): {"TCP", "UDP", "SCTP"},
+    (k8s.V1LabelSelectorRequirement, "operator"): {"In", "NotIn", "Exists", "DoesNotExist"},
+    (k8s.V1NodeSelectorRequirement, "operator"): {"In", "NotIn", "Exists", "DoesNotExist", "Gt",
+                                                  "Lt"},
 }
 
 # Linux capabilities (capabilities(7)), as Kubernetes spells them: without CAP_.
@@ -226,6 +301,7 @@ DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*
 LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 PORT_NAME = re.compile(r"[a-z0-9]([a-z0-9]|-(?=[a-z0-9]))*")
 ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+")  # a ConfigMap's key (a file name when mounted)
 QUANTITY = re.compile(r"([+-]?[0-9.]+)([eE][+-]?[0-9]+|[KMGTPE]i|[numkMGTPE])?")
 QUANTITY_FACTORS = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
                     "E": 1e18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
@@ -338,7 +414,33 @@ def check_metadata(meta, path, name_pattern, errors):
         check_keys(meta.get(field) or {}, f"{path}.{field}", errors, field == "labels")
 
 
+def check_requirements(requirements, path, errors):
+    """matchExpressions (label or node selector): qualified keys, label values, and the values
+    each operator needs: some for In and NotIn, none for Exists and DoesNotExist, one integer for
+    Gt and Lt."""
+    for i, requirement in enumerate(requirements):
+        where = f"{path}[{i}]"
+        check_keys({requirement["key"]: ""}, where, errors, label_values=False)
+        operator, values = requirement["operator"], requirement.get("values") or []
+        if operator in ("In", "NotIn") and not values:
+            errors.append(f"{where}.values: required for {operator}")
+        if operator in ("Exists", "DoesNotExist") and values:
+            errors.append(f"{where}.values: must be empty for {operator}")
+        if operator in ("Gt", "Lt") and (len(values) != 1 or not values[0].isdigit()):
+            errors.append(f"{where}.values: one integer for {operator}")
+        for value in values:
+            if value and (len(value) > 63 or not LABEL_NAME.fullmatch(value)):
+                errors.append(f"{where}.values: {value!r} is not a valid label value")
+
+
 def check_pod_spec(spec, path, errors):
+    check_keys(spec.get("nodeSelector") or {}, f"{path}.nodeSelector", errors, label_values=True)
+    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    for i, term in enumerate(required.get("nodeSelectorTerms") or []):
+        check_requirements(term.get("matchExpressions") or [],
+                           f"{path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuring"
+                           f"Execution.nodeSelectorTerms[{i}].matchExpressions", errors)
     volumes = spec.get("volumes", [])
     volume_names = [v.get("name") for v in volumes]
     for i, volume in enumerate(volumes):
@@ -361,6 +463,15 @@ def check_pod_spec(spec, path, errors):
             mode = secret.get("defaultMode", 0o644)
             if not 0 <= mode <= 0o777:
                 errors.append(f"{path}.volumes[{i}].secret.defaultMode: {mode:#o} is not a "
+                              f"file mode (0 to 0o777)")
+        config_map = volume.get("configMap")
+        if isinstance(config_map, dict):
+            if not DNS_SUBDOMAIN.fullmatch(str(config_map.get("name"))):
+                errors.append(f"{path}.volumes[{i}].configMap.name: "
+                              f"{config_map.get('name')!r} is not a valid name")
+            mode = config_map.get("defaultMode", 0o644)
+            if not 0 <= mode <= 0o777:
+                errors.append(f"{path}.volumes[{i}].configMap.defaultMode: {mode:#o} is not a "
                               f"file mode (0 to 0o777)")
     all_names = [c.get("name") for group in ("initContainers", "containers")
                  for c in spec.get(group, [])]
@@ -445,9 +556,14 @@ def check_service(spec, errors):
     check_keys(spec.get("selector") or {}, "spec.selector", errors, label_values=True)
 
 
+def check_label_selector(selector, path, errors):
+    check_keys(selector.get("matchLabels") or {}, f"{path}.matchLabels", errors,
+               label_values=True)
+    check_requirements(selector.get("matchExpressions") or [], f"{path}.matchExpressions", errors)
+
+
 def check_network_policy(spec, errors):
-    check_keys(spec["podSelector"].get("matchLabels") or {}, "spec.podSelector.matchLabels",
-               errors, label_values=True)
+    check_label_selector(spec["podSelector"], "spec.podSelector", errors)
     for policy_type in spec.get("policyTypes", []):
         if policy_type not in ("Ingress", "Egress"):
             errors.append(f"spec.policyTypes: {policy_type!r} is not one of "
@@ -461,9 +577,19 @@ def check_network_policy(spec, errors):
             for j, peer in enumerate(rule.get(peers, [])):
                 for selector in ("podSelector", "namespaceSelector"):
                     if isinstance(peer.get(selector), dict):
-                        check_keys(peer[selector].get("matchLabels") or {},
-                                   f"spec.{direction}[{i}].{peers}[{j}].{selector}.matchLabels",
-                                   errors, label_values=True)
+                        check_label_selector(peer[selector],
+                                             f"spec.{direction}[{i}].{peers}[{j}].{selector}",
+                                             errors)
+
+
+def check_config_map(doc, errors):
+    data, binary = doc.get("data") or {}, doc.get("binaryData") or {}
+    for field, mapping in (("data", data), ("binaryData", binary)):
+        for key in mapping:
+            if len(key) > 253 or not CONFIG_KEY.fullmatch(key) or key in (".", ".."):
+                errors.append(f"{field}: key {key!r} is not a valid ConfigMap key")
+    for key in sorted(set(data) & set(binary)):
+        errors.append(f"binaryData: key {key!r} is in data too")
 
 
 def validate(doc):
@@ -487,6 +613,8 @@ def validate(doc):
         check_service(doc["spec"], errors)
     if doc["kind"] == "NetworkPolicy":
         check_network_policy(doc["spec"], errors)
+    if doc["kind"] == "ConfigMap":
+        check_config_map(doc, errors)
     if doc["kind"] == "Pod":
         check_pod_spec(doc["spec"], "spec", errors)
     if doc["kind"] == "DaemonSet":
@@ -654,12 +782,15 @@ def test_the_directory_holds_what_the_readme_describes():
     assert names == [
         "Dockerfile", "README.md", "example-gpu-workload-pod.yaml", "example-workload-pod.yaml",
         "peer-certificate.yaml", "peer-networkpolicy.yaml", "tensorbrokerd-daemonset-gpu.yaml",
-        "tensorbrokerd-daemonset-peers.yaml", "tensorbrokerd-daemonset.yaml"]
+        "tensorbrokerd-daemonset-peers.yaml", "tensorbrokerd-daemonset-publishers.yaml",
+        "tensorbrokerd-daemonset.yaml"]
     assert [d["kind"] for d in documents(DAEMONSET_FILE)] == ["Namespace", "DaemonSet"]
     assert [d["kind"] for d in documents(WORKLOAD_FILE)] == ["Pod"]
     assert [d["kind"] for d in documents(GPU_DAEMONSET_FILE)] == ["Namespace", "DaemonSet"]
     assert [d["kind"] for d in documents(GPU_WORKLOAD_FILE)] == ["Pod"]
     assert [d["kind"] for d in documents(PEERS_DAEMONSET_FILE)] == [
+        "Namespace", "ConfigMap", "DaemonSet", "Service"]
+    assert [d["kind"] for d in documents(PUBLISHERS_DAEMONSET_FILE)] == [
         "Namespace", "DaemonSet", "Service"]
     assert [d["kind"] for d in documents(PEER_CERTIFICATE_FILE)] == [
         "Issuer", "Certificate", "Issuer", "Certificate"]
@@ -722,7 +853,8 @@ C0 = "spec.template.spec.containers[0]"
       "'Socket']"]),
     (lambda d, s, c: d.__setitem__("apiVersion", "extensions/v1beta1"),
      ["(top): unknown apiVersion/kind extensions/v1beta1/DaemonSet (known: ['apps/v1/DaemonSet', "
-      "'networking.k8s.io/v1/NetworkPolicy', 'v1/Namespace', 'v1/Pod', 'v1/Service'])"]),
+      "'networking.k8s.io/v1/NetworkPolicy', 'v1/ConfigMap', 'v1/Namespace', 'v1/Pod', "
+      "'v1/Service'])"]),
     (lambda d, s, c: c["resources"]["limits"].__setitem__("memory", "4.5 GiB"),
      [f"{C0}.resources.limits.memory: '4.5 GiB' is not a quantity"]),
     (lambda d, s, c: c["resources"]["requests"].__setitem__("cpu", "4"),
@@ -748,44 +880,91 @@ def test_the_schema_check_rejects_each_fault_exactly(edit, expected):
 
 
 def broken_peers(edit):
-    """The peers file's DaemonSet, Service and NetworkPolicy, one fault put in by
-    `edit(daemonset, service, networkpolicy)`: the problems the checker finds in the three."""
-    ds, service, policy = peers_daemonset(), peers_service(), peer_networkpolicy()
-    edit(ds, service, policy)
-    return [problem for doc in (ds, service, policy) for problem in validate(doc)]
+    """The peers file's DaemonSet, Service and ConfigMap, the NetworkPolicy and the publishers'
+    DaemonSet, one fault put in by `edit(daemonset, service, networkpolicy, configmap,
+    publishers)`: the problems the checker finds in the five."""
+    docs = (peers_daemonset(), peers_service(), peer_networkpolicy(), peers_configmap(),
+            publishers_daemonset())
+    edit(*docs)
+    return [problem for doc in docs for problem in validate(doc)]
 
 
 V1 = "spec.template.spec.volumes[1]"
+V2 = "spec.template.spec.volumes[2]"
+NODE_TERM = ("spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuring"
+             "Execution.nodeSelectorTerms[0].matchExpressions[0]")
+
+
+def node_term(ds):
+    affinity = pod_spec(ds)["affinity"]["nodeAffinity"]
+    return affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
+        "matchExpressions"][0]
 
 
 @pytest.mark.parametrize("edit, expected", [
-    (lambda d, s, p: pod_spec(d)["volumes"][1]["secret"].__setitem__("defaultMode", 0o1440),
+    (lambda d, s, p, c, q: pod_spec(d)["volumes"][1]["secret"].__setitem__("defaultMode", 0o1440),
      [f"{V1}.secret.defaultMode: 0o1440 is not a file mode (0 to 0o777)"]),
-    (lambda d, s, p: pod_spec(d)["volumes"][1]["secret"].__setitem__("secretName", "peer_tls"),
+    (lambda d, s, p, c, q: pod_spec(d)["volumes"][1]["secret"].__setitem__("secretName",
+                                                                            "peer_tls"),
      [f"{V1}.secret.secretName: 'peer_tls' is not a valid name"]),
-    (lambda d, s, p: pod_spec(d)["volumes"][1].__setitem__("hostPath", {"path": "/etc/tls"}),
+    (lambda d, s, p, c, q: pod_spec(d)["volumes"][1].__setitem__("hostPath", {"path": "/etc/tls"}),
      [f"{V1}: has 2 sources ['hostPath', 'secret'], needs exactly one"]),
-    (lambda d, s, p: s["metadata"].__setitem__("name", "7070-peers"),
+    (lambda d, s, p, c, q: s["metadata"].__setitem__("name", "7070-peers"),
      ["metadata.name: '7070-peers' is not a valid name"]),
-    (lambda d, s, p: s["spec"]["ports"][0].__setitem__("targetPort", "peers_tls"),
+    (lambda d, s, p, c, q: s["spec"]["ports"][0].__setitem__("targetPort", "peers_tls"),
      ["spec.ports[0].targetPort: 'peers_tls' is not an IANA_SVC_NAME"]),
-    (lambda d, s, p: s["spec"]["ports"][0].__setitem__("port", 70700),
+    (lambda d, s, p, c, q: s["spec"]["ports"][0].__setitem__("port", 70700),
      ["spec.ports[0].port: 70700 is out of range"]),
-    (lambda d, s, p: s["spec"]["ports"][0].__setitem__("protocol", "tcp"),
+    (lambda d, s, p, c, q: s["spec"]["ports"][0].__setitem__("protocol", "tcp"),
      ["spec.ports[0].protocol: 'tcp' is not one of ['SCTP', 'TCP', 'UDP']"]),
-    (lambda d, s, p: s["spec"]["selector"].__setitem__("app.kubernetes.io/component", "broker/"),
+    (lambda d, s, p, c, q: s["spec"]["selector"].__setitem__("app.kubernetes.io/component",
+                                                             "broker/"),
      ["spec.selector.app.kubernetes.io/component: 'broker/' is not a valid label value"]),
-    (lambda d, s, p: p["spec"].__setitem__("policyTypes", ["Ingres"]),
+    (lambda d, s, p, c, q: p["spec"].__setitem__("policyTypes", ["Ingres"]),
      ["spec.policyTypes: 'Ingres' is not one of ['Egress', 'Ingress']"]),
-    (lambda d, s, p: p["spec"]["ingress"][0]["ports"][0].__setitem__("port", "peers-for-brokers"),
+    (lambda d, s, p, c, q: p["spec"]["ingress"][0]["ports"][0].__setitem__("port",
+                                                                          "peers-for-brokers"),
      ["spec.ingress[0].ports[0].port: 'peers-for-brokers' is not an IANA_SVC_NAME"]),
-    (lambda d, s, p: p["spec"]["ingress"][0].__setitem__("from", {"podSelector": {}}),
+    (lambda d, s, p, c, q: p["spec"]["ingress"][0].__setitem__("from", {"podSelector": {}}),
      ["spec.ingress[0].from: expected a list, got dict {'podSelector': {}}"]),
+    (lambda d, s, p, c, q: p["spec"]["podSelector"]["matchExpressions"][1].__setitem__(
+        "operator", "in"),
+     ["spec.podSelector.matchExpressions[1].operator: 'in' is not one of ['DoesNotExist', "
+      "'Exists', 'In', 'NotIn']"]),
+    (lambda d, s, p, c, q: p["spec"]["ingress"][0]["from"][0]["podSelector"]["matchExpressions"][
+        1].__setitem__("values", []),
+     ["spec.ingress[0].from[0].podSelector.matchExpressions[1].values: required for In"]),
+    (lambda d, s, p, c, q: node_term(d).__setitem__("operator", "NotEqual"),
+     [f"{NODE_TERM}.operator: 'NotEqual' is not one of ['DoesNotExist', 'Exists', 'Gt', 'In', "
+      "'Lt', 'NotIn']"]),
+    (lambda d, s, p, c, q: node_term(d).__setitem__("values", True),
+     [f"{NODE_TERM}.values: expected a list, got bool True"]),
+    (lambda d, s, p, c, q: node_term(d).__setitem__("operator", "DoesNotExist"),
+     [f"{NODE_TERM}.values: must be empty for DoesNotExist"]),
+    (lambda d, s, p, c, q: node_term(d).__setitem__("key", "tensorbroker.io/publisher?"),
+     [f"{NODE_TERM}: key 'tensorbroker.io/publisher?' is not a qualified name"]),
+    (lambda d, s, p, c, q: pod_spec(q)["nodeSelector"].__setitem__("tensorbroker.io/publisher",
+                                                                   True),
+     ["spec.template.spec.nodeSelector.tensorbroker.io/publisher: expected str, got bool True"]),
+    (lambda d, s, p, c, q: pod_spec(q)["nodeSelector"].__setitem__("tensorbroker.io/publisher",
+                                                                   "yes please"),
+     ["spec.template.spec.nodeSelector.tensorbroker.io/publisher: 'yes please' is not a valid "
+      "label value"]),
+    (lambda d, s, p, c, q: pod_spec(d)["volumes"][2]["configMap"].__setitem__(
+        "name", "tensorbrokerd_peers_config"),
+     [f"{V2}.configMap.name: 'tensorbrokerd_peers_config' is not a valid name"]),
+    (lambda d, s, p, c, q: c["data"].__setitem__("tensorbrokerd/conf", "log-level = info\n"),
+     ["data: key 'tensorbrokerd/conf' is not a valid ConfigMap key"]),
+    (lambda d, s, p, c, q: c.__setitem__("data", "remote[policy/] = publishers:7070"),
+     ["data: expected a mapping, got str 'remote[policy/] = publishers:7070'"]),
 ], ids=["bad-defaultMode", "bad-secretName", "two-sources", "bad-service-name", "bad-targetPort",
         "port-out-of-range", "lowercase-protocol", "bad-selector-value", "bad-policyType",
-        "long-policy-port-name", "mapping-for-list"])
+        "long-policy-port-name", "mapping-for-list", "lowercase-selector-operator",
+        "in-without-values", "bad-node-operator", "bool-for-values", "values-with-doesnotexist",
+        "bad-node-label-key", "bool-node-selector", "bad-node-selector-value",
+        "bad-configmap-name", "bad-configmap-key", "string-for-data"])
 def test_the_schema_check_rejects_each_fault_of_the_peer_manifests_exactly(edit, expected):
-    assert broken_peers(lambda d, s, p: None) == []  # the fault below is the only one
+    assert broken_peers(lambda *docs: None) == []  # the fault below is the only one
     assert broken_peers(edit) == expected
 
 
@@ -814,7 +993,7 @@ def broken_certificates(edit):
     (lambda docs: docs[3]["spec"]["privateKey"].__setitem__("size", 2048),
      ["spec.privateKey.size: 2048 is not one of [256, 384, 521] for ECDSA"]),
     (lambda docs: docs[3]["spec"]["dnsNames"].append("tensorbroker_peers.tensorbroker.svc"),
-     ["spec.dnsNames[2]: 'tensorbroker_peers.tensorbroker.svc' is not a DNS name"]),
+     ["spec.dnsNames[4]: 'tensorbroker_peers.tensorbroker.svc' is not a DNS name"]),
     (lambda docs: docs[2]["spec"].__setitem__("selfSigned", {}),
      ["spec: needs exactly one issuer type, has ['ca', 'selfSigned']"]),
     (lambda docs: docs[0].__setitem__("apiVersion", "cert-manager.io/v1alpha2"),
@@ -901,7 +1080,8 @@ def test_no_pod_shares_dev_shm_or_ipc_with_the_node():
     # The segments are memfds handed over as descriptors: no pod needs the node's /dev/shm or
     # its IPC namespace, and the socket directory is the only node path any container mounts
     # (the init container's included).
-    for obj in (daemonset(), workload(), gpu_daemonset(), gpu_workload(), peers_daemonset()):
+    for obj in (daemonset(), workload(), gpu_daemonset(), gpu_workload(), peers_daemonset(),
+                publishers_daemonset()):
         assert node_sharing_faults(obj) == []
     # The check sees each thing the /dev/shm-sharing manifests had.
     ds = daemonset()
@@ -943,7 +1123,8 @@ def test_the_workload_carries_the_brokers_group():
 def test_security_contexts():
     for obj, name in ((daemonset(), "tensorbrokerd"), (workload(), "example"),
                       (gpu_daemonset(), "tensorbrokerd"), (gpu_workload(), "example-gpu"),
-                      (peers_daemonset(), "tensorbrokerd")):
+                      (peers_daemonset(), "tensorbrokerd"),
+                      (publishers_daemonset(), "tensorbrokerd")):
         c = container(obj, name)
         assert c["securityContext"] == {
             "runAsNonRoot": True, "readOnlyRootFilesystem": True,
@@ -1016,48 +1197,120 @@ def test_the_gpu_manifests_share_gpus_by_descriptor_without_hostpid():
     assert "cuda-handles = vmm" in done.stdout.splitlines()
 
 
-# The peer parts of tensorbrokerd-daemonset-peers.yaml.
+# The peer parts of tensorbrokerd-daemonset-peers.yaml (the readers) and
+# tensorbrokerd-daemonset-publishers.yaml (the publishers).
 PEER_PORT = 7070
 TLS_DIR = "/etc/tensorbroker/tls"  # in the broker's container
 PEER_ARGS = ["--peer-listen", f":{PEER_PORT}", "--tls-cert", f"{TLS_DIR}/tls.crt",
              "--tls-key", f"{TLS_DIR}/tls.key", "--tls-ca", f"{TLS_DIR}/ca.crt"]
 PEER_SECRET = "tensorbroker-peer-tls"
 PEER_SERVICE = "tensorbroker-peers"
+PUBLISHERS_SERVICE = "tensorbroker-publishers"
 PEER_NAME = "tensorbroker-peer"  # the certificate's common name: readers say peer:tensorbroker-peer
+PUBLISHER_LABEL = "tensorbroker.io/publisher"  # on the publishers' nodes, "true"
+CONFIG_DIR = "/etc/tensorbroker/config"  # the readers' ConfigMap, in the broker's container
+CONFIG_ARGS = ["--config", f"{CONFIG_DIR}/tensorbrokerd.conf"]
+CONFIG_VOLUME = {"name": "config", "configMap": {"name": "tensorbrokerd-peers-config"}}
+CONFIG_MOUNT = {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}
+# Each role's DaemonSet and the headless Service that names its brokers.
+ROLES = {"readers": (peers_daemonset, peers_service),
+         "publishers": (publishers_daemonset, publishers_service)}
 
 
 def service_dns_names(service):
-    """The names a broker dials the headless Service by: NAME.NAMESPACE.svc and its fully
+    """The names a broker dials a headless Service by: NAME.NAMESPACE.svc and its fully
     qualified form in the default cluster domain."""
     name, namespace = service["metadata"]["name"], service["metadata"]["namespace"]
     return [f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local"]
 
 
+def pod_labels(obj):
+    return (obj["spec"]["template"]["metadata"] if obj["kind"] == "DaemonSet"
+            else obj["metadata"]).get("labels", {})
+
+
+def config_settings(text):
+    """(key, value) of each `key = value` line of a settings file, as the daemon reads it."""
+    lines = [line.split("#", 1)[0].strip() for line in text.splitlines()]
+    return [tuple(part.strip() for part in line.split("=", 1)) for line in lines if line]
+
+
 def test_the_peers_daemonset_is_the_cpu_one_plus_the_peer_parts():
-    # Everything but the peer listener is the CPU DaemonSet's, so the plain DaemonSet keeps
-    # working without a Secret and the two stay in step.
+    # Everything but the peer listener, the settings file and the node selection is the CPU
+    # DaemonSet's, so the plain DaemonSet keeps working without a Secret and the two stay in step.
     cpu, peers = daemonset(), peers_daemonset()
     spec, cpu_spec = pod_spec(peers), pod_spec(cpu)
     broker, cpu_broker = container(peers, "tensorbrokerd"), container(cpu, "tensorbrokerd")
-    assert argv(broker) == argv(cpu_broker) + PEER_ARGS
+    assert argv(broker) == argv(cpu_broker) + PEER_ARGS + CONFIG_ARGS
     assert broker["ports"] == cpu_broker["ports"] + [
         {"name": "peers", "containerPort": PEER_PORT, "protocol": "TCP"}]
     assert broker["volumeMounts"] == cpu_broker["volumeMounts"] + [
-        {"name": "peer-tls", "mountPath": TLS_DIR, "readOnly": True}]
+        {"name": "peer-tls", "mountPath": TLS_DIR, "readOnly": True}, CONFIG_MOUNT]
     assert spec["volumes"] == cpu_spec["volumes"] + [
-        {"name": "peer-tls", "secret": {"secretName": PEER_SECRET, "defaultMode": 0o440}}]
+        {"name": "peer-tls", "secret": {"secretName": PEER_SECRET, "defaultMode": 0o440}},
+        CONFIG_VOLUME]
     assert spec["securityContext"] == {**cpu_spec["securityContext"], "fsGroup": 2470}
+    assert "affinity" not in cpu_spec and "nodeSelector" not in cpu_spec
     containers = ("spec", "template", "spec", "containers", 0)
     peer_parts = [containers + (k,) for k in ("args", "ports", "volumeMounts")] + [
         ("spec", "template", "spec", "volumes"), ("spec", "template", "spec", "securityContext")]
-    assert without(peers, peer_parts) == without(cpu, peer_parts)
+    assert without(peers, peer_parts + [("spec", "template", "spec", "affinity")]) == \
+        without(cpu, peer_parts)
     # The Namespace too.
     assert only(documents(PEERS_DAEMONSET_FILE), "Namespace") == \
         only(documents(DAEMONSET_FILE), "Namespace")
 
 
-def test_the_peer_port_is_on_the_pod_network_and_the_secret_readable_by_the_broker_alone():
-    ds = peers_daemonset()
+def test_the_publishers_daemonset_is_the_readers_without_the_settings_file():
+    # A broker refuses to publish under its own remote prefixes: the publishers have no
+    # remote[] (no --config, no ConfigMap), and are otherwise the readers' broker.
+    readers, publishers = peers_daemonset(), publishers_daemonset()
+    reader, publisher = container(readers, "tensorbrokerd"), container(publishers, "tensorbrokerd")
+    assert argv(reader) == argv(publisher) + CONFIG_ARGS
+    assert reader["volumeMounts"] == publisher["volumeMounts"] + [CONFIG_MOUNT]
+    assert pod_spec(readers)["volumes"] == pod_spec(publishers)["volumes"] + [CONFIG_VOLUME]
+    # Its own name and pod labels, on the labelled nodes only.
+    labels = {"app.kubernetes.io/name": "tensorbroker", "app.kubernetes.io/component": "publisher"}
+    assert publishers["metadata"]["name"] == "tensorbrokerd-publisher"
+    assert publishers["metadata"]["labels"] == {**labels, "app.kubernetes.io/version": "0.1.0"}
+    assert publishers["spec"]["selector"] == {"matchLabels": labels}
+    assert pod_labels(publishers) == labels
+    assert pod_spec(publishers)["nodeSelector"] == {PUBLISHER_LABEL: "true"}
+    assert "affinity" not in pod_spec(publishers)
+    containers = ("spec", "template", "spec", "containers", 0)
+    differing = [("metadata", "name"), ("metadata", "labels"), ("spec", "selector"),
+                 ("spec", "template", "metadata", "labels"), containers + ("args",),
+                 containers + ("volumeMounts",), ("spec", "template", "spec", "volumes")]
+    assert without(publishers, differing + [("spec", "template", "spec", "nodeSelector")]) == \
+        without(readers, differing + [("spec", "template", "spec", "affinity")])
+    # Neither DaemonSet's selector takes the other's pods (a controller would count them as its).
+    assert not selects(readers["spec"]["selector"], pod_labels(publishers))
+    assert not selects(publishers["spec"]["selector"], pod_labels(readers))
+    assert only(documents(PUBLISHERS_DAEMONSET_FILE), "Namespace") == \
+        only(documents(DAEMONSET_FILE), "Namespace")
+
+
+def test_each_node_runs_one_broker_a_reader_or_a_publisher():
+    readers, publishers = peers_daemonset(), publishers_daemonset()
+    for node_labels, role in (({}, "readers"), ({"kubernetes.io/hostname": "n1"}, "readers"),
+                              ({PUBLISHER_LABEL: "true"}, "publishers"),
+                              ({PUBLISHER_LABEL: "false"}, "readers"),
+                              ({PUBLISHER_LABEL: ""}, "readers")):
+        running = [name for name, ds in (("readers", readers), ("publishers", publishers))
+                   if runs_on(ds, node_labels)]
+        assert running == [role], node_labels
+    # Two would meet in the node's one socket directory (one daemon per socket).
+    paths = {host_path(ds, container(ds, "tensorbrokerd"),
+                       flag_value(argv(container(ds, "tensorbrokerd")), "--socket"))
+             for ds in (readers, publishers)}
+    assert paths == {f"{SOCKET_DIR}/broker.sock"}
+    # The README's label command sets what the publishers select.
+    assert f"kubectl label node NODE {PUBLISHER_LABEL}=true" in README.read_text()
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_the_peer_port_is_on_the_pod_network_and_the_secret_readable_by_the_broker_alone(role):
+    ds = ROLES[role][0]()
     spec, broker = pod_spec(ds), container(ds, "tensorbrokerd")
     # The pod's own network namespace: no hostNetwork, no hostPort anywhere.
     assert [k for k, _ in keys(ds) if k in ("hostNetwork", "hostPort")] == []
@@ -1086,47 +1339,59 @@ def test_the_peer_port_is_on_the_pod_network_and_the_secret_readable_by_the_brok
     assert "optional" not in volume["secret"]
 
 
-def test_the_headless_service_selects_the_brokers_on_the_peer_port():
-    ds, service = peers_daemonset(), peers_service()
+@pytest.mark.parametrize("role", ROLES)
+def test_each_headless_service_selects_its_roles_brokers_on_the_peer_port(role):
+    ds, service = ROLES[role][0](), ROLES[role][1]()
+    (other,) = [daemonset_of() for name, (daemonset_of, _) in ROLES.items() if name != role]
     broker = container(ds, "tensorbrokerd")
-    assert service["metadata"]["name"] == PEER_SERVICE
+    assert service["metadata"]["name"] == {"readers": PEER_SERVICE,
+                                           "publishers": PUBLISHERS_SERVICE}[role]
     assert service["metadata"]["namespace"] == ds["metadata"]["namespace"]
     spec = service["spec"]
     # Headless: DNS answers with the brokers' pod IPs; no virtual IP, nothing on the nodes.
     assert spec["clusterIP"] == "None"
     assert spec.get("type", "ClusterIP") == "ClusterIP"
     assert "publishNotReadyAddresses" not in spec  # only ready brokers (their health probe)
-    # Exactly the DaemonSet's pods (the DaemonSet's own selector), and no example workload.
-    assert spec["selector"] == ds["spec"]["template"]["metadata"]["labels"] == \
-        ds["spec"]["selector"]["matchLabels"]
-    for pod in (workload(), gpu_workload()):
-        labels = pod["metadata"].get("labels", {})
-        assert any(labels.get(k) != v for k, v in spec["selector"].items())
+    # Exactly the DaemonSet's pods (the DaemonSet's own selector): not the other role's, and no
+    # example workload.
+    assert spec["selector"] == pod_labels(ds) == ds["spec"]["selector"]["matchLabels"]
+    for pod in (other, workload(), gpu_workload()):
+        assert not selects({"matchLabels": spec["selector"]}, pod_labels(pod))
     # Its one port is the container's peer port, by name and by number: clients of a headless
     # Service dial the pod IPs themselves, at the container port.
     (port,) = spec["ports"]
     (target,) = [p for p in broker["ports"] if p["name"] == port["targetPort"]]
     assert port == {"name": "peers", "port": PEER_PORT, "targetPort": "peers", "protocol": "TCP"}
     assert target["containerPort"] == port["port"] == PEER_PORT
-    # The network policy lets the brokers (the same labels) reach that port, and the metrics
-    # port stays open as it was.
-    policy = peer_networkpolicy()
-    assert policy["metadata"]["namespace"] == ds["metadata"]["namespace"]
-    assert policy["spec"]["podSelector"] == {"matchLabels": spec["selector"]}
-    assert policy["spec"]["policyTypes"] == ["Ingress"]
-    assert policy["spec"]["ingress"] == [
-        {"from": [{"podSelector": {"matchLabels": spec["selector"]}}],
-         "ports": [{"protocol": "TCP", "port": PEER_PORT}]},
-        {"ports": [{"protocol": "TCP", "port": 9464}]}]
     assert [p["containerPort"] for p in broker["ports"]] == [9464, PEER_PORT]
+
+
+def test_the_network_policy_admits_the_peer_port_from_the_brokers_of_both_roles():
+    policy = peer_networkpolicy()
+    brokers = [peers_daemonset(), publishers_daemonset()]
+    assert {ds["metadata"]["namespace"] for ds in brokers} == {policy["metadata"]["namespace"]}
+    spec = policy["spec"]
+    assert spec["policyTypes"] == ["Ingress"]
+    peer_rule, metrics_rule = spec["ingress"]
+    # The peer port from the pods it applies to (this namespace's: no namespaceSelector) ...
+    assert peer_rule == {"from": [{"podSelector": spec["podSelector"]}],
+                         "ports": [{"protocol": "TCP", "port": PEER_PORT}]}
+    # ... which are the brokers of both roles and nothing else.
+    for ds in brokers:
+        assert selects(spec["podSelector"], pod_labels(ds)), ds["metadata"]["name"]
+    for labels in (pod_labels(workload()), pod_labels(gpu_workload()),
+                   {"app.kubernetes.io/name": "tensorbroker"},
+                   {"app.kubernetes.io/name": "tensorbroker", "app.kubernetes.io/component": "x"}):
+        assert not selects(spec["podSelector"], labels), labels
+    # The metrics port stays open as it was.
+    assert metrics_rule == {"ports": [{"protocol": "TCP", "port": 9464}]}
 
 
 def test_the_peer_certificate_is_the_daemonsets_secret_for_the_services_names():
     docs = documents(PEER_CERTIFICATE_FILE)
     for doc in docs:
         assert validate_cert_manager(doc) == [], f"{doc['kind']} {doc['metadata']['name']}"
-    ds, service = peers_daemonset(), peers_service()
-    namespace = ds["metadata"]["namespace"]
+    namespace = peers_daemonset()["metadata"]["namespace"]
     assert {doc["metadata"]["namespace"] for doc in docs} == {namespace}
     issuers = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Issuer"}
     certificates = {d["spec"]["secretName"]: d for d in docs if d["kind"] == "Certificate"}
@@ -1136,12 +1401,15 @@ def test_the_peer_certificate_is_the_daemonsets_secret_for_the_services_names():
         assert (ref.get("group"), ref.get("kind")) == ("cert-manager.io", "Issuer")
         return issuers[ref["name"]]
 
-    # The broker's: the Secret the DaemonSet mounts, its name the one readers admit, its DNS
-    # names the Service's, for serving and calling.
-    (secret,) = {v["secret"]["secretName"] for v in pod_spec(ds)["volumes"] if "secret" in v}
+    # The brokers': the one Secret both DaemonSets mount, its name the one readers admit, its DNS
+    # names both Services', for serving and calling.
+    secrets = {v["secret"]["secretName"] for ds in (peers_daemonset(), publishers_daemonset())
+               for v in pod_spec(ds)["volumes"] if "secret" in v}
+    (secret,) = secrets
     broker = certificates[secret]["spec"]
     assert broker["commonName"] == PEER_NAME
-    assert broker["dnsNames"] == service_dns_names(service)
+    assert broker["dnsNames"] == service_dns_names(peers_service()) + \
+        service_dns_names(publishers_service())
     assert {"server auth", "client auth"} <= set(broker["usages"])
     assert "isCA" not in broker
     assert go_duration(broker["renewBefore"]) == 30 * 86400
@@ -1152,8 +1420,41 @@ def test_the_peer_certificate_is_the_daemonsets_secret_for_the_services_names():
     assert issuer_of(ca)["spec"] == {"selfSigned": {}}
     assert sorted(certificates) == sorted([secret, ca_issuer["spec"]["ca"]["secretName"]])
     assert len(issuers) == 2
-    # The README tells readers to name that peer.
+    # The README tells publishers to let that peer read.
     assert f"`peer:{PEER_NAME}`" in README.read_text()
+
+
+def test_the_readers_settings_file_names_the_publishers_service():
+    ds, configmap, publishers = peers_daemonset(), peers_configmap(), publishers_daemonset()
+    broker = container(ds, "tensorbrokerd")
+    # --config is the ConfigMap's one key, through its read-only mount, in the same namespace.
+    name, key = configmap_file(ds, broker, flag_value(argv(broker), "--config"))
+    assert name == configmap["metadata"]["name"]
+    assert configmap["metadata"]["namespace"] == ds["metadata"]["namespace"]
+    assert list(configmap["data"]) == [key]
+    assert "optional" not in [v for v in pod_spec(ds)["volumes"] if "configMap" in v][0][
+        "configMap"]
+    # Only remote[] there: the command line sets the rest, and a key set in both would be the
+    # flag's (flags override the file), the file's line dead.
+    settings = config_settings(configmap["data"][key])
+    assert [k for k, _ in settings] == ["remote[policy/]"]
+    flags = {a[2:] for a in argv(broker)[1:] if a.startswith("--")}
+    assert flags & {k for k, _ in settings} == set()
+    # The address is the publishers' Service by its fully qualified name, at its port, which is
+    # the publishers' container port.
+    host, _, port = settings[0][1].rpartition(":")
+    service = publishers_service()
+    assert host == service_dns_names(service)[1]
+    (service_port,) = service["spec"]["ports"]
+    assert int(port) == service_port["port"]
+    (target,) = [p for p in container(publishers, "tensorbrokerd")["ports"]
+                 if p["name"] == service_port["targetPort"]]
+    assert target["containerPort"] == int(port)
+    # A reader checks the publisher's certificate against that host: the brokers' certificate
+    # (the Secret both mount) has it.
+    (certificate,) = [d["spec"] for d in documents(PEER_CERTIFICATE_FILE)
+                      if d["kind"] == "Certificate" and d["spec"]["secretName"] == PEER_SECRET]
+    assert host in certificate["dnsNames"]
 
 
 def test_the_probes_are_the_clis_health_command():
@@ -1179,7 +1480,8 @@ def test_metrics_port_and_scrape_annotations_agree():
 def test_images_are_the_projects_version_everywhere():
     version = re.search(r"project\(tensorbroker VERSION ([0-9.]+)",
                         (ROOT / "CMakeLists.txt").read_text())[1]
-    images = {c["image"] for obj in (daemonset(), workload(), gpu_daemonset(), peers_daemonset())
+    images = {c["image"] for obj in (daemonset(), workload(), gpu_daemonset(), peers_daemonset(),
+                                     publishers_daemonset())
               for group in ("initContainers", "containers") for c in pod_spec(obj).get(group, [])}
     assert images == {f"tensorbroker:{version}"}
     text = DOCKERFILE.read_text()
@@ -1201,10 +1503,13 @@ def test_every_daemon_flag_used_is_in_its_help():
                 if a.startswith("--")]
     assert "--cuda-handles" in gpu_used
     assert [flag for flag in gpu_used if flag not in known] == []
-    peers_used = [a.split("=")[0] for a in argv(container(peers_daemonset(), "tensorbrokerd"))[1:]
-                  if a.startswith("--")]
-    assert peers_used == used + ["--peer-listen", "--tls-cert", "--tls-key", "--tls-ca"]
-    assert [flag for flag in peers_used if flag not in known] == []
+    peer_flags = ["--peer-listen", "--tls-cert", "--tls-key", "--tls-ca"]
+    for ds, expected in ((peers_daemonset(), used + peer_flags + ["--config"]),
+                         (publishers_daemonset(), used + peer_flags)):
+        peers_used = [a.split("=")[0] for a in argv(container(ds, "tensorbrokerd"))[1:]
+                      if a.startswith("--")]
+        assert peers_used == expected
+        assert [flag for flag in peers_used if flag not in known] == []
 
 
 def test_the_cli_has_the_health_command_the_probes_run():
@@ -1463,38 +1768,82 @@ def test_the_readmes_openssl_recipe_makes_what_cert_manager_makes(tmp_path):
     assert all((tmp_path / f).is_file() for f in files)
 
 
-def test_the_peers_daemonset_serves_peers_as_written(node):
-    """The peers DaemonSet's command line, with the Secret the README's recipe makes where the
-    kubelet would mount it: the broker serves peers as the certificate's names, and a broker
-    that dials the headless Service's names with the same Secret is served."""
-    need(DAEMON, "TENSORBROKERD")
-    ds, service = peers_daemonset(), peers_service()
+def on_node(ds, node, pki):
+    """The DaemonSet's command line (the real daemon's path first), with what the kubelet would
+    mount put under `node`: the Secret's files, copied from `pki` (where the README's recipe
+    ran) with the volume's mode; the ConfigMap's file, written from the manifest; the socket's
+    hostPath directory, made."""
     broker = container(ds, "tensorbrokerd")
-    pki = os.path.join(node, "pki")  # where the recipe runs (ca.key stays here)
-    os.makedirs(pki)
-    run_readme_openssl_recipe(pki)
-
-    # The Secret's volume: each key a file of its name, mode defaultMode.
-    (volume,) = [v for v in pod_spec(ds)["volumes"] if "secret" in v]
     args = argv(broker)
     assert args[0] == DAEMON_IN_IMAGE
     args = [DAEMON] + args[1:]
+    volumes = pod_spec(ds)["volumes"]
     for flag in ("--tls-cert", "--tls-key", "--tls-ca"):
         i = args.index(flag) + 1
         secret, key = secret_file(ds, broker, args[i])
+        (volume,) = [v for v in volumes if v.get("secret", {}).get("secretName") == secret]
         args[i] = os.path.join(node, "secrets", secret, key)
         os.makedirs(os.path.dirname(args[i]), exist_ok=True)
         shutil.copyfile(os.path.join(pki, key), args[i])
         os.chmod(args[i], volume["secret"]["defaultMode"])
-    # The node's socket directory, and free local ports for the metrics and the peers.
-    socket_in_pod = flag_value(args, "--socket")
-    sock = node + host_path(ds, broker, socket_in_pod)
-    args[args.index("--socket") + 1] = sock
-    os.makedirs(os.path.dirname(sock))
+    if "--config" in args:
+        i = args.index("--config") + 1
+        name, key = configmap_file(ds, broker, args[i])
+        (configmap,) = [d for d in documents(PEERS_DAEMONSET_FILE)
+                        if d["kind"] == "ConfigMap" and d["metadata"]["name"] == name]
+        args[i] = os.path.join(node, "configmaps", name, key)
+        os.makedirs(os.path.dirname(args[i]))
+        with open(args[i], "w") as f:
+            f.write(configmap["data"][key])
+    i = args.index("--socket") + 1
+    args[i] = node + host_path(ds, broker, args[i])
+    os.makedirs(os.path.dirname(args[i]))
+    return args
+
+
+def set_flag(args, flag, value):
+    args[args.index(flag) + 1] = value
+
+
+def test_the_daemon_reads_the_readers_settings_file_with_their_command_line(node):
+    """The readers' command line and the ConfigMap's file, as the kubelet mounts them: the real
+    daemon takes both and prints the file's remote[] back, with the flags' peer settings."""
+    need(DAEMON, "TENSORBROKERD")
+    pki = os.path.join(node, "pki")
+    os.makedirs(pki)
+    run_readme_openssl_recipe(pki)
+    args = on_node(peers_daemonset(), os.path.join(node, "reader"), pki)
+    done = subprocess.run([*args, "--print-config"], capture_output=True, text=True,
+                          timeout=HANG_GUARD)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    config = flag_value(args, "--config")
+    assert lines[0] == f"# tensorbrokerd's effective configuration (config file: {config})"
+    (setting,) = config_settings(peers_configmap()["data"]["tensorbrokerd.conf"])
+    assert " = ".join(setting) in lines, done.stdout
+    assert [line for line in lines if line.startswith("remote[")] == [" = ".join(setting)]
+    for flag in ("--peer-listen", "--tls-cert", "--tls-key", "--tls-ca"):
+        assert f"{flag[2:]} = {flag_value(args, flag)}" in lines, done.stdout
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_each_peer_daemonset_serves_peers_as_written(node, role):
+    """Each role's command line, with the Secret the README's recipe makes where the kubelet
+    would mount it (and the readers' settings file): the broker serves peers as the
+    certificate's names, and a broker that dials its headless Service's names with the same
+    Secret is served."""
+    need(DAEMON, "TENSORBROKERD")
+    ds, service = ROLES[role][0](), ROLES[role][1]()
+    pki = os.path.join(node, "pki")  # where the recipe runs (ca.key stays here)
+    os.makedirs(pki)
+    run_readme_openssl_recipe(pki)
+    args = on_node(ds, node, pki)
+    sock = flag_value(args, "--socket")
+    # Free local ports for the metrics and the peers.
     metrics_port, peer_port = free_port(), free_port()
-    args[args.index("--metrics-listen") + 1] = f"127.0.0.1:{metrics_port}"
+    set_flag(args, "--metrics-listen", f"127.0.0.1:{metrics_port}")
     assert flag_value(args, "--peer-listen") == f":{PEER_PORT}"
-    args[args.index("--peer-listen") + 1] = f"127.0.0.1:{peer_port}"
+    set_flag(args, "--peer-listen", f"127.0.0.1:{peer_port}")
     tls = {flag: flag_value(args, flag) for flag in ("--tls-cert", "--tls-key", "--tls-ca")}
     log_path = os.path.join(node, "daemon.log")
 
@@ -1509,8 +1858,9 @@ def test_the_peers_daemonset_serves_peers_as_written(node):
     try:
         wait_for(daemon, f"serving on {sock}", lambda: log_line(log_path, "serving on " + sock),
                  log_path)
-        # Who it is to its peers: the certificate's common name, then the Service's names.
-        names = ", ".join([PEER_NAME] + service_dns_names(service))
+        # Who it is to its peers: the certificate's common name, then both Services' names.
+        names = ", ".join([PEER_NAME] + service_dns_names(peers_service()) +
+                          service_dns_names(publishers_service()))
         assert f"<6>peers: serving on 127.0.0.1:{peer_port} with mutual TLS as {names} " \
                f"(certificate valid until {not_after}); peers need a certificate that " \
                f"{tls['--tls-ca']} verifies" in log().splitlines(), log()
@@ -1537,7 +1887,7 @@ def test_the_peers_daemonset_serves_peers_as_written(node):
             ping("tensorbroker-peers.elsewhere.svc")
         assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
         # The broker counted the two calls as the peer's: tensorbroker-peer, the one name every
-        # broker with this Secret has (readers say peer:tensorbroker-peer).
+        # broker with this Secret has (publishers' tensors name it in their readers).
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
                                     timeout=HANG_GUARD) as response:
             text = response.read().decode()
@@ -1552,3 +1902,126 @@ def test_the_peers_daemonset_serves_peers_as_written(node):
         if daemon.poll() is None:
             daemon.kill()
             daemon.wait()
+
+
+# --- Peers: a reader's Get of policy/..., fetched from a publisher by the Service's name ----------
+
+def with_hosts(hosts_file, args):
+    """`args` run in a user and mount namespace of their own, where `hosts_file` is /etc/hosts:
+    the names in it resolve as it says for that process alone (the daemon resolves a remote[]
+    host with getaddrinfo, which reads /etc/hosts first)."""
+    return ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
+            'mount --bind "$0" /etc/hosts && exec "$@"', str(hosts_file), *args]
+
+
+@functools.lru_cache(maxsize=None)
+def can_have_own_hosts():
+    done = subprocess.run(with_hosts("/etc/hosts", ["true"]), capture_output=True,
+                          timeout=HANG_GUARD)
+    return done.returncode == 0
+
+
+def start_daemon(args, log_path):
+    with open(log_path, "w") as out:
+        daemon = subprocess.Popen(args, stderr=out)
+    sock = flag_value(args, "--socket")
+    wait_for(daemon, f"serving on {sock}", lambda: log_line(log_path, "serving on " + sock),
+             log_path)
+    return daemon
+
+
+def stop_daemon(daemon, log_path, grace):
+    daemon.send_signal(signal.SIGTERM)
+    with open(log_path) as f:
+        assert daemon.wait(timeout=grace) == 0, f.read()
+
+
+def test_a_readers_get_under_policy_fetches_from_a_publisher_by_the_services_name(tmp_path):
+    """A publisher and a reader, each its DaemonSet's command line with the README's Secret and
+    the reader's ConfigMap: a Get on the reader of a name under policy/ that a process published
+    on the publisher's node fetches it by the name remote[policy/] gives (here resolving to this
+    machine: an /etc/hosts of the reader's own), checking the publisher's certificate against
+    that name; what the publisher's readers do not admit stays out of reach; publishing under
+    policy/ on the reader is refused."""
+    need(DAEMON, "TENSORBROKERD")
+    need(CLI, "TENSORBROKER_CLI")
+    if not can_have_own_hosts():
+        pytest.skip("no user namespaces here (unshare --user --map-root-user --mount): the "
+                    "reader's own /etc/hosts needs one")
+    import numpy as np
+
+    pki = tmp_path / "pki"
+    pki.mkdir()
+    run_readme_openssl_recipe(pki)
+    publishers, readers = publishers_daemonset(), peers_daemonset()
+    publisher_args = on_node(publishers, str(tmp_path / "publisher"), str(pki))
+    reader_args = on_node(readers, str(tmp_path / "reader"), str(pki))
+    peer_port, metrics_port = free_port(), free_port()
+    set_flag(publisher_args, "--peer-listen", f"127.0.0.1:{peer_port}")
+    set_flag(publisher_args, "--metrics-listen", f"127.0.0.1:{metrics_port}")
+    set_flag(reader_args, "--peer-listen", f"127.0.0.1:{free_port()}")
+    set_flag(reader_args, "--metrics-listen", f"127.0.0.1:{free_port()}")
+    # The ConfigMap's file as mounted, the Service's port moved to the publisher's local one.
+    config = Path(flag_value(reader_args, "--config"))
+    ((_, address),) = config_settings(config.read_text())
+    host = address.rpartition(":")[0]
+    assert address == f"{host}:{PEER_PORT}"
+    config.write_text(config.read_text().replace(f"= {address}\n", f"= {host}:{peer_port}\n"))
+    assert config_settings(config.read_text()) == [("remote[policy/]", f"{host}:{peer_port}")]
+    hosts = tmp_path / "hosts"
+    hosts.write_text(f"127.0.0.1 {host}\n")
+    publisher_sock, reader_sock = (flag_value(a, "--socket") for a in (publisher_args, reader_args))
+
+    def cli(sock, *words):
+        return subprocess.run([CLI, "--socket", sock, *words], capture_output=True, text=True,
+                              timeout=HANG_GUARD)
+
+    weights = np.arange(3 * 1024, dtype=np.float32).reshape(3, 1024)
+    np.save(tmp_path / "w.npy", weights)
+    logs = {"publisher": tmp_path / "publisher.log", "reader": tmp_path / "reader.log"}
+    daemons = {}
+    try:
+        daemons["publisher"] = start_daemon(publisher_args, logs["publisher"])
+        daemons["reader"] = start_daemon(with_hosts(hosts, reader_args), logs["reader"])
+        # On the publisher's node: one tensor the readers may read (peer:tensorbroker-peer, as
+        # the README says), one they may not.
+        for name, readers_list in (("policy/w", f"peer:{PEER_NAME}"),
+                                   ("policy/private", "uid:4242")):
+            done = cli(publisher_sock, "put", name, str(tmp_path / "w.npy"),
+                       "--readers", readers_list)
+            assert done.returncode == 0, done.stderr
+        # On the reader's: the Get fetches it from the publisher, by the Service's name.
+        done = cli(reader_sock, "get", "policy/w", str(tmp_path / "got.npy"))
+        assert done.returncode == 0, done.stderr
+        assert np.array_equal(np.load(tmp_path / "got.npy"), weights)
+        done = cli(reader_sock, "stat", "policy/w", "--json")
+        assert done.returncode == 0, done.stderr
+        assert f'"peer": "{host}:{peer_port}"' in done.stdout, done.stdout
+        # The publisher knew the reader by the certificate's name and sent it the bytes once.
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
+                                    timeout=HANG_GUARD) as response:
+            text = response.read().decode()
+        sent = {s.labels["peer"]: s.value for family in text_string_to_metric_families(text)
+                for s in family.samples if s.name == "tensorbroker_peer_sent_bytes_total"}
+        assert sent == {PEER_NAME: weights.nbytes}, text
+        # What the publisher's readers do not admit is, to the reader, not there.
+        done = cli(reader_sock, "get", "policy/private", str(tmp_path / "no.npy"))
+        assert done.returncode == 1
+        assert "NOT_FOUND" in done.stderr and \
+            f"is not published at peer {host}:{peer_port}" in done.stderr, done.stderr
+        # The reader may not publish under its remote prefix.
+        done = cli(reader_sock, "put", "policy/x", str(tmp_path / "w.npy"))
+        assert done.returncode == 1
+        assert "FAILED_PRECONDITION" in done.stderr and f"{host}:{peer_port}" in done.stderr, \
+            done.stderr
+        # Pod deletions, the reader first (its watch of the publisher ends with it).
+        for role, ds in (("reader", readers), ("publisher", publishers)):
+            stop_daemon(daemons[role], logs[role], pod_spec(ds)["terminationGracePeriodSeconds"])
+        for role in logs:
+            text = logs[role].read_text()
+            assert [line for line in text.splitlines() if line[:3] in ("<3>", "<4>")] == [], text
+    finally:
+        for daemon in daemons.values():
+            if daemon.poll() is None:
+                daemon.kill()
+                daemon.wait()
