@@ -16,8 +16,9 @@ Side by side in one run, for each size (4 KiB, 64 MiB, 1 GiB), on this machine o
                 with B's (one on B, one on A, ...) so that both see the same machine.
   TLS floor     the same bytes over ONE TLS 1.3 connection between the same endpoints with the
                 same certificates (bench/tls_floor.cc, tensorbroker_tls_floor: AES-128-GCM, a
-                forked server writes, the client reads into a pre-faulted buffer); and the same
-                over bare TCP (--plain), to tell what TLS adds.
+                forked server writes, the client reads into a pre-faulted buffer); the same into
+                a fresh memfd segment each time (--fresh: its pages fault in as the bytes come,
+                as a replica's do in daemon B); and over bare TCP (--plain): what TLS adds.
   gloo          what a user would write instead: torch.distributed send/recv, gloo backend, two
                 processes (init_method tcp://127.0.0.1:PORT), warmed up with a small tensor; the
                 receiver times each recv after a barrier and checks the bytes (untimed).
@@ -32,7 +33,7 @@ whatever happens.
 
   PYTHONPATH=build/python /usr/bin/python3 bench/remote_bench.py [--daemon PATH]
       [--tls-floor PATH] [--sizes 4K,64M,1G] [--rounds 3] [--small-rounds 20] [--gets 200]
-      [--no-gloo] [--json]
+      [--no-gloo] [--daemon-env NAME=VALUE] [--json]
 """
 
 import argparse
@@ -130,7 +131,7 @@ def same(view, pat):
 class Daemon:
     """A tensorbrokerd of the bench's, on its own socket directory, its stderr in a log file."""
 
-    def __init__(self, binary, workdir, name, flags):
+    def __init__(self, binary, workdir, name, flags, env=None):
         self.name = name
         self.dir = os.path.join(workdir, name)
         os.makedirs(self.dir)
@@ -138,7 +139,8 @@ class Daemon:
         self.log_path = os.path.join(self.dir, "daemon.log")
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen([binary, "--socket", self.socket, "--cuda-capacity", "0"]
-                                         + flags, stderr=log, stdout=subprocess.DEVNULL)
+                                         + flags, stderr=log, stdout=subprocess.DEVNULL,
+                                         env=dict(os.environ, **(env or {})))
 
     def wait(self, what, reached):
         """Until reached() answers (daemon_wait.wait_for); SIGKILLed if it never does."""
@@ -188,8 +190,9 @@ def start_pair(args, workdir, pki, daemons):
     capacity = str(2 * largest + 64 * MiB)  # one tensor at a time, and room to spare
     tls = ["--tls-cert", f"{pki}/broker-a.crt", "--tls-key", f"{pki}/broker-a.key",
            "--tls-ca", f"{pki}/ca.crt"]
+    env = dict(item.split("=", 1) for item in args.daemon_env)
     a = Daemon(args.daemon, workdir, "a",
-               ["--capacity", capacity, "--peer-listen", "127.0.0.1:0"] + tls)
+               ["--capacity", capacity, "--peer-listen", "127.0.0.1:0"] + tls, env)
     daemons.append(a)
     line = a.wait("serving peers", lambda: log_line(a.log_path, "peers: serving on 127.0.0.1:"))
     port = int(line.split("127.0.0.1:")[1].split()[0])
@@ -198,7 +201,7 @@ def start_pair(args, workdir, pki, daemons):
         f.write(f"remote[shared/] = 127.0.0.1:{port}\n"
                 f"tls-cert = {pki}/broker-b.crt\ntls-key = {pki}/broker-b.key\n"
                 f"tls-ca = {pki}/ca.crt\n")
-    b = Daemon(args.daemon, workdir, "b", ["--capacity", capacity, "--config", config])
+    b = Daemon(args.daemon, workdir, "b", ["--capacity", capacity, "--config", config], env)
     daemons.append(b)
     for d in (a, b):
         d.wait(f"serving on {d.socket}", lambda d=d: answers(d.socket))
@@ -295,15 +298,17 @@ def broker_phase(args, workdir, pki, errors):
 
 # ---- the floor: one TLS connection (and bare TCP)
 
+FLOORS = {"tls": [], "tls_fresh": ["--fresh"], "tcp": ["--plain"]}  # kind: tls_floor's flags
+
+
 def floor_phase(args, pki, errors):
-    """{size: {"tls": [seconds...], "tcp": [...]}}, and the TLS version and cipher."""
+    """{size: {kind: [seconds...]}} for each kind of FLOORS, and the TLS version and cipher."""
     results, suite = {}, None
     for size in args.sizes:
         results[size] = {}
-        for kind in ("tls", "tcp"):
+        for kind, flags in FLOORS.items():
             command = [args.tls_floor, "--pki", pki, "--sizes", str(size), "--rounds",
-                       str(rounds_for(args, size)), "--json"] + (["--plain"] if kind == "tcp"
-                                                                 else [])
+                       str(rounds_for(args, size)), "--json"] + flags
             run = subprocess.run(command, capture_output=True, text=True, timeout=WAIT)
             if run.returncode != 0:
                 errors.append(f"{' '.join(command)}: exit {run.returncode}: {run.stderr.strip()}")
@@ -424,6 +429,7 @@ def rows_of(args, broker, floor, gloo):
         ("  daemon B CPU, user / system", cpu("b_cpu")),
         ("  daemon A CPU, user / system", cpu("a_cpu")),
         ("TLS floor: one connection, median", per_size(lambda s: cell(floor[s].get("tls"), s))),
+        ("  into a fresh memfd segment", per_size(lambda s: cell(floor[s].get("tls_fresh"), s))),
         ("bare TCP, no TLS, median", per_size(lambda s: cell(floor[s].get("tcp"), s))),
         ("gloo send/recv, median", per_size(lambda s: cell(gloo.get(s), s))),
         ("cached replica Get on B, p50 / p99", spread("cached_get_s")),
@@ -439,8 +445,11 @@ def goals_of(args, broker, floor, gloo):
     goals = []
     if GiB in args.sizes and floor[GiB].get("tls"):
         ours, base = rate(GiB, median_first(GiB)), rate(GiB, statistics.median(floor[GiB]["tls"]))
-        goals.append(("1 GiB first Get >= 50% of the TLS floor's rate", ours >= 0.5 * base,
-                      f"{ours / base:.0%}: {ours:.2f} vs {base:.2f} GiB/s"))
+        how = f"{ours / base:.0%}: {ours:.2f} vs {base:.2f} GiB/s"
+        if floor[GiB].get("tls_fresh"):
+            fresh = rate(GiB, statistics.median(floor[GiB]["tls_fresh"]))
+            how += f"; {ours / fresh:.0%} of the floor into a fresh segment, {fresh:.2f} GiB/s"
+        goals.append(("1 GiB first Get >= 50% of the TLS floor's rate", ours >= 0.5 * base, how))
     for size in args.sizes:
         cached = statistics.median(broker[size]["cached_get_s"])
         local = statistics.median(broker[size]["local_get_s"])
@@ -482,6 +491,7 @@ def as_json(args, header, broker, extra, floor, gloo, goals, errors):
                             "cached_get_s": broker.get(size, {}).get("cached_get_s"),
                             "local_get_s": broker.get(size, {}).get("local_get_s"),
                             "tls_floor_s": floor.get(size, {}).get("tls"),
+                            "tls_floor_fresh_s": floor.get(size, {}).get("tls_fresh"),
                             "tcp_floor_s": floor.get(size, {}).get("tcp"),
                             "gloo_s": gloo.get(size)}
     return json.dumps({"header": header, "sizes": sizes, "warm_up": extra.get("warm_up"),
@@ -504,10 +514,15 @@ def parse_args():
     parser.add_argument("--gets", type=int, default=200,
                         help="timed cached Gets on B and local Gets on A per size")
     parser.add_argument("--no-gloo", action="store_true", help="skip torch.distributed")
+    parser.add_argument("--daemon-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="set in both daemons' environment (repeatable), e.g. "
+                             "GLIBC_TUNABLES=glibc.malloc.trim_threshold=4294967296")
     parser.add_argument("--json", action="store_true", help="also print one JSON object")
     parser.add_argument("--gloo-rank", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--gloo-port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if any("=" not in item for item in args.daemon_env):
+        parser.error("--daemon-env: NAME=VALUE")
     if min(args.rounds, args.small_rounds, args.gets) < 1:
         parser.error("--rounds, --small-rounds and --gets: at least 1")
     for flag, path in (("--daemon", args.daemon), ("--tls-floor", args.tls_floor)):
@@ -523,8 +538,8 @@ def header_line(args):
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     return (f"remote_bench {datetime.datetime.now().isoformat(timespec='seconds')}: "
             f"tensorbroker {tensorbroker.__version__}, torch {torch.__version__}, "
-            f"{os.cpu_count()} CPUs, load average {load}; daemon {args.daemon}; "
-            f"floor {args.tls_floor}")
+            f"{os.cpu_count()} CPUs, load average {load}; daemon {args.daemon}"
+            + "".join(f" {item}" for item in args.daemon_env) + f"; floor {args.tls_floor}")
 
 
 def main():

@@ -6,9 +6,13 @@
 // from its request until the last byte is in a preallocated, pre-faulted buffer, then checks
 // the bytes (untimed). The handshake is timed once, apart. Figures only; exit 1 on an error.
 // Usage: tensorbroker_tls_floor --pki DIR [--sizes 4K,64M,1G] [--rounds N]
-//                               [--ciphersuites TLS_AES_128_GCM_SHA256] [--plain] [--json]
-// --plain: the same over bare TCP (no TLS), to tell what TLS adds.
+//                               [--ciphersuites TLS_AES_128_GCM_SHA256] [--plain] [--fresh]
+//                               [--json]
+// --plain: the same over bare TCP (no TLS), to tell what TLS adds. --fresh: each answer into a
+// new memfd segment (memfd_create, fallocate, mmap, within the timing), whose pages fault in as
+// the bytes come, as a replica's do in the daemon.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
@@ -40,6 +44,7 @@ struct Options {
   std::string ciphersuites = "TLS_AES_128_GCM_SHA256";
   bool json = false;
   bool plain = false;  // no TLS at all: the bare TCP connection, for comparison
+  bool fresh = false;  // each answer into a new memfd segment, as a replica's bytes are
 };
 
 [[noreturn]] void Die(const std::string& what) {
@@ -76,6 +81,8 @@ Options Parse(int argc, char** argv) {
       options.json = true;
     } else if (flag == "--plain") {
       options.plain = true;
+    } else if (flag == "--fresh") {
+      options.fresh = true;
     } else if (flag == "--pki" && has_value) {
       options.pki = argv[++i];
     } else if (flag == "--rounds" && has_value) {
@@ -92,7 +99,7 @@ Options Parse(int argc, char** argv) {
       }
     } else {
       Die("usage: tensorbroker_tls_floor --pki DIR [--sizes 4K,64M,1G] [--rounds N] "
-          "[--ciphersuites SUITES] [--plain] [--json]");
+          "[--ciphersuites SUITES] [--plain] [--fresh] [--json]");
     }
   }
   if (options.pki.empty() && !options.plain)
@@ -217,15 +224,29 @@ double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
-// One answer of `size` bytes into `buffer`: the seconds from the request to its last byte.
-double TimeOne(const Conn& conn, uint8_t* buffer, uint64_t size) {
+// A new memfd of `size` bytes, reserved with fallocate and mapped shared, as the daemon makes a
+// replica's segment: none of its pages is mapped in this process yet.
+uint8_t* FreshSegment(uint64_t size) {
+  const int fd = ::memfd_create("tls-floor", MFD_CLOEXEC);
+  if (fd < 0 || ::posix_fallocate(fd, 0, static_cast<off_t>(size)) != 0) Die("a memfd segment");
+  void* at = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (at == MAP_FAILED) Die("mapping a memfd segment");
+  return static_cast<uint8_t*>(at);
+}
+
+// One answer of `size` bytes into `buffer` (with --fresh, into a fresh segment made within the
+// timing): the seconds from the request to its last byte.
+double TimeOne(const Options& options, const Conn& conn, uint8_t* buffer, uint64_t size) {
   const auto start = std::chrono::steady_clock::now();
+  uint8_t* into = options.fresh ? FreshSegment(size) : buffer;
   WriteFully(conn, reinterpret_cast<const uint8_t*>(&size), sizeof size);
-  ReadFully(conn, buffer, size);
+  ReadFully(conn, into, size);
   const double seconds = Seconds(start);
   for (uint64_t i = 0; i < size; ++i) {
-    if (buffer[i] != Stamp(i)) Die("byte " + std::to_string(i) + " is wrong");
+    if (into[i] != Stamp(i)) Die("byte " + std::to_string(i) + " is wrong");
   }
+  if (options.fresh) ::munmap(into, size);
   return seconds;
 }
 
@@ -282,7 +303,8 @@ int main(int argc, char** argv) {
   if (server == 0) Serve(options, listener, ready[1]);
   ::close(listener);
   const uint64_t largest = *std::max_element(options.sizes.begin(), options.sizes.end());
-  std::vector<uint8_t> buffer(largest, 0);  // zeroed: every page faulted in before the timing
+  // Zeroed: every page faulted in before the timing (with --fresh, unused).
+  std::vector<uint8_t> buffer(options.fresh ? 0 : largest, 0);
   char byte;
   if (::read(ready[0], &byte, 1) != 1) Die("the server did not start");
   const auto start = std::chrono::steady_clock::now();
@@ -291,9 +313,9 @@ int main(int argc, char** argv) {
   std::vector<SizeResult> results;
   for (uint64_t size : options.sizes) {
     SizeResult result{size, {}};
-    (void)TimeOne(conn, buffer.data(), std::min<uint64_t>(size, 1 << 20));  // warm-up
+    (void)TimeOne(options, conn, buffer.data(), std::min<uint64_t>(size, 1 << 20));  // warm-up
     for (int round = 0; round < options.rounds; ++round) {
-      result.seconds.push_back(TimeOne(conn, buffer.data(), size));
+      result.seconds.push_back(TimeOne(options, conn, buffer.data(), size));
     }
     results.push_back(std::move(result));
   }
