@@ -15,7 +15,7 @@ Side by side in one run, for each size (4 KiB, 64 MiB, 1 GiB), on this machine o
                 p50 / p99 of get(); and the same on A of the original, a local Get, in turns
                 with B's (one on B, one on A, ...) so that both see the same machine.
   TLS floor     the same bytes over ONE TLS 1.3 connection between the same endpoints with the
-                same certificates (bench/tls_floor.cc, tensorbroker_tls_floor: AES-128-GCM, a
+                same certificates (bench/tls_floor.cc, tensorbroker_tls_floor: AES-256-GCM, a
                 forked server writes, the client reads into a pre-faulted buffer); the same into
                 a fresh memfd segment each time (--fresh: its pages fault in as the bytes come,
                 as a replica's do in daemon B); and over bare TCP (--plain): what TLS adds.

@@ -1,16 +1,16 @@
 // tensorbroker_tls_floor: the floor under a fetch between brokers (bench/remote_bench.py). Bytes
 // over ONE TLS 1.3 connection on 127.0.0.1 with mutual authentication, the test certificates
-// (tests/support/make_test_pki.sh) and an AES-GCM suite, nothing else: no HTTP/2, no protobuf,
-// no broker. A forked server (broker-a's certificate) answers each request (8 bytes: a size)
-// with that many stamped bytes from a buffer filled beforehand; the client (broker-b's) times
-// from its request until the last byte is in a preallocated, pre-faulted buffer, then checks
-// the bytes (untimed). The handshake is timed once, apart. Figures only; exit 1 on an error.
-// Usage: tensorbroker_tls_floor --pki DIR [--sizes 4K,64M,1G] [--rounds N]
-//                               [--ciphersuites TLS_AES_128_GCM_SHA256] [--plain] [--fresh]
-//                               [--json]
-// --plain: the same over bare TCP (no TLS), to tell what TLS adds. --fresh: each answer into a
-// new memfd segment (memfd_create, fallocate, mmap, within the timing), whose pages fault in as
-// the bytes come, as a replica's do in the daemon.
+// (tests/support/make_test_pki.sh) and TLS_AES_256_GCM_SHA384 (the suite two tensorbrokerd
+// negotiate, gRPC on OpenSSL 3: seen in their ServerHello), nothing else: no HTTP/2, no
+// protobuf, no broker. A forked server (broker-a's certificate) answers each request (8 bytes:
+// a size) with that many stamped bytes from a buffer filled beforehand; the client (broker-b's)
+// times from its request until the last byte is in a preallocated, pre-faulted buffer, then
+// checks the bytes (untimed). The handshake is timed once, apart. Exit 1 on an error.
+//   --plain  the same over bare TCP (no TLS), to tell what TLS adds.
+//   --fresh  each answer into a new memfd segment (memfd_create, fallocate, mmap, within the
+//            timing), whose pages fault in as the bytes come, as a replica's do in the daemon.
+// Usage: tensorbroker_tls_floor --pki DIR [--sizes 4K,64M,1G] [--rounds N] [--plain] [--fresh]
+//            [--ciphersuites TLS_AES_256_GCM_SHA384] [--json]
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -41,7 +41,7 @@ struct Options {
   std::string pki;
   std::vector<uint64_t> sizes = {4 << 10, 64 << 20, 1 << 30};
   int rounds = 3;
-  std::string ciphersuites = "TLS_AES_128_GCM_SHA256";
+  std::string ciphersuites = "TLS_AES_256_GCM_SHA384";
   bool json = false;
   bool plain = false;  // no TLS at all: the bare TCP connection, for comparison
   bool fresh = false;  // each answer into a new memfd segment, as a replica's bytes are
