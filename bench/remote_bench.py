@@ -86,7 +86,8 @@ def fmt_s(s):
     if s < 1e-3:
         return f"{s * 1e6:.1f} us"
     if s < 1:
-        return f"{s * 1e3:.2f} ms"
+        ms = s * 1e3
+        return f"{ms:.{2 if ms < 10 else 1 if ms < 100 else 0}f} ms"
     return f"{s:.2f} s"
 
 
@@ -398,13 +399,14 @@ def cell(seconds, size):
     if not seconds:
         return "-"
     median = statistics.median(seconds)
-    return f"{fmt_s(median)} ({rate(size, median):.2f} GiB/s)"
+    return f"{fmt_s(median)} ({rate(size, median):.3g} GiB/s)"
 
 
 def cpu_cell(firsts, key):
+    """Median user / system CPU time, in ms (the kernel counts it in 10 ms ticks)."""
     user = statistics.median(f[key][0] for f in firsts)
     system = statistics.median(f[key][1] for f in firsts)
-    return f"{fmt_s(user)} / {fmt_s(system)}"
+    return f"{user * 1e3:.0f} / {system * 1e3:.0f} ms"
 
 
 def rows_of(args, broker, floor, gloo):
@@ -445,10 +447,10 @@ def goals_of(args, broker, floor, gloo):
     goals = []
     if GiB in args.sizes and floor[GiB].get("tls"):
         ours, base = rate(GiB, median_first(GiB)), rate(GiB, statistics.median(floor[GiB]["tls"]))
-        how = f"{ours / base:.0%}: {ours:.2f} vs {base:.2f} GiB/s"
+        how = f"{ours / base:.0%}: {ours:.3g} vs {base:.3g} GiB/s"
         if floor[GiB].get("tls_fresh"):
             fresh = rate(GiB, statistics.median(floor[GiB]["tls_fresh"]))
-            how += f"; {ours / fresh:.0%} of the floor into a fresh segment, {fresh:.2f} GiB/s"
+            how += f"; {ours / fresh:.0%} of the floor into a fresh segment, {fresh:.3g} GiB/s"
         goals.append(("1 GiB first Get >= 50% of the TLS floor's rate", ours >= 0.5 * base, how))
     for size in args.sizes:
         cached = statistics.median(broker[size]["cached_get_s"])
