@@ -12,6 +12,7 @@
 #include "common/server_identity.h"
 #include "common/socket_path.h"
 #include "common/wire/grpc_status.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 
 namespace tensorbroker::client_internal {
 namespace {
@@ -30,11 +31,15 @@ void Connection::SetDeadline(grpc::ClientContext* context, std::chrono::millisec
 
 bool Connection::Answers() {
   if (session_ended()) return false;
+  // A daemon on its way out (a restart, a takeover) still answers calls for a moment, but no
+  // longer says SERVING: its UNAVAILABLE means go to the next one.
+  auto health = grpc::health::v1::Health::NewStub(channel_);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
-  v1::Empty request;
-  v1::Empty answer;
-  return stub_->Ping(&context, request, &answer).ok() && !session_ended();
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse response;
+  return health->Check(&context, request, &response).ok() &&
+         response.status() == grpc::health::v1::HealthCheckResponse::SERVING && !session_ended();
 }
 
 absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(const std::string& socket_path,

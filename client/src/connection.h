@@ -55,7 +55,8 @@ class Connection {
   uint64_t client_id() const { return client_id_; }
   // Whether the daemon ended this connection's session (it went away, or is going).
   bool session_ended() const { return session_ended_.load(); }
-  // Whether this connection's daemon still answers (a Ping within a second, its session open).
+  // Whether this connection's daemon still serves (its health check says SERVING within a
+  // second, and its session is open): not on its way out.
   bool Answers();
   SegmentMapper& mapper() { return ProcessSegmentMapper(); }
 

@@ -332,6 +332,8 @@ HandoverHooks Daemon::MakeHandoverHooks() {
   handover.prepare = [this]() -> absl::StatusOr<std::vector<NamedFd>> {
     acceptor_->Stop();   // new clients wait in the backlog for the successor
     StopPeerListener();  // its port is the successor's to bind (no SO_REUSEPORT)
+    // On its way out: clients told UNAVAILABLE from here on go to the successor.
+    server_->GetHealthCheckService()->SetServingStatus(false);
     store_->Shutdown();  // nothing changes from here on
     HandoverCollector collector;
     store_->ExportState(&collector);
