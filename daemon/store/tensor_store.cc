@@ -621,10 +621,11 @@ std::optional<absl::StatusOr<TensorGrant>> TensorStore::GetOrWait(
   if (auto now = TryGetLocked(session_id, name, wanted); now.has_value()) return now;
   const absl::Time now = absl::Now();
   // A peer's tensor not held here: fetched, and waited for (wait_until) even by a Get that would
-  // not wait; a Get with a wait of its own waits as long as it said.
+  // not wait; a Get with a wait of its own waits as long as it said. A pending name under a
+  // remote prefix is a replica on its way (nothing else may be made there): the Get waits for
+  // it too (the fetcher runs one fetch per name).
   const bool fetch = options_.remote != nullptr && wanted.version == 0 &&
-                     names_.Find(name) == nullptr && !names_.IsPending(name) &&
-                     options_.remote->PeerFor(name).has_value();
+                     names_.Find(name) == nullptr && options_.remote->PeerFor(name).has_value();
   const bool own_wait = now < deadline;
   const absl::Time until =
       fetch && !own_wait && wait_until != nullptr ? now + kRemoteFetchWait : deadline;
