@@ -142,11 +142,12 @@ TEST_F(PeerPortLimitsTest, ConnectionsClosedForTheHandshakeTimeoutFreeTheirSlots
   std::vector<UniqueFd> held = Hold(4);
   for (const UniqueFd& fd : held) EXPECT_TRUE(ClosedByTheDaemon(fd.get(), absl::Seconds(10)));
   // gRPC shuts a connection (the holder sees its end) a moment before it closes the descriptor.
+  // (At most as many as before: the set-up's own client may still have been closing then.)
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   while (FootprintOf(daemon_->pid()).fds > fds_before && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  EXPECT_EQ(FootprintOf(daemon_->pid()).fds, fds_before);
+  EXPECT_LE(FootprintOf(daemon_->pid()).fds, fds_before);
   std::vector<UniqueFd> again = Hold(4);
   absl::SleepFor(absl::Milliseconds(300));
   for (const UniqueFd& fd : again) EXPECT_FALSE(ClosedByTheDaemon(fd.get(), absl::ZeroDuration()));
