@@ -1,30 +1,14 @@
 #include "daemon/remote/replica_fetcher.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstdint>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/base/log.h"
+#include "daemon/base/page_population.h"
 
 namespace tensorbroker::daemon {
-namespace {
-
-// Maps every page of [data, data + size) now, in one call, rather than one fault per 4 KiB page
-// as the bytes arrive (a fault costs some 10 us on a VM: most of a large fetch's time). The
-// segment's pages exist already (fallocate); this only maps them. Best effort.
-void PopulateForWriting(uint8_t* data, size_t size) {
-  if (size == 0) return;
-  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t start = reinterpret_cast<uintptr_t>(data) & ~(page - 1);
-  const uintptr_t end = reinterpret_cast<uintptr_t>(data) + size;
-  (void)::madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_WRITE);
-}
-
-}  // namespace
 
 ReplicaFetcher::ReplicaFetcher(std::map<std::string, PeerAddress> remote, TransferSource* transfer,
                                PeerChannels* channels)

@@ -18,14 +18,15 @@
 
 namespace tensorbroker::testing {
 
-absl::StatusOr<std::unique_ptr<TestPki>> TestPki::Make() {
+absl::StatusOr<std::unique_ptr<TestPki>> TestPki::Make(const std::vector<std::string>& brokers) {
   std::unique_ptr<TestPki> pki(new TestPki());
   if (pki->dir_.path().empty()) return absl::InternalError("no temporary directory for the PKI");
   SubprocessOptions options;
   options.capture_stdout = true;
   options.capture_stderr = true;
-  auto script =
-      Subprocess::Spawn({"/bin/bash", TENSORBROKER_TEST_PKI_SCRIPT, pki->dir_.path()}, options);
+  std::vector<std::string> argv = {"/bin/bash", TENSORBROKER_TEST_PKI_SCRIPT, pki->dir_.path()};
+  argv.insert(argv.end(), brokers.begin(), brokers.end());
+  auto script = Subprocess::Spawn(argv, options);
   if (!script.ok()) return script.status();
   auto done = script->Finish(absl::Seconds(60));
   if (!done.ok()) return done.status();
@@ -48,7 +49,7 @@ std::string TestPki::Read(const std::string& name) const {
 }
 
 absl::StatusOr<int> PeerPortOf(const DaemonProcess& daemon) {
-  static const std::regex kServing("peers: serving on 127\\.0\\.0\\.1:([0-9]+)");
+  static const std::regex kServing("peers: serving on [0-9.]+:([0-9]+)");
   // A successor (--takeover) may still be on its way up: the socket answers all along.
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (true) {
@@ -63,10 +64,10 @@ absl::StatusOr<int> PeerPortOf(const DaemonProcess& daemon) {
 }
 
 absl::StatusOr<PeerServingDaemon> StartServingPeers(const TestPki& pki, const std::string& broker,
-                                                    const std::vector<std::string>& extra,
-                                                    int port) {
+                                                    const std::vector<std::string>& extra, int port,
+                                                    const std::string& host) {
   std::vector<std::string> flags = pki.ListenFlags(broker);
-  if (port != 0) flags[1] = absl::StrCat("127.0.0.1:", port);
+  flags[1] = absl::StrCat(host, ":", port);
   flags.insert(flags.end(), extra.begin(), extra.end());
   const group* own = ::getgrgid(::getegid());
   if (own == nullptr) return absl::InternalError("this process's group has no name");

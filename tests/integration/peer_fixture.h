@@ -25,8 +25,10 @@ namespace tensorbroker::testing {
 // The certificates of one test, in a temporary directory.
 class TestPki {
  public:
-  // Runs make_test_pki.sh into a new temporary directory.
-  static absl::StatusOr<std::unique_ptr<TestPki>> Make();
+  // Runs make_test_pki.sh into a new temporary directory, for `brokers` (empty: broker-a and
+  // broker-b).
+  static absl::StatusOr<std::unique_ptr<TestPki>> Make(
+      const std::vector<std::string>& brokers = {});
   // DIR/NAME, e.g. File("broker-b.crt").
   std::string File(const std::string& name) const { return dir_.path() + "/" + name; }
   // The daemon flags that serve peers on 127.0.0.1 (any port) as `broker`.
@@ -39,7 +41,7 @@ class TestPki {
   TempDir dir_;
 };
 
-// The port the daemon's log says its peer listener took ("peers: serving on 127.0.0.1:PORT"),
+// The port the daemon's log says its peer listener took ("peers: serving on HOST:PORT"),
 // waiting up to 30 s for the line (a successor of --takeover logs it after the socket answers).
 absl::StatusOr<int> PeerPortOf(const DaemonProcess& daemon);
 
@@ -60,11 +62,13 @@ struct PeerServingDaemon {
   std::unique_ptr<DaemonProcess> daemon;
   int port = 0;
 };
-// `extra` flags go to the daemon too; `port` 0: any free one.
+// `extra` flags go to the daemon too; `port` 0: any free one; `host` the IPv4 address it
+// listens on.
 absl::StatusOr<PeerServingDaemon> StartServingPeers(const TestPki& pki,
                                                     const std::string& broker = "broker-a",
                                                     const std::vector<std::string>& extra = {},
-                                                    int port = 0);
+                                                    int port = 0,
+                                                    const std::string& host = "127.0.0.1");
 
 // `size` stamped uint8 bytes (each from its index and `seed`) put under `name` for `readers`
 // through `client`; returns them.

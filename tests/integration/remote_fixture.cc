@@ -11,7 +11,7 @@ void TwoBrokersTest::SetUp() {
   ASSERT_TRUE(pki.ok()) << pki.status();
   pki_ = *std::move(pki);
   ASSERT_NO_FATAL_FAILURE(StartOrigin());
-  ASSERT_NO_FATAL_FAILURE(StartHere());
+  ASSERT_NO_FATAL_FAILURE(StartHere(HereFlags()));
 }
 
 void TwoBrokersTest::StartOrigin(int port) {
@@ -27,7 +27,7 @@ void TwoBrokersTest::StartOrigin(int port) {
   at_origin_ = *std::move(at_origin);
 }
 
-void TwoBrokersTest::StartHere() {
+void TwoBrokersTest::StartHere(const std::vector<std::string>& extra) {
   at_here_.reset();
   here_.reset();
   const std::string config = pki_->File("b.conf");
@@ -35,7 +35,9 @@ void TwoBrokersTest::StartHere() {
                         << "tls-cert = " << pki_->File("broker-b.crt") << "\n"
                         << "tls-key = " << pki_->File("broker-b.key") << "\n"
                         << "tls-ca = " << pki_->File("ca.crt") << "\n";
-  auto here = DaemonProcess::Start({"--config", config});
+  std::vector<std::string> flags = {"--config", config};
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  auto here = DaemonProcess::Start(flags);
   ASSERT_TRUE(here.ok()) << here.status();
   here_ = std::make_unique<DaemonProcess>(*std::move(here));
   auto at_here = Client::Connect(here_->socket_path());

@@ -22,10 +22,13 @@ namespace tensorbroker::testing {
 class TwoBrokersTest : public ::testing::Test {
  protected:
   void SetUp() override;
-  // Starts broker B (again: after Stop) on a fresh socket, names under shared/ the origin's.
-  void StartHere();
+  // Starts broker B (again: after Stop) on a fresh socket, names under shared/ the origin's;
+  // `extra` flags go to it too.
+  void StartHere(const std::vector<std::string>& extra = {});
   // Starts the origin (again: after Stop) as broker-a, on `port` (0: any).
   void StartOrigin(int port = 0);
+  // Broker B's own flags, beside its config (a fixture's: e.g. a small --capacity).
+  virtual std::vector<std::string> HereFlags() const { return {}; }
 
   // Publishes `size` stamped bytes at the origin.
   std::vector<uint8_t> PublishAtOrigin(const std::string& name, std::vector<std::string> readers,

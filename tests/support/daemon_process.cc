@@ -28,12 +28,13 @@ std::string DaemonBinaryPath() {
   return TENSORBROKERD_PATH;
 }
 
-absl::StatusOr<DaemonProcess> DaemonProcess::Start(std::vector<std::string> extra_args) {
+absl::StatusOr<DaemonProcess> DaemonProcess::Start(std::vector<std::string> extra_args,
+                                                   const std::vector<std::string>& launcher) {
   std::string dir_template = (std::filesystem::temp_directory_path() / "tbtest.XXXXXX").string();
   if (mkdtemp(dir_template.data()) == nullptr) {
     return absl::InternalError(absl::StrCat("mkdtemp: ", strerror(errno)));
   }
-  auto daemon = StartOn(dir_template + "/broker.sock", std::move(extra_args));
+  auto daemon = StartOn(dir_template + "/broker.sock", std::move(extra_args), launcher);
   if (!daemon.ok()) {
     std::filesystem::remove_all(dir_template);
     return daemon.status();
@@ -43,8 +44,10 @@ absl::StatusOr<DaemonProcess> DaemonProcess::Start(std::vector<std::string> extr
 }
 
 absl::StatusOr<DaemonProcess> DaemonProcess::StartOn(const std::string& socket_path,
-                                                     std::vector<std::string> extra_args) {
-  std::vector<std::string> argv = {DaemonBinaryPath(), "--socket", socket_path};
+                                                     std::vector<std::string> extra_args,
+                                                     const std::vector<std::string>& launcher) {
+  std::vector<std::string> argv = launcher;
+  argv.insert(argv.end(), {DaemonBinaryPath(), "--socket", socket_path});
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   auto log = DaemonLog::Create();
   if (!log.ok()) return log.status();

@@ -32,10 +32,14 @@ class DaemonProcess {
  public:
   // Starts `tensorbrokerd --socket <tmp>/broker.sock <extra_args...>` and waits until it
   // answers Ping (WaitForDaemon: up to kDaemonWaitDeadline; at once when it exits).
-  static absl::StatusOr<DaemonProcess> Start(std::vector<std::string> extra_args = {});
+  // `launcher`, when given, comes first on the command line and must exec the rest in the same
+  // process (e.g. `unshare --mount sh -c '... && exec "$@"' sh`): its pid is the daemon's.
+  static absl::StatusOr<DaemonProcess> Start(std::vector<std::string> extra_args = {},
+                                             const std::vector<std::string>& launcher = {});
   // Starts on a given socket path (does not own or remove its directory).
   static absl::StatusOr<DaemonProcess> StartOn(const std::string& socket_path,
-                                               std::vector<std::string> extra_args = {});
+                                               std::vector<std::string> extra_args = {},
+                                               const std::vector<std::string>& launcher = {});
 
   DaemonProcess(DaemonProcess&& other) noexcept;
   DaemonProcess& operator=(DaemonProcess&& other) noexcept;

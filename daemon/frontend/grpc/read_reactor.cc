@@ -5,10 +5,17 @@
 #include "common/cuda_runtime.h"
 #include "common/tensor_layout.h"
 #include "common/wire/grpc_status.h"
+#include "daemon/base/page_population.h"
 #include "daemon/metrics/call_log.h"
 #include "daemon/wire/store_proto.h"
 
 namespace tensorbroker::daemon {
+namespace {
+
+// From this size a Read maps the tensor's pages in this daemon first, in one call.
+constexpr size_t kPopulateAtLeast = size_t{4} << 20;
+
+}  // namespace
 
 ReadReactor::ReadReactor(TensorStore* store, const absl::StatusOr<Principal>& caller,
                          std::string client, const std::string& name, size_t max_chunk,
@@ -32,6 +39,9 @@ absl::Status ReadReactor::Begin(const Principal& caller, size_t max_chunk) {
   const TensorView& info = ticket_->info;
   ToProto(info, response_.mutable_info());
   const uint8_t* bytes = ticket_->data;
+  if (info.device.device_type != kDLCUDA && info.nbytes >= kPopulateAtLeast) {
+    PopulateForReading(bytes, info.nbytes);  // this daemon's mapping of a client's pages
+  }
   if (info.device.device_type == kDLCUDA) {
     staged_.resize(info.nbytes);
     if (absl::Status s =
