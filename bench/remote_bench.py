@@ -450,7 +450,7 @@ def goals_of(args, broker, floor, gloo):
         how = f"{ours / base:.0%}: {ours:.3g} vs {base:.3g} GiB/s"
         # Round 1 writes into memory daemon B never had (each page's first touch); later rounds
         # into the segment the evicted replica before them left.
-        first = broker[GiB]["first_get"][0]["seconds"]
+        first = broker[GiB]["first"][0]["seconds"]
         how += f"; round 1, into new memory: {fmt_s(first)}, {rate(GiB, first) / base:.0%}"
         if floor[GiB].get("tls_fresh"):
             fresh = rate(GiB, statistics.median(floor[GiB]["tls_fresh"]))
