@@ -23,7 +23,7 @@ packages=(
   libboost-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev libsystemd-dev systemd
   python3-grpcio python3-protobuf python3-numpy python3-pytest pybind11-dev python3-dev
   python3-prometheus-client python3-venv python3-pip python3-setuptools python3-wheel
-  python3-kubernetes yamllint clang-format-14 libssl-dev openssl
+  python3-kubernetes yamllint clang-format-14 libssl-dev openssl spin
 )
 [ "$with_torch" = 1 ] && packages+=(python3-torch)
 [ "$with_fuzz" = 1 ] && packages+=(clang libclang-rt-14-dev)
