@@ -1,0 +1,90 @@
+#include "common/lease_slots.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace tensorbroker {
+namespace {
+
+const uint64_t* SlotsOf(const void* base) {
+  return reinterpret_cast<const uint64_t*>(static_cast<const uint8_t*>(base) +
+                                           kLeaseSlotsHeaderBytes);
+}
+
+}  // namespace
+
+size_t LeaseSlotsBytes(uint32_t slots) { return kLeaseSlotsHeaderBytes + size_t{slots} * 8; }
+
+absl::Status LeaseSlots::Format(void* base, size_t bytes, uint32_t slots) {
+  if (slots == 0 || LeaseSlotsBytes(slots) > bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lease slots: ", slots, " slots do not fit ", bytes, " bytes"));
+  }
+  std::memset(base, 0, LeaseSlotsBytes(slots));
+  auto* header = static_cast<uint64_t*>(base);
+  __atomic_store_n(&header[1], uint64_t{slots}, __ATOMIC_RELAXED);
+  __atomic_store_n(&header[0], kLeaseSlotsMagic, __ATOMIC_RELEASE);
+  return absl::OkStatus();
+}
+
+absl::Status LeaseSlots::Check(const void* base, size_t bytes) {
+  if (bytes < kLeaseSlotsHeaderBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("lease slots: ", bytes, " bytes, no header"));
+  }
+  const auto* header = static_cast<const uint64_t*>(base);
+  if (__atomic_load_n(&header[0], __ATOMIC_ACQUIRE) != kLeaseSlotsMagic) {
+    return absl::InvalidArgumentError("lease slots: not a lease table of this layout (magic)");
+  }
+  const uint64_t slots = __atomic_load_n(&header[1], __ATOMIC_RELAXED);
+  if (slots == 0 || slots > UINT32_MAX || LeaseSlotsBytes(static_cast<uint32_t>(slots)) > bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lease slots: ", slots, " slots do not fit ", bytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+LeaseSlots::LeaseSlots(void* base)
+    : slots_base_(
+          reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(base) + kLeaseSlotsHeaderBytes)),
+      slots_(static_cast<uint32_t>(
+          __atomic_load_n(&static_cast<const uint64_t*>(base)[1], __ATOMIC_RELAXED))) {}
+
+std::optional<uint32_t> LeaseSlots::Take(uint64_t object) {
+  const uint32_t start = __atomic_load_n(&next_, __ATOMIC_RELAXED);
+  for (uint32_t i = 0; i < slots_; ++i) {
+    const uint32_t slot = (start + i) % slots_;
+    uint64_t free = 0;
+    if (__atomic_load_n(&slots_base_[slot], __ATOMIC_RELAXED) == 0 &&
+        __atomic_compare_exchange_n(&slots_base_[slot], &free, object, false, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_RELAXED)) {
+      __atomic_store_n(&next_, (slot + 1) % slots_, __ATOMIC_RELAXED);
+      return slot;
+    }
+  }
+  return std::nullopt;
+}
+
+void LeaseSlots::Give(uint32_t slot) {
+  if (slot < slots_) __atomic_store_n(&slots_base_[slot], uint64_t{0}, __ATOMIC_SEQ_CST);
+}
+
+std::vector<uint64_t> HeldObjects(const void* base, uint32_t slots) {
+  const uint64_t* table = SlotsOf(base);
+  std::vector<uint64_t> held;
+  for (uint32_t i = 0; i < slots; ++i) {
+    const uint64_t object = __atomic_load_n(&table[i], __ATOMIC_SEQ_CST);
+    if (object != 0) held.push_back(object);
+  }
+  return held;
+}
+
+bool HoldsObject(const void* base, uint32_t slots, uint64_t object) {
+  const uint64_t* table = SlotsOf(base);
+  for (uint32_t i = 0; i < slots; ++i) {
+    if (__atomic_load_n(&table[i], __ATOMIC_SEQ_CST) == object) return true;
+  }
+  return false;
+}
+
+}  // namespace tensorbroker

@@ -1,0 +1,62 @@
+// A process's lease table (issue 34; docs/architecture.md, "Reads without a round trip: the
+// protocol"): slots in which the process writes the versions it holds without asking the daemon
+// (the daemon's object id of each), and which the daemon scans before it frees a version. The
+// daemon makes and formats the memfd and hands it to that one process read-write; the process
+// writes the slots, the daemon only reads them. Layout: a 64-byte header (magic, slot count),
+// then `slots` 8-byte slots, 0 meaning free.
+//
+// A slot is taken with a sequentially consistent compare-and-swap and the daemon loads slots
+// sequentially consistently: with the directory's sequence (common/directory_records.h) that is
+// the store-buffer pattern the protocol rests on. Everything the daemon reads here is only data
+// from another process: it checks each id against what that process may read.
+//
+// Threading: any thread of the process may Take and Give (lock-free); the daemon scans while
+// they run.
+#ifndef TENSORBROKER_COMMON_LEASE_SLOTS_H_
+#define TENSORBROKER_COMMON_LEASE_SLOTS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace tensorbroker {
+
+inline constexpr uint64_t kLeaseSlotsMagic = 0x31534c5342425454ull;  // "TTBBSLS1"
+inline constexpr size_t kLeaseSlotsHeaderBytes = 64;
+
+// The bytes of a table of `slots` slots.
+size_t LeaseSlotsBytes(uint32_t slots);
+
+// The process's side.
+class LeaseSlots {
+ public:
+  // Lays out an empty table (the daemon, on its mapping); INVALID_ARGUMENT when it does not fit.
+  static absl::Status Format(void* base, size_t bytes, uint32_t slots);
+  // Checks a mapping of `bytes` bytes before any use.
+  static absl::Status Check(const void* base, size_t bytes);
+  explicit LeaseSlots(void* base);  // after Check
+
+  // Writes `object` (!= 0) into a free slot; nullopt when every slot is taken.
+  std::optional<uint32_t> Take(uint64_t object);
+  // Frees slot `slot` (one Take returned).
+  void Give(uint32_t slot);
+  uint32_t slots() const { return slots_; }
+
+ private:
+  uint64_t* slots_base_;
+  uint32_t slots_;
+  uint32_t next_ = 0;  // where the next Take starts looking (a hint; races are harmless)
+};
+
+// The daemon's side, over its own mapping of a table it formatted with `slots` slots.
+// Every nonzero slot, in slot order (sequentially consistent loads, one slot at a time).
+std::vector<uint64_t> HeldObjects(const void* base, uint32_t slots);
+// Whether some slot holds `object`.
+bool HoldsObject(const void* base, uint32_t slots, uint64_t object);
+
+}  // namespace tensorbroker
+
+#endif  // TENSORBROKER_COMMON_LEASE_SLOTS_H_
