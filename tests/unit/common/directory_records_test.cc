@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -181,13 +182,25 @@ TEST_F(DirectoryTest, ReadersRacingTheWriterSeeOnlyWholeRecordsInOrder) {
       }
     });
   }
+  // The readers read all along: some before the writes, and some within every 1,000 of them
+  // (each wait guarded: 60 s).
+  auto reads_reach = [&](uint64_t count) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (reads.load() < count && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    return reads.load() >= count;
+  };
+  EXPECT_TRUE(reads_reach(1));
   for (uint64_t v = 2; v <= kWrites; ++v) {
     ASSERT_TRUE(writer_->Publish(Stamped("a", v)).ok());
     ASSERT_TRUE(writer_->Publish(Stamped("b", v)).ok());
+    if (v % 1000 == 0) {
+      EXPECT_TRUE(reads_reach(reads.load() + 1)) << v;
+    }
   }
   done = true;
   for (std::thread& t : readers) t.join();
-  EXPECT_GT(reads.load(), 0u);
   ExpectStamped(reader_->Find("a").entry, "a", kWrites);
 }
 
