@@ -13,7 +13,8 @@ namespace {
 // Keeps freed message memory for the next message: a Read stream's 1 MiB chunks (serving a peer,
 // or a replica's fetch) would otherwise each be mapped anew and unmapped after, every page
 // faulting again (dear on a VM). Allocations under 16 MiB come from the heap, and up to 64 MiB
-// free at its top stays. A bound, not a cache: tensors live in shared memory, not here.
+// free at the top of each malloc arena stays (glibc: at most 8 arenas per core), so the bound on
+// memory kept this way is 64 MiB times the arenas. Tensors live in shared memory, not here.
 void KeepFreedMessageMemory() {
   (void)::mallopt(M_MMAP_THRESHOLD, 16 << 20);
   (void)::mallopt(M_TRIM_THRESHOLD, 64 << 20);
