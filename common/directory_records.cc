@@ -19,7 +19,7 @@ constexpr size_t kSeq = 0;
 constexpr size_t kHash = 1;
 constexpr size_t kVersion = 2;
 constexpr size_t kObject = 3;
-constexpr size_t kSegment = 4;
+constexpr size_t kSegment = 4;  // the segment name's length; its bytes at kSegmentName
 constexpr size_t kOffset = 5;
 constexpr size_t kNbytes = 6;
 constexpr size_t kTypeAndDims = 7;  // code | bits << 8 | lanes << 16 | ndim << 32 | layout << 48
@@ -28,7 +28,9 @@ constexpr size_t kShape = 9;
 constexpr size_t kStrides = kShape + kRecordDims;
 constexpr size_t kName = kStrides + kRecordDims;
 constexpr size_t kNameWords = (kMaxNameBytes + 8) / 8;
-static_assert((kName + kNameWords) * 8 <= kRecordBytes, "a record holds its fields");
+constexpr size_t kSegmentName = kName + kNameWords;
+constexpr size_t kSegmentNameWords = kMaxSegmentNameBytes / 8;
+static_assert((kSegmentName + kSegmentNameWords) * 8 <= kRecordBytes, "a record holds its fields");
 
 // A torn read is retried this often before the reader gives up (kUnknown: ask the daemon).
 constexpr int kReadAttempts = 1000;
@@ -87,11 +89,11 @@ void DirectoryWriter::Write(uint32_t index, const DirectoryEntry& entry) {
   const uint64_t seq = Load(&r[kSeq]);
   Store(&r[kSeq], seq + 1, __ATOMIC_SEQ_CST);  // odd: being written
   const size_t ndim = entry.shape.size();
-  const bool layout = entry.has_layout && ndim <= kRecordDims && entry.strides.size() == ndim;
+  const bool layout = entry.has_layout && ndim <= kRecordDims && entry.strides.size() == ndim &&
+                      entry.segment.size() <= kMaxSegmentNameBytes;
   Store(&r[kHash], DirectoryHash(entry.name));
   Store(&r[kVersion], entry.version);
   Store(&r[kObject], entry.object);
-  Store(&r[kSegment], entry.segment);
   Store(&r[kOffset], entry.offset);
   Store(&r[kNbytes], entry.nbytes);
   Store(&r[kTypeAndDims], uint64_t{entry.dtype.code} | uint64_t{entry.dtype.bits} << 8 |
@@ -106,6 +108,11 @@ void DirectoryWriter::Write(uint32_t index, const DirectoryEntry& entry) {
   std::memcpy(name, entry.name.data(), length);
   Store(&r[kNameLength], length);
   for (size_t w = 0; w < (length + 7) / 8; ++w) Store(&r[kName + w], name[w]);
+  uint64_t segment[kSegmentNameWords] = {};
+  const size_t segment_length = layout ? entry.segment.size() : 0;
+  std::memcpy(segment, entry.segment.data(), segment_length);
+  Store(&r[kSegment], segment_length);
+  for (size_t w = 0; w < (segment_length + 7) / 8; ++w) Store(&r[kSegmentName + w], segment[w]);
   Store(&r[kSeq], seq + 2, __ATOMIC_SEQ_CST);  // even: done
   auto* header = reinterpret_cast<uint64_t*>(base_);
   __atomic_fetch_add(&header[kChangesWord], 1, __ATOMIC_SEQ_CST);
@@ -183,7 +190,7 @@ bool DirectoryReader::ReadRecord(uint32_t index, uint64_t* name_hash, Found* fou
     *name_hash = Load(&r[kHash]);
     e.version = Load(&r[kVersion]);
     e.object = Load(&r[kObject]);
-    e.segment = Load(&r[kSegment]);
+    const uint64_t segment_length = std::min<uint64_t>(Load(&r[kSegment]), kMaxSegmentNameBytes);
     e.offset = Load(&r[kOffset]);
     e.nbytes = Load(&r[kNbytes]);
     const uint64_t type = Load(&r[kTypeAndDims]);
@@ -196,6 +203,10 @@ bool DirectoryReader::ReadRecord(uint32_t index, uint64_t* name_hash, Found* fou
     }
     uint64_t name[kNameWords];
     for (size_t w = 0; w < (length + 7) / 8; ++w) name[w] = Load(&r[kName + w]);
+    uint64_t segment[kSegmentNameWords];
+    for (size_t w = 0; w < (segment_length + 7) / 8; ++w) {
+      segment[w] = Load(&r[kSegmentName + w]);
+    }
     if (Load(&r[kSeq]) != seq) continue;  // torn: read again
     e.dtype = DLDataType{static_cast<uint8_t>(type), static_cast<uint8_t>(type >> 8),
                          static_cast<uint16_t>(type >> 16)};
@@ -203,6 +214,7 @@ bool DirectoryReader::ReadRecord(uint32_t index, uint64_t* name_hash, Found* fou
     e.shape.assign(dims, dims + ndim);
     e.strides.assign(dims + kRecordDims, dims + kRecordDims + ndim);
     e.name.assign(reinterpret_cast<const char*>(name), length);
+    e.segment.assign(reinterpret_cast<const char*>(segment), segment_length);
     found->sequence = seq;
     found->index = index;
     return true;

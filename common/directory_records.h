@@ -43,6 +43,8 @@ inline constexpr size_t kRecordBytes = 512;
 // Dimensions a record holds; a tensor of more is in the directory without a layout
 // (DirectoryEntry::has_layout false): a Get of it takes the daemon's path.
 inline constexpr uint32_t kRecordDims = 8;
+// The longest segment name a record holds.
+inline constexpr size_t kMaxSegmentNameBytes = 40;
 // How many records a read looks at before it gives up ("not found, ask the daemon").
 inline constexpr uint32_t kMaxProbes = 64;
 
@@ -51,7 +53,8 @@ struct DirectoryEntry {
   std::string name;
   uint64_t version = 0;  // 0: the name is not published (a tombstone)
   uint64_t object = 0;   // the daemon's id of the version's memory (what a lease table names)
-  uint64_t segment = 0;  // the segment it lies in (the client maps segments by this id)
+  std::string segment;   // the segment it lies in (the client maps segments by this name);
+                         // at most kMaxSegmentNameBytes, else the record has no layout
   uint64_t offset = 0;
   uint64_t nbytes = 0;
   DLDataType dtype{};

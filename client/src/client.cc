@@ -242,6 +242,7 @@ absl::StatusOr<Client::Impl::ConnectionPtr> Client::Impl::Reconnect(const Connec
         absl::StrCat("tensorbrokerd went away and did not come back within ",
                      options_.reconnect_timeout.count(), " ms: ", fresh.status().message()));
   }
+  if (options_.fast_reads) (*fresh)->OpenFastReads();
   client_internal::TakeLeasesAgain(*failed, *fresh,
                                    [](Connection& c, const std::string& name, uint64_t version) {
                                      GetOptions exactly;
@@ -278,6 +279,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ConnectOptions& op
   const uint64_t id = NextClientId();
   auto connection = Connection::Open(path, options.timeout, id);
   if (!connection.ok()) return connection.status();
+  if (options.fast_reads) (*connection)->OpenFastReads();
   return std::unique_ptr<Client>(
       new Client(std::make_shared<Impl>(*std::move(connection), options, id)));
 }
@@ -412,6 +414,12 @@ absl::StatusOr<DLManagedTensorVersioned*> Client::Get(const std::string& name,
                                                       const GetOptions& options) {
   auto tensor = impl_->Run([&](const std::shared_ptr<Connection>& connection)
                                -> absl::StatusOr<DLManagedTensorVersioned*> {
+    // The current version, when the directory shows it in memory this process maps: no call.
+    if (options.version == 0 && !options.oldest && !options.pinned) {
+      if (auto got = client_internal::GetFromDirectory(connection, name, options.after_version)) {
+        return *got;
+      }
+    }
     auto grant = FetchGrant(*connection, name, options);
     if (!grant.ok()) return grant.status();
     return client_internal::ExportVersioned(connection, *grant, options.pinned);
@@ -479,6 +487,31 @@ absl::StatusOr<TensorInfo> Client::Stat(const std::string& name) {
     return s;
   }
   return FromProto(info);
+}
+
+absl::StatusOr<uint64_t> Client::LatestVersion(const std::string& name) {
+  if (absl::Status here = client_internal::UsableHere(); !here.ok()) return here;
+  if (const auto& reads = impl_->Current()->fast_reads(); reads != nullptr) {
+    const DirectoryReader::Found found = reads->Find(name);
+    switch (found.lookup) {
+      case DirectoryReader::Lookup::kFound:
+        if (found.entry.version != 0) return found.entry.version;
+        [[fallthrough]];
+      case DirectoryReader::Lookup::kAbsent:
+        return absl::NotFoundError(absl::StrCat("name '", name, "' is not published"));
+      case DirectoryReader::Lookup::kUnknown:
+        break;  // the directory cannot say: ask
+    }
+  }
+  auto info = Stat(name);
+  if (!info.ok()) return info.status();
+  return info->version;
+}
+
+absl::StatusOr<bool> Client::ChangedSince(const std::string& name, uint64_t version) {
+  auto latest = LatestVersion(name);
+  if (!latest.ok()) return latest.status();
+  return *latest != version;
 }
 
 absl::StatusOr<std::unique_ptr<Watcher>> Client::Watch(const std::string& prefix,

@@ -197,6 +197,11 @@ absl::Status Connection::AdoptDescriptors(LocalAnswer* answer) {
   return absl::OkStatus();
 }
 
+void Connection::OpenFastReads() {
+  auto opened = FastReads::Open(*local_);
+  if (opened.ok()) fast_reads_ = *std::move(opened);
+}
+
 absl::Status Connection::FetchDescriptor(uint64_t lease_id) {
   v1::LocalRequest request;
   request.mutable_fetch_segment()->set_lease_id(lease_id);

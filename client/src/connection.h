@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "client/src/fast_reads.h"
 #include "client/src/local_channel.h"
 #include "client/src/segment_mapper.h"
 #include "common/mutex.h"
@@ -73,6 +74,12 @@ class Connection {
   // lease.
   void ReleaseLease(uint64_t lease_id) noexcept;
 
+  // Asks the daemon for this connection's reads without a round trip (fast_reads.h): one round
+  // trip. Call once, before the connection is shared with other threads; when the daemon offers
+  // none (an older one) or they cannot be mapped, the connection goes without.
+  void OpenFastReads();
+  // Null without them.
+  const std::shared_ptr<FastReads>& fast_reads() const { return fast_reads_; }
   // A context with the default deadline for unary calls.
   static void SetDeadline(grpc::ClientContext* context, std::chrono::milliseconds extra = {});
 
@@ -95,6 +102,7 @@ class Connection {
   std::string session_id_;
   std::unique_ptr<LocalChannel> local_;
   std::thread event_reader_;
+  std::shared_ptr<FastReads> fast_reads_;  // set before the connection is shared
   Mutex segments_mu_;
   std::set<std::string> segments_;  // mapped through this connection, still alive
 };

@@ -1,10 +1,12 @@
 #include "client/src/exported_tensor.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/fast_reads.h"
 #include "client/src/region_mapper.h"
 #include "common/cuda_runtime.h"
 #include "common/wire/proto_convert.h"
@@ -60,6 +62,10 @@ struct LeaseHold {
   // a caller holding a reference, so never during the destructor).
   std::shared_ptr<Connection> connection;
   uint64_t lease_id = 0;
+  // A lease this process wrote into its lease table instead (a Get from the directory): the
+  // slot, given back by the destructor; lease_id is then 0.
+  std::shared_ptr<FastReads> fast_reads;
+  std::optional<uint32_t> slot;
   // What was leased: a restarted daemon that adopted the tensor has it at the same place.
   std::string name;
   uint64_t version = 0;
@@ -80,7 +86,11 @@ struct LeaseHold {
     mapping.reset();
     if (connection == nullptr) return;
     if (!key.empty()) Leases().Forget(key);
-    connection->ReleaseLease(lease_id);
+    if (slot.has_value()) {
+      fast_reads->Give(*slot);  // a store: the daemon sees it at its next scan
+    } else {
+      connection->ReleaseLease(lease_id);
+    }
   }
 };
 
@@ -100,6 +110,7 @@ void ProcessLeases::MoveLease(LeaseHold* hold, std::shared_ptr<Connection> conne
   MutexLock lock(mu_);
   hold->connection = std::move(connection);
   hold->lease_id = lease_id;
+  hold->slot.reset();  // its table went with the old daemon
 }
 
 // The manager_ctx of every exported tensor.
@@ -217,7 +228,89 @@ absl::StatusOr<const ExportContext*> ContextOf(const DLManagedTensorVersioned& t
   return context;
 }
 
+// A context over `hold` for the version a directory record describes.
+std::unique_ptr<ExportContext> ContextFromEntry(std::shared_ptr<Connection> connection,
+                                                std::shared_ptr<LeaseHold> hold,
+                                                DirectoryEntry entry) {
+  auto context = std::make_unique<ExportContext>();
+  context->client = std::move(connection);
+  context->hold = std::move(hold);
+  context->dtype = entry.dtype;
+  context->flags = DLPACK_FLAG_BITMASK_READ_ONLY;
+  TensorInfo& info = context->info;
+  info.dtype = entry.dtype;
+  info.shape = entry.shape;
+  info.strides = entry.strides;
+  info.nbytes = entry.nbytes;
+  info.sealed = true;
+  info.version = entry.version;
+  info.name = std::move(entry.name);
+  context->shape = std::move(entry.shape);
+  context->strides = std::move(entry.strides);
+  return context;
+}
+
+// A hold on the version `entry` describes through a slot of `reads`, if the record `found` still
+// names it once the slot is taken (the protocol's steps 3 and 4); nullptr otherwise.
+std::shared_ptr<LeaseHold> HoldThroughSlot(const std::shared_ptr<Connection>& connection,
+                                           const std::shared_ptr<FastReads>& reads,
+                                           const DirectoryReader::Found& found,
+                                           std::shared_ptr<const MappedSegment> mapping) {
+  const DirectoryEntry& entry = found.entry;
+  std::optional<uint32_t> slot = reads->Take(entry.object);
+  if (!slot.has_value()) return nullptr;  // the table is full: the daemon grants one
+  if (!reads->StillCurrent(found)) {
+    reads->Give(*slot);
+    return nullptr;
+  }
+  auto hold = std::make_shared<LeaseHold>();
+  hold->connection = connection;
+  hold->fast_reads = reads;
+  hold->slot = *slot;  // given back by ~LeaseHold, also when another hold wins below
+  hold->name = entry.name;
+  hold->version = entry.version;
+  hold->segment = entry.segment;
+  hold->offset = entry.offset;
+  hold->data = mapping->data() + entry.offset;
+  hold->mapping = std::move(mapping);
+  return hold;
+}
+
 }  // namespace
+
+std::optional<DLManagedTensorVersioned*> GetFromDirectory(
+    const std::shared_ptr<Connection>& connection, const std::string& name,
+    std::optional<uint64_t> after_version) {
+  const std::shared_ptr<FastReads>& reads = connection->fast_reads();
+  if (reads == nullptr) return std::nullopt;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    DirectoryReader::Found found = reads->Find(name);
+    const DirectoryEntry& entry = found.entry;
+    if (found.lookup != DirectoryReader::Lookup::kFound || entry.version == 0 ||
+        !entry.has_layout || (after_version.has_value() && entry.version <= *after_version)) {
+      return std::nullopt;
+    }
+    const std::string key = absl::StrCat(entry.segment, "#", entry.version);
+    std::shared_ptr<LeaseHold> hold = Leases().Find(key);
+    if (hold == nullptr) {
+      auto mapping = connection->mapper().Find(entry.segment, MapMode::kReadOnly);
+      // What the record says is only data: it must lie within the mapping.
+      if (mapping == nullptr || entry.offset > mapping->size() ||
+          entry.nbytes > mapping->size() - entry.offset) {
+        return std::nullopt;
+      }
+      hold = HoldThroughSlot(connection, reads, found, std::move(mapping));
+      if (hold == nullptr) continue;
+      hold->key = key;
+      if (auto shared = Leases().ShareOrRemember(key, hold); shared != hold) {
+        hold->key.clear();
+        hold = std::move(shared);
+      }
+    }
+    return Versioned(ContextFromEntry(connection, std::move(hold), std::move(found.entry)));
+  }
+  return std::nullopt;
+}
 
 absl::StatusOr<DLManagedTensorVersioned*> ExportVersioned(std::shared_ptr<Connection> connection,
                                                           const v1::TensorGrant& grant,

@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -31,6 +32,16 @@ absl::StatusOr<DLManagedTensorVersioned*> ExportVersioned(std::shared_ptr<Connec
                                                           bool pinned = false);
 absl::StatusOr<DLManagedTensor*> ExportLegacy(std::shared_ptr<Connection> connection,
                                               const v1::TensorGrant& grant, bool pinned = false);
+
+// A Get of `name`'s current version answered from `connection`'s directory with no message to
+// the daemon (fast_reads.h; docs/architecture.md, "Reads without a round trip"): when the
+// directory shows a version (newer than `after_version`, if set) of an immutable CPU tensor that
+// this process holds already, or that lies in a segment it maps (a slot of its lease table is
+// then the lease). nullopt: take the daemon's path (no directory, the name not in it, its
+// segment not mapped here, the table full, or the record kept moving).
+std::optional<DLManagedTensorVersioned*> GetFromDirectory(
+    const std::shared_ptr<Connection>& connection, const std::string& name,
+    std::optional<uint64_t> after_version);
 
 // Another tensor sharing `tensor`'s lease and mapping; INVALID_ARGUMENT for a tensor made
 // elsewhere (another Client, by Connection::client_id(), or another library).

@@ -137,6 +137,9 @@ TensorStore::SessionCleanup TensorStore::CloseSession(const std::string& session
     ReleaseLeaseOnLocked(object_id);
     ++cleanup.leases_released;
   }
+  // Its lease table pins nothing from now on (the process may still be writing to it).
+  directories_.Close(session_id);
+  if (slot_tables_.Close(session_id)) ReclaimSlotPinnedLocked();
   for (const std::string& name : pending_names) {
     const std::optional<uint64_t> pending = names_.PendingObject(name);
     if (!pending.has_value()) continue;
@@ -151,8 +154,12 @@ absl::Status TensorStore::CheckServing() const {
   return absl::OkStatus();
 }
 
+bool SpecAllows(const Principal& principal, const TensorSpec& spec) {
+  return principal.admin || spec.owner_uid == principal.uid || spec.readers.Allows(principal);
+}
+
 bool TensorStore::MayReadLocked(const Principal& caller, const TensorObject& object) const {
-  return caller.admin || object.spec.owner_uid == caller.uid || object.spec.readers.Allows(caller);
+  return SpecAllows(caller, object.spec);
 }
 
 TensorStore::TensorObject* TensorStore::VisibleLocked(const Principal& caller,
@@ -291,7 +298,12 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std:
   }
   std::vector<std::string> removed;
   auto block = pool->Allocate(spec.nbytes, BlockKindOf(spec), SharingKeyOf(spec), &removed);
-  // Short of room: replicas no one holds give way, least recently leased first.
+  // Short of room: versions lease tables no longer name go first, then replicas no one holds,
+  // least recently leased first.
+  if (!block.ok() && absl::IsResourceExhausted(block.status()) && !slot_pinned_.empty()) {
+    ReclaimSlotPinnedLocked();
+    block = pool->Allocate(spec.nbytes, BlockKindOf(spec), SharingKeyOf(spec), &removed);
+  }
   while (!block.ok() && absl::IsResourceExhausted(block.status()) &&
          EvictReplicaLocked(spec.device)) {
     block = pool->Allocate(spec.nbytes, BlockKindOf(spec), SharingKeyOf(spec), &removed);
@@ -443,6 +455,8 @@ TensorView TensorStore::PublishLocked(TensorObject* object, const Principal& by)
 
 void TensorStore::EmitLocked(StoreEvent::Kind kind, const TensorObject& object, uint64_t sequence,
                              uint64_t previous_version) {
+  // The directories first: no waiter or watcher hears of a version they do not show yet.
+  UpdateDirectoriesLocked(kind, object);
   WatchEntry entry;
   entry.event.kind = kind;
   entry.event.sequence = sequence != 0 ? sequence : next_version_++;
@@ -484,6 +498,9 @@ void TensorStore::UnpublishLocked(const std::string& name, uint64_t version) {
   object->published = false;
   JournalUnpublishedLocked(*object);
   MaybeFreeLocked(object);
+  // Versions that lease tables kept are looked at again at every unpublication (the readers
+  // of a name replaced often let go of the last version as the next comes).
+  if (!slot_pinned_.empty()) ReclaimSlotPinnedLocked();
 }
 
 void TensorStore::DropPendingLocked(TensorObject* object) {
@@ -850,6 +867,17 @@ void TensorStore::JournalUnpublishedLocked(const TensorObject& object) {
 
 void TensorStore::MaybeFreeLocked(TensorObject* object) {
   if (object->pending || object->published || object->leases > 0) return;
+  // The protocol's second step: the directories moved on before this; a slot that names the
+  // version now was written before its reader checked the record again, so the reader keeps it.
+  if (!slot_tables_.empty() && object->sealed) {
+    const TensorSpec& spec = object->spec;
+    if (slot_tables_.AnyHolds(object->id,
+                              [&](const Principal& reader) { return SpecAllows(reader, spec); })) {
+      slot_pinned_.insert(object->id);
+      return;
+    }
+  }
+  slot_pinned_.erase(object->id);
   std::vector<std::string> removed;
   PoolForLocked(object->block.device)->Free(object->block, &removed);
   if (!object->spec.origin.has_value()) ledger_.Refund(object->spec.owner_uid, object->spec.nbytes);
@@ -871,7 +899,8 @@ ListPage TensorStore::List(const Principal& caller, const std::string& prefix, s
       page.next_page_token = page.tensors.back().name;
       break;
     }
-    page.tensors.push_back(WithKeptVersionsLocked(caller, ViewLocked(object)));
+    page.tensors.push_back(
+        WithKeptVersionsLocked(caller, WithTableLeasesLocked(object, ViewLocked(object))));
   }
   return page;
 }
@@ -879,7 +908,7 @@ ListPage TensorStore::List(const Principal& caller, const std::string& prefix, s
 absl::StatusOr<TensorView> TensorStore::Stat(const Principal& caller, const std::string& name) {
   Locked lock(this);
   if (const TensorObject* object = VisibleLocked(caller, name); object != nullptr) {
-    return WithKeptVersionsLocked(caller, ViewLocked(*object));
+    return WithKeptVersionsLocked(caller, WithTableLeasesLocked(*object, ViewLocked(*object)));
   }
   if (const std::optional<uint64_t> pending = names_.PendingObject(name); pending.has_value()) {
     const TensorObject& object = *objects_.at(*pending);
@@ -908,7 +937,7 @@ StoreStats TensorStore::Stats(const Principal& caller) {
       stats.tensors += MayReadLocked(caller, *objects_.at(entry.current())) ? 1 : 0;
     }
   }
-  stats.leases = leases_.size();
+  stats.leases = leases_.size() + TableLeasesLocked();
   stats.clients = sessions_.size();
   stats.pending = names_.pending().size();
   stats.waiting_gets = waiters_.size();
@@ -920,6 +949,7 @@ StoreStats TensorStore::Stats(const Principal& caller) {
 
 size_t TensorStore::ExpirePending(absl::Time now) {
   Locked lock(this);
+  ReclaimSlotPinnedLocked();  // the tick that frees what lease tables let go of meanwhile
   std::vector<TensorObject*> expired;
   for (const auto& [name, object_id] : names_.pending()) {
     TensorObject* object = objects_.at(object_id).get();

@@ -45,8 +45,10 @@
 #include "daemon/identity/principal_set.h"
 #include "daemon/identity/quota.h"
 #include "daemon/memory/memory_pool.h"
+#include "daemon/store/lease_slot_tables.h"
 #include "daemon/store/lease_table.h"
 #include "daemon/store/name_index.h"
+#include "daemon/store/principal_directories.h"
 #include "daemon/store/quota_ledger.h"
 #include "daemon/store/remote_names.h"
 #include "daemon/store/session_table.h"
@@ -78,6 +80,10 @@ struct TensorSpec {
   // journaled (a restart drops it; it is fetched again when asked for).
   std::optional<ReplicaOrigin> origin;
 };
+
+// Whether `principal` may read a version made with `spec`: an administrator, its owner, or one of
+// its readers.
+bool SpecAllows(const Principal& principal, const TensorSpec& spec);
 
 // The most versions one name may keep (TensorSpec::keep).
 inline constexpr uint32_t kMaxKeep = 1024;
@@ -165,6 +171,12 @@ struct SegmentDescriptor {
   bool writable = false;
   DLDevice device{kDLCPU, 0};  // CUDA: a VMM slab's descriptor
   UniqueFd fd;
+};
+
+// The two files of a session's reads without a round trip (issue 34).
+enum class FastReadFile {
+  kDirectory,   // its principal's directory, read-only (principal_directories.h)
+  kLeaseTable,  // its own lease table, read-write (lease_slot_tables.h)
 };
 
 // DEADLINE_EXCEEDED for a Get of `name` whose wait for `wanted` ran out.
@@ -270,6 +282,16 @@ class TensorStore {
   // A second lease of `session_id` on the object its lease `lease_id` keeps alive; writable
   // like the first (pending for its creator, or mutable).
   absl::StatusOr<TensorGrant> Retain(const std::string& session_id, uint64_t lease_id);
+
+  // Reads without a round trip (issue 34; docs/architecture.md): makes (first call) the
+  // directory of the session's principal and the session's lease table. Both live as long as
+  // the session (the directory as long as any session of the principal).
+  // RESOURCE_EXHAUSTED when memory cannot hold them.
+  absl::Status OpenFastReads(const std::string& session_id);
+  // A descriptor of one of them (duplicated now), to hand to the session's process;
+  // FAILED_PRECONDITION when OpenFastReads has not made it (or the session ended).
+  absl::StatusOr<SegmentDescriptor> FastReadDescriptor(const std::string& session_id,
+                                                       FastReadFile which);
 
   // Unpublishes `name`: for its owner or an administrator.
   absl::Status Delete(const Principal& caller, const std::string& name);
@@ -411,8 +433,22 @@ class TensorStore {
   absl::StatusOr<SegmentDescriptor> SegmentOfLocked(const std::string& session_id,
                                                     uint64_t lease_id)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Frees the object's memory if nothing refers to it any more.
+  // Frees the object's memory if nothing refers to it any more: no name, no lease granted, and
+  // no slot of a lease table that may name it (then it waits in slot_pinned_).
   void MaybeFreeLocked(TensorObject* object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees what slot_pinned_ holds that no lease table names any more.
+  void ReclaimSlotPinnedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells the directories of an event about `object` (EmitLocked's kinds).
+  void UpdateDirectoriesLocked(StoreEvent::Kind kind, const TensorObject& object)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The record of `object` (a published version) in a directory.
+  DirectoryEntry DirectoryEntryLocked(const TensorObject& object) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // `view` of `object` with the leases lease tables hold on it counted in.
+  TensorView WithTableLeasesLocked(const TensorObject& object, TensorView view) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The slots of every lease table that name a version their principal may read.
+  uint64_t TableLeasesLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The pool serving `device`; nullptr when none does.
   MemoryPool* PoolForLocked(DLDevice device) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // What Get grants report about `object` (kept_versions empty).
@@ -434,6 +470,11 @@ class TensorStore {
   QuotaLedger ledger_ ABSL_GUARDED_BY(mu_);  // by owner uid (tensors), by caller's uid (streams)
   LeaseTable leases_ ABSL_GUARDED_BY(mu_);
   WaitList waiters_ ABSL_GUARDED_BY(mu_);  // GetOrWait's
+  PrincipalDirectories directories_ ABSL_GUARDED_BY(mu_);
+  LeaseSlotTables slot_tables_ ABSL_GUARDED_BY(mu_);
+  // Objects nothing but a lease table's slot keeps: freed once no slot names them (at every
+  // unpublication, every session's end, the pending-expiry tick, and before a shortage fails).
+  std::set<uint64_t> slot_pinned_ ABSL_GUARDED_BY(mu_);
   uint64_t next_object_id_ ABSL_GUARDED_BY(mu_) = 1;
   // Per remote[] address (a handful, from the config): fetches, fetched bytes, failures and
   // evictions since the start (StoreStats::Remote; replicas and their bytes are counted anew).

@@ -24,6 +24,14 @@
 //                                            of the comma-separated hex MARKERS whether it is
 //                                            anywhere in it: lease=, segment=, descriptors=,
 //                                            writable=, found= (1 or 0 each, comma-separated)
+//   local_directory MARKERS                  local-channel open_fast_reads: maps the directory
+//                                            read-only and says for each MARKER (as local_get)
+//                                            whether it is in it, and whether the directory's
+//                                            descriptor maps writable too: descriptors=,
+//                                            found=, directory_writable= (keeps the lease table)
+//   local_pin IDS                            writes each comma-separated object id into a slot
+//                                            of the lease table local_directory kept (raw
+//                                            stores, as a hostile process may): pinned=
 //   local_retain LEASE | local_fetch LEASE   local-channel Retain / FetchSegment: descriptors=
 //   local_release LEASE                      batched release of LEASE, then a barrier
 //   watch PREFIX AFTER COUNT WAIT_MS         gRPC Watch (PREFIX - for none) after sequence
@@ -171,7 +179,8 @@ class Peer {
         {"abort", 2},       {"delete", 2},        {"get", 3},          {"stat", 2},
         {"read", 2},        {"list", 3},          {"stats", 1},        {"release", 2},
         {"retain", 2},      {"local_open", 1},    {"local_get", 3},    {"local_retain", 2},
-        {"local_fetch", 2}, {"local_release", 2}, {"local_cancel", 2}, {"watch", 5}};
+        {"local_fetch", 2}, {"local_release", 2}, {"local_cancel", 2}, {"watch", 5},
+        {"local_directory", 2}, {"local_pin", 2}};
     const std::string& verb = words[0];
     auto arity = kArity.find(verb);
     if (arity == kArity.end()) Die("unknown command " + verb);
@@ -194,6 +203,8 @@ class Peer {
     if (verb == "local_open") return LocalOpen();
     if (verb == "local_get") return LocalGet(words[1], words[2]);
     if (verb == "local_cancel") return LocalCancelUpTo(Number(words[1]));
+    if (verb == "local_directory") return LocalDirectory(words[1]);
+    if (verb == "local_pin") return LocalPin(words[1]);
     if (verb == "watch") {
       return Watch(words[1] == "-" ? "" : words[1], words[2], Number(words[3]), Number(words[4]));
     }
@@ -439,7 +450,7 @@ class Peer {
     return FromLocal(LocalCall(request, nullptr));
   }
 
-  Answer LocalGet(const std::string& name, const std::string& markers_hex) {
+  static std::vector<std::string> Markers(const std::string& markers_hex) {
     std::vector<std::string> markers;
     for (absl::string_view hex : absl::StrSplit(markers_hex, ',')) {
       const bool valid = !hex.empty() && hex.size() % 2 == 0 &&
@@ -447,6 +458,55 @@ class Peer {
       if (!valid) Die(absl::StrCat("not a hex marker: ", hex));
       markers.push_back(absl::HexStringToBytes(hex));
     }
+    return markers;
+  }
+
+  static std::string FoundList(const std::vector<bool>& found) {
+    return absl::StrJoin(found, ",", [](std::string* out, bool f) { out->append(f ? "1" : "0"); });
+  }
+
+  Answer LocalDirectory(const std::string& markers_hex) {
+    const std::vector<std::string> markers = Markers(markers_hex);
+    v1::LocalRequest request;
+    request.mutable_open_fast_reads();
+    std::vector<tensorbroker::UniqueFd> fds;
+    const v1::LocalReply reply = LocalCall(request, &fds);
+    Answer answer = FromLocal(reply);
+    if (answer.code != 0) return answer;
+    if (fds.size() != 2 || reply.descriptors_size() != 2) Die("open_fast_reads: not 2 descriptors");
+    const uint64_t size = reply.descriptors(0).size();
+    void* view = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fds[0].get(), 0);
+    if (view == MAP_FAILED) Die(absl::StrCat("mmap: ", std::strerror(errno)));
+    const std::string_view bytes(static_cast<const char*>(view), size);
+    std::vector<bool> found(markers.size(), false);
+    for (size_t m = 0; m < markers.size(); ++m) {
+      found[m] = bytes.find(markers[m]) != std::string_view::npos;
+    }
+    ::munmap(view, size);
+    void* writable = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0].get(), 0);
+    if (writable != MAP_FAILED) ::munmap(writable, size);
+    table_size_ = reply.descriptors(1).size();
+    table_ = ::mmap(nullptr, table_size_, PROT_READ | PROT_WRITE, MAP_SHARED, fds[1].get(), 0);
+    if (table_ == MAP_FAILED) Die(absl::StrCat("mmap of the lease table: ", std::strerror(errno)));
+    return answer.Set("descriptors", std::to_string(fds.size()))
+        .Set("found", FoundList(found))
+        .Set("directory_writable", writable == MAP_FAILED ? "0" : "1");
+  }
+
+  Answer LocalPin(const std::string& ids) {
+    if (table_ == nullptr) Die("local_pin before local_directory");
+    auto* slots = reinterpret_cast<uint64_t*>(static_cast<char*>(table_) + 64);
+    const size_t capacity = (table_size_ - 64) / 8;
+    size_t pinned = 0;
+    for (absl::string_view id : absl::StrSplit(ids, ',')) {
+      if (pinned == capacity) break;
+      __atomic_store_n(&slots[pinned++], Number(std::string(id)), __ATOMIC_SEQ_CST);
+    }
+    return Answer().Set("pinned", std::to_string(pinned));
+  }
+
+  Answer LocalGet(const std::string& name, const std::string& markers_hex) {
+    const std::vector<std::string> markers = Markers(markers_hex);
     v1::LocalRequest request;
     request.mutable_get()->set_name(name);
     std::vector<tensorbroker::UniqueFd> fds;
@@ -469,8 +529,7 @@ class Peer {
     AddGrant(reply.grant(), &answer);
     return answer.Set("descriptors", std::to_string(fds.size()))
         .Set("writable", writable ? "1" : "0")
-        .Set("found", absl::StrJoin(found, ",",
-                                    [](std::string* out, bool f) { out->append(f ? "1" : "0"); }));
+        .Set("found", FoundList(found));
   }
 
   // Cancel{request_id} for every id from 1 to `last` (no replies of their own), then a barrier:
@@ -510,6 +569,8 @@ class Peer {
   std::string session_id_;
   tensorbroker::UniqueFd local_;
   uint64_t local_request_id_ = 0;
+  void* table_ = nullptr;  // the lease table local_directory mapped (for local_pin); kept
+  uint64_t table_size_ = 0;
 };
 
 }  // namespace

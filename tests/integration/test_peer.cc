@@ -27,6 +27,11 @@
 //                                             (torn: a word differs from the sequence)
 //   stream-hold NAME                          StreamReader: take one frame, print "held SEQ";
 //                                             exit at stdin EOF
+//   follow NAME --count LAST                  Get NAME (uint64, stamped_tensor.h) again and
+//                                             again, checking every element, releasing each,
+//                                             until its stamp is LAST; print "followed GETS
+//                                             VERSIONS torn T backwards B", then "idle" and
+//                                             wait for stdin EOF (holding nothing)
 // Every role takes --socket PATH. A failed call prints "error CODE message" and exits 4; bad
 // usage exits 2.
 #include <dlpack/dlpack.h>
@@ -47,6 +52,7 @@
 #include "tensorbroker/stream.h"
 #include "tests/integration/peer_output.h"
 #include "tests/integration/shm_inspect.h"
+#include "tests/integration/stamped_tensor.h"
 
 namespace {
 
@@ -388,6 +394,39 @@ int RoleStreamHold(const Args& a) {
   return 0;
 }
 
+int RoleFollow(const Args& a) {
+  if (a.positional.size() != 1) Usage("follow NAME --count LAST");
+  const std::string& name = a.positional[0];
+  auto client = ConnectOrDie(a);
+  uint64_t gets = 0, versions = 0, torn = 0, backwards = 0, last_version = 0;
+  while (true) {
+    DLManagedTensorVersioned* t = GetOrDie(*client, name, 60000);
+    ++gets;
+    const DLTensor& d = t->dl_tensor;
+    const uint64_t elements = NumBytes(d) / 8;
+    const auto* values = reinterpret_cast<const uint64_t*>(DataOf(d));
+    if (d.dtype.bits != 64 || tensorbroker::testing::FirstUnstampedElement(name, values, elements)
+                                  .has_value()) {
+      ++torn;
+    }
+    auto info = client->Describe(*t);
+    if (!info.ok()) Fail(info.status());
+    if (info->version < last_version) ++backwards;
+    if (info->version != last_version) ++versions;
+    last_version = info->version;
+    const uint64_t stamp = elements >= 2 ? values[1] : 0;
+    t->deleter(t);
+    if (stamp == static_cast<uint64_t>(a.count)) break;
+  }
+  Say(absl::StrCat("followed ", gets, " ", versions, " torn ", torn, " backwards ", backwards));
+  if (absl::Status s = client->Ping(); !s.ok()) Fail(s);  // releases queued for the daemon: sent
+  Say("idle");
+  std::string line;
+  while (std::getline(std::cin, line)) {
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -399,6 +438,7 @@ int main(int argc, char** argv) {
   if (a.role == "serve") return RoleServe(a);
   if (a.role == "write-sealed") return RoleWriteSealed(a);
   if (a.role == "hold") return RoleHold(a);
+  if (a.role == "follow") return RoleFollow(a);
   if (a.role == "create-hold") return RoleCreateHold(a);
   if (a.role == "session") return RoleSession(a);
   if (a.role == "watch") return RoleWatch(a);

@@ -60,6 +60,14 @@ absl::Status StatusOf(const absl::StatusOr<T>& s) {
     EXPECT_EQ(tb_status_.code(), code_) << #expr << ": " << tb_status_;      \
   } while (0)
 
+// The exact code and message.
+#define EXPECT_STATUS(expr, code_, message_)                                 \
+  do {                                                                       \
+    const absl::Status tb_status_ = ::tensorbroker::testing::StatusOf(expr); \
+    EXPECT_EQ(tb_status_.code(), code_) << #expr << ": " << tb_status_;      \
+    EXPECT_EQ(tb_status_.message(), message_) << #expr;                      \
+  } while (0)
+
 inline const uint8_t* DataOf(const DLTensor& t) {
   return static_cast<const uint8_t*>(t.data) + t.byte_offset;
 }

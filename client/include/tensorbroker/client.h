@@ -214,6 +214,11 @@ struct ConnectOptions {
   // tensors this client holds that came back with it, and is made once more (Seal excepted: a
   // tensor not yet sealed does not survive). 0: such calls fail with UNAVAILABLE.
   std::chrono::milliseconds reconnect_timeout{std::chrono::seconds(30)};
+  // Reads without a round trip (docs/architecture.md, "Reads without a round trip"): the
+  // client maps its uid's directory of current versions and a lease table of its own, so that
+  // LatestVersion is a read of shared memory and a Get of a current version in a segment this
+  // process maps already asks nothing of the daemon. false: every Get and check is a call.
+  bool fast_reads = true;
 };
 
 // The socket a client uses when none is given, the daemon's default too:
@@ -282,6 +287,12 @@ class TENSORBROKER_EXPORT Client {
   // a page at a time; this follows the pages).
   absl::StatusOr<std::vector<TensorInfo>> List(const std::string& prefix = "");
   absl::StatusOr<TensorInfo> Stat(const std::string& name);
+  // The current version of `name`: a read of this uid's directory in shared memory, no call
+  // (ConnectOptions::fast_reads; a Stat when the directory cannot say). NOT_FOUND when `name` is
+  // not published, or is but this uid may not read it (as Stat).
+  absl::StatusOr<uint64_t> LatestVersion(const std::string& name);
+  // Whether the current version of `name` is another than `version` (LatestVersion's errors).
+  absl::StatusOr<bool> ChangedSince(const std::string& name, uint64_t version);
   // Pools, counters, methods, and what each user holds (every user for an administrator, else
   // this process's uid alone).
   absl::StatusOr<BrokerStats> Stats();

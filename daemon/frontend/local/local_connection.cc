@@ -53,6 +53,8 @@ const char* MethodOf(v1::LocalRequest::CallCase call) {
       return "Cancel";
     case v1::LocalRequest::kWatch:
       return "Watch";
+    case v1::LocalRequest::kOpenFastReads:
+      return "OpenFastReads";
     case v1::LocalRequest::CALL_NOT_SET:
       break;
   }
@@ -258,6 +260,9 @@ void LocalConnection::Dispatch(const v1::LocalRequest& request, v1::LocalReply* 
     case v1::LocalRequest::kWatch:
       status = Watch(request.request_id(), request.watch());
       break;
+    case v1::LocalRequest::kOpenFastReads:
+      status = OpenFastReads(reply, descriptors);
+      break;
     case v1::LocalRequest::kTakeover:  // HandleRequest takes these two
     case v1::LocalRequest::kCancel:
       status = absl::InternalError("takeover or cancel");
@@ -352,8 +357,22 @@ absl::Status LocalConnection::FetchSegment(const v1::LocalRequest::FetchSegment&
   if (absl::Status s = NeedSession(); !s.ok()) return s;
   auto segment = store_->DescribeSegment(session_id_, fetch.lease_id());
   if (!segment.ok()) return segment.status();
-  AttachDescriptor({fetch.lease_id(), segment->segment, segment->writable}, descriptors);
+  AttachDescriptor({fetch.lease_id(), segment->segment, segment->writable, std::nullopt}, descriptors);
   reply->mutable_empty();
+  return absl::OkStatus();
+}
+
+absl::Status LocalConnection::OpenFastReads(v1::LocalReply* reply,
+                                           std::vector<PendingDescriptor>* descriptors) {
+  if (absl::Status s = NeedSession(); !s.ok()) return s;
+  if (absl::Status s = store_->OpenFastReads(session_id_); !s.ok()) return s;
+  reply->mutable_fast_reads()->set_directory_records(kDirectoryRecords);
+  reply->mutable_fast_reads()->set_lease_slots(kLeaseSlotsPerTable);
+  for (const FastReadFile file : {FastReadFile::kDirectory, FastReadFile::kLeaseTable}) {
+    PendingDescriptor descriptor;
+    descriptor.fast_read = file;
+    descriptors->push_back(std::move(descriptor));
+  }
   return absl::OkStatus();
 }
 
@@ -370,7 +389,7 @@ void LocalConnection::ReplyGrant(const TensorGrant& grant, v1::LocalReply* reply
   if (grant.block.read_only_fd < 0) return;  // legacy CUDA: the IPC handle is in the region
   const std::set<std::string>& sent = grant.writable ? sent_read_write_ : sent_read_only_;
   if (sent.count(grant.block.segment) > 0) return;
-  AttachDescriptor({grant.lease_id, grant.block.segment, grant.writable}, descriptors);
+  AttachDescriptor({grant.lease_id, grant.block.segment, grant.writable, std::nullopt}, descriptors);
 }
 
 void LocalConnection::AttachDescriptor(PendingDescriptor descriptor,
@@ -543,7 +562,9 @@ absl::Status LocalConnection::SendNow(const Outgoing& next, size_t* descriptors_
   std::vector<UniqueFd> fds;  // closed (ours) once sent: the client's copies are its own
   std::vector<int> raw;
   for (const PendingDescriptor& wanted : next.descriptors) {
-    auto descriptor = store_->DescriptorFor(session_id_, wanted.lease_id);
+    auto descriptor = wanted.fast_read.has_value()
+                          ? store_->FastReadDescriptor(session_id_, *wanted.fast_read)
+                          : store_->DescriptorFor(session_id_, wanted.lease_id);
     if (!descriptor.ok()) {
       // The lease or the session went meanwhile: the grant goes without it (the client's
       // FetchSegment says why), and a later grant on the segment sends it again.

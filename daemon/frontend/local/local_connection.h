@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -141,6 +142,8 @@ class LocalConnection {
     uint64_t lease_id = 0;
     std::string segment;
     bool writable = false;
+    // Set: not a lease's segment but one of the session's fast-read files (lease_id unused).
+    std::optional<FastReadFile> fast_read;
   };
   struct Outgoing {
     v1::LocalReply reply;
@@ -175,6 +178,7 @@ class LocalConnection {
   absl::Status Abort(const v1::AbortRequest& abort, v1::LocalReply* reply);
   absl::Status FetchSegment(const v1::LocalRequest::FetchSegment& fetch, v1::LocalReply* reply,
                             std::vector<PendingDescriptor>* descriptors);
+  absl::Status OpenFastReads(v1::LocalReply* reply, std::vector<PendingDescriptor>* descriptors);
   // Hands everything over to the caller, a new daemon of this one's uid or root (its replies
   // sent here, blocking); false when the connection must be dropped.
   bool TakeOver(uint64_t request_id);

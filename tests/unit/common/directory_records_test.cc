@@ -59,7 +59,7 @@ DirectoryEntry Stamped(const std::string& name, uint64_t version) {
   e.name = name;
   e.version = version;
   e.object = version * 3;
-  e.segment = version * 5;
+  e.segment = absl::StrCat("tb-0a1b2c3d-", version * 5);
   e.offset = version * 7;
   e.nbytes = version * 11;
   e.dtype = DLDataType{kDLFloat, 32, 1};
@@ -73,7 +73,7 @@ void ExpectStamped(const DirectoryEntry& e, const std::string& name, uint64_t ve
   EXPECT_EQ(e.name, name);
   EXPECT_EQ(e.version, version);
   EXPECT_EQ(e.object, version * 3);
-  EXPECT_EQ(e.segment, version * 5);
+  EXPECT_EQ(e.segment, absl::StrCat("tb-0a1b2c3d-", version * 5));
   EXPECT_EQ(e.offset, version * 7);
   EXPECT_EQ(e.nbytes, version * 11);
   EXPECT_EQ(e.dtype.code, kDLFloat);

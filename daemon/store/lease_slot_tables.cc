@@ -1,0 +1,66 @@
+#include "daemon/store/lease_slot_tables.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/lease_slots.h"
+
+namespace tensorbroker::daemon {
+namespace {
+
+constexpr uint64_t kPageBytes = 4096;
+
+}  // namespace
+
+absl::StatusOr<const MemfdSegment*> LeaseSlotTables::Open(const std::string& session,
+                                                          const Principal& principal) {
+  if (auto it = tables_.find(session); it != tables_.end()) return &it->second.memfd;
+  const uint64_t bytes =
+      (LeaseSlotsBytes(kLeaseSlotsPerTable) + kPageBytes - 1) / kPageBytes * kPageBytes;
+  auto memfd = MemfdSegment::Create(absl::StrCat("tb-leases-uid", principal.uid), bytes);
+  if (!memfd.ok()) return memfd.status();
+  if (absl::Status s = LeaseSlots::Format(memfd->data(), bytes, kLeaseSlotsPerTable); !s.ok()) {
+    return s;
+  }
+  auto it = tables_.emplace(session, Table{principal, *std::move(memfd)}).first;
+  return &it->second.memfd;
+}
+
+const MemfdSegment* LeaseSlotTables::Find(const std::string& session) const {
+  auto it = tables_.find(session);
+  return it == tables_.end() ? nullptr : &it->second.memfd;
+}
+
+bool LeaseSlotTables::Close(const std::string& session) { return tables_.erase(session) > 0; }
+
+uint32_t LeaseSlotTables::CountHolding(uint64_t object, const MayRead& may_read) const {
+  uint32_t count = 0;
+  for (const auto& [session, table] : tables_) {
+    if (!may_read(table.principal)) continue;
+    for (uint64_t held : HeldObjects(table.memfd.data(), kLeaseSlotsPerTable)) {
+      count += held == object ? 1 : 0;
+    }
+  }
+  return count;
+}
+
+bool LeaseSlotTables::AnyHolds(uint64_t object, const MayRead& may_read) const {
+  for (const auto& [session, table] : tables_) {
+    if (may_read(table.principal) &&
+        HoldsObject(table.memfd.data(), kLeaseSlotsPerTable, object)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void LeaseSlotTables::ForEachSlot(
+    const std::function<void(const Principal&, uint64_t)>& visit) const {
+  for (const auto& [session, table] : tables_) {
+    for (uint64_t held : HeldObjects(table.memfd.data(), kLeaseSlotsPerTable)) {
+      visit(table.principal, held);
+    }
+  }
+}
+
+}  // namespace tensorbroker::daemon
