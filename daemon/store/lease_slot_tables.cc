@@ -17,7 +17,8 @@ absl::StatusOr<const MemfdSegment*> LeaseSlotTables::Open(const std::string& ses
   if (auto it = tables_.find(session); it != tables_.end()) return &it->second.memfd;
   const uint64_t bytes =
       (LeaseSlotsBytes(kLeaseSlotsPerTable) + kPageBytes - 1) / kPageBytes * kPageBytes;
-  auto memfd = MemfdSegment::Create(absl::StrCat("tb-leases-uid", principal.uid), bytes);
+  auto memfd =
+      MemfdSegment::Create(absl::StrCat("tensorbroker-lease-table-uid", principal.uid), bytes);
   if (!memfd.ok()) return memfd.status();
   if (absl::Status s = LeaseSlots::Format(memfd->data(), bytes, kLeaseSlotsPerTable); !s.ok()) {
     return s;
@@ -46,8 +47,7 @@ uint32_t LeaseSlotTables::CountHolding(uint64_t object, const MayRead& may_read)
 
 bool LeaseSlotTables::AnyHolds(uint64_t object, const MayRead& may_read) const {
   for (const auto& [session, table] : tables_) {
-    if (may_read(table.principal) &&
-        HoldsObject(table.memfd.data(), kLeaseSlotsPerTable, object)) {
+    if (may_read(table.principal) && HoldsObject(table.memfd.data(), kLeaseSlotsPerTable, object)) {
       return true;
     }
   }

@@ -33,17 +33,18 @@ absl::StatusOr<const MemfdSegment*> PrincipalDirectories::Open(const std::string
   }
   auto it = directories_.find(key);
   if (it == directories_.end()) {
-    const uint64_t bytes = (DirectoryBytes(kDirectoryRecords) + kPageBytes - 1) / kPageBytes *
-                           kPageBytes;
-    auto memfd = MemfdSegment::Create(absl::StrCat("tb-directory-uid", principal.uid), bytes);
+    const uint64_t bytes =
+        (DirectoryBytes(kDirectoryRecords) + kPageBytes - 1) / kPageBytes * kPageBytes;
+    auto memfd =
+        MemfdSegment::Create(absl::StrCat("tensorbroker-directory-uid", principal.uid), bytes);
     if (!memfd.ok()) return memfd.status();
     if (absl::Status s = DirectoryWriter::Format(memfd->data(), bytes, kDirectoryRecords);
         !s.ok()) {
       return s;
     }
     void* base = memfd->data();
-    auto directory = std::unique_ptr<Directory>(
-        new Directory{principal, *std::move(memfd), DirectoryWriter(base, kDirectoryRecords), {}, false});
+    auto directory = std::unique_ptr<Directory>(new Directory{
+        principal, *std::move(memfd), DirectoryWriter(base, kDirectoryRecords), {}, false});
     fill(principal, &directory->writer);
     it = directories_.emplace(key, std::move(directory)).first;
   }

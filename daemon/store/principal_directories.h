@@ -68,7 +68,7 @@ class PrincipalDirectories {
   static void Write(Directory* directory, const DirectoryEntry& entry);
 
   std::map<std::string, std::unique_ptr<Directory>> directories_;  // by KeyOf(principal)
-  std::map<std::string, std::string> session_keys_;               // session -> its key
+  std::map<std::string, std::string> session_keys_;                // session -> its key
 };
 
 }  // namespace tensorbroker::daemon

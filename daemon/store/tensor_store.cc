@@ -919,6 +919,9 @@ absl::StatusOr<TensorView> TensorStore::Stat(const Principal& caller, const std:
 
 StoreStats TensorStore::Stats(const Principal& caller) {
   Locked lock(this);
+  // Lease tables are released by a store the daemon does not hear of: look at them now, so
+  // that the figures are those of this moment.
+  ReclaimSlotPinnedLocked();
   const PoolStats pool = pools_.front()->Stats();
   StoreStats stats;
   for (const auto& each : pools_) {

@@ -117,9 +117,10 @@ uint64_t TensorStore::TableLeasesLocked() const {
   uint64_t count = 0;
   slot_tables_.ForEachSlot([&](const Principal& reader, uint64_t object_id)
                                ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    auto it = objects_.find(object_id);
-    if (it != objects_.end() && SpecAllows(reader, it->second->spec)) ++count;
-  });
+                                 auto it = objects_.find(object_id);
+                                 if (it != objects_.end() && SpecAllows(reader, it->second->spec))
+                                   ++count;
+                               });
   return count;
 }
 

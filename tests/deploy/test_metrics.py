@@ -280,7 +280,7 @@ def api_method_labels():
     assert {"Session", "Create", "Stats", "Ping"} <= broker
     health = {"/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch"}
     local = {"Open", "Attach", "Get", "Create", "Seal", "Abort", "Retain", "FetchSegment",
-             "Release"}
+             "Release", "OpenFastReads"}
     return broker | health | local
 
 

@@ -175,12 +175,14 @@ class Peer {
   Answer Handle(const std::vector<std::string>& words) {
     // Each command and the fewest words it takes, itself included.
     static const std::map<std::string, size_t> kArity = {
-        {"whoami", 1},      {"put", 4},           {"create", 3},       {"seal", 2},
-        {"abort", 2},       {"delete", 2},        {"get", 3},          {"stat", 2},
-        {"read", 2},        {"list", 3},          {"stats", 1},        {"release", 2},
-        {"retain", 2},      {"local_open", 1},    {"local_get", 3},    {"local_retain", 2},
-        {"local_fetch", 2}, {"local_release", 2}, {"local_cancel", 2}, {"watch", 5},
-        {"local_directory", 2}, {"local_pin", 2}};
+        {"whoami", 1},       {"put", 4},         {"create", 3},
+        {"seal", 2},         {"abort", 2},       {"delete", 2},
+        {"get", 3},          {"stat", 2},        {"read", 2},
+        {"list", 3},         {"stats", 1},       {"release", 2},
+        {"retain", 2},       {"local_open", 1},  {"local_get", 3},
+        {"local_retain", 2}, {"local_fetch", 2}, {"local_release", 2},
+        {"local_cancel", 2}, {"watch", 5},       {"local_directory", 2},
+        {"local_pin", 2}};
     const std::string& verb = words[0];
     auto arity = kArity.find(verb);
     if (arity == kArity.end()) Die("unknown command " + verb);

@@ -405,8 +405,8 @@ int RoleFollow(const Args& a) {
     const DLTensor& d = t->dl_tensor;
     const uint64_t elements = NumBytes(d) / 8;
     const auto* values = reinterpret_cast<const uint64_t*>(DataOf(d));
-    if (d.dtype.bits != 64 || tensorbroker::testing::FirstUnstampedElement(name, values, elements)
-                                  .has_value()) {
+    if (d.dtype.bits != 64 ||
+        tensorbroker::testing::FirstUnstampedElement(name, values, elements).has_value()) {
       ++torn;
     }
     auto info = client->Describe(*t);

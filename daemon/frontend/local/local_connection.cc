@@ -357,13 +357,14 @@ absl::Status LocalConnection::FetchSegment(const v1::LocalRequest::FetchSegment&
   if (absl::Status s = NeedSession(); !s.ok()) return s;
   auto segment = store_->DescribeSegment(session_id_, fetch.lease_id());
   if (!segment.ok()) return segment.status();
-  AttachDescriptor({fetch.lease_id(), segment->segment, segment->writable, std::nullopt}, descriptors);
+  AttachDescriptor({fetch.lease_id(), segment->segment, segment->writable, std::nullopt},
+                   descriptors);
   reply->mutable_empty();
   return absl::OkStatus();
 }
 
 absl::Status LocalConnection::OpenFastReads(v1::LocalReply* reply,
-                                           std::vector<PendingDescriptor>* descriptors) {
+                                            std::vector<PendingDescriptor>* descriptors) {
   if (absl::Status s = NeedSession(); !s.ok()) return s;
   if (absl::Status s = store_->OpenFastReads(session_id_); !s.ok()) return s;
   reply->mutable_fast_reads()->set_directory_records(kDirectoryRecords);
@@ -389,7 +390,8 @@ void LocalConnection::ReplyGrant(const TensorGrant& grant, v1::LocalReply* reply
   if (grant.block.read_only_fd < 0) return;  // legacy CUDA: the IPC handle is in the region
   const std::set<std::string>& sent = grant.writable ? sent_read_write_ : sent_read_only_;
   if (sent.count(grant.block.segment) > 0) return;
-  AttachDescriptor({grant.lease_id, grant.block.segment, grant.writable, std::nullopt}, descriptors);
+  AttachDescriptor({grant.lease_id, grant.block.segment, grant.writable, std::nullopt},
+                   descriptors);
 }
 
 void LocalConnection::AttachDescriptor(PendingDescriptor descriptor,

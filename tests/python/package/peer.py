@@ -57,10 +57,14 @@ def rss_anon_kib():
 
 
 def descriptors_and_mappings():
-    """Open descriptors and memory mappings of this process."""
+    """Open descriptors, memory mappings, mappings of memfds (the broker's segments and files)
+    and threads of this process."""
     with open("/proc/self/maps") as maps:
-        mappings = sum(1 for _ in maps)
-    return len(os.listdir("/proc/self/fd")) - 1, mappings  # less listdir's own descriptor
+        lines = maps.readlines()
+    memfds = sum(1 for line in lines if "/memfd:" in line)
+    threads = len(os.listdir("/proc/self/task"))
+    # less listdir's own descriptor
+    return len(os.listdir("/proc/self/fd")) - 1, len(lines), memfds, threads
 
 
 def heap_in_use_bytes():
@@ -186,8 +190,10 @@ def main():
                 # A later call of this client sees its queued releases done (the rule in
                 # docs/architecture.md), so the daemon has them before this answer goes out.
                 answer = {"rss_anon_kib": rss, "heap_in_use_bytes": heap,
-                          "descriptors": [f for f, _ in fds_maps],
-                          "mappings": [m for _, m in fds_maps],
+                          "descriptors": [each[0] for each in fds_maps],
+                          "mappings": [each[1] for each in fds_maps],
+                          "memfd_mappings": [each[2] for each in fds_maps],
+                          "threads": [each[3] for each in fds_maps],
                           "heap_counter": heap_in_use_bytes()[0],
                           "leases_after": client.stat(cmd["name"])["leases"]}
             elif op == "smaps":
