@@ -47,6 +47,9 @@ void Store(uint64_t* word, uint64_t value, int order = __ATOMIC_RELEASE) {
 
 bool IsPowerOfTwo(uint64_t n) { return n != 0 && (n & (n - 1)) == 0; }
 
+// The hash word of a tombstone: no name hashes to it, so no lookup stops there.
+constexpr uint64_t kTombstoneHash = ~uint64_t{0};
+
 }  // namespace
 
 uint64_t DirectoryHash(absl::string_view name) {
@@ -55,7 +58,7 @@ uint64_t DirectoryHash(absl::string_view name) {
     hash ^= static_cast<uint8_t>(c);
     hash *= 0x100000001b3ull;
   }
-  return hash == 0 ? 1 : hash;
+  return hash == 0 || hash == kTombstoneHash ? 1 : hash;
 }
 
 size_t DirectoryBytes(uint32_t records) {
@@ -91,7 +94,9 @@ void DirectoryWriter::Write(uint32_t index, const DirectoryEntry& entry) {
   const size_t ndim = entry.shape.size();
   const bool layout = entry.has_layout && ndim <= kRecordDims && entry.strides.size() == ndim &&
                       entry.segment.size() <= kMaxSegmentNameBytes;
-  Store(&r[kHash], DirectoryHash(entry.name));
+  // A tombstone keeps neither the name nor its hash: a name the uid may no longer read leaves
+  // nothing of itself behind.
+  Store(&r[kHash], entry.version == 0 ? kTombstoneHash : DirectoryHash(entry.name));
   Store(&r[kVersion], entry.version);
   Store(&r[kObject], entry.object);
   Store(&r[kOffset], entry.offset);
@@ -103,16 +108,18 @@ void DirectoryWriter::Write(uint32_t index, const DirectoryEntry& entry) {
     Store(&r[kShape + d], static_cast<uint64_t>(entry.shape[d]));
     Store(&r[kStrides + d], static_cast<uint64_t>(entry.strides[d]));
   }
+  // Every word of the name and the segment, zeros past their ends: nothing of an earlier
+  // record's name stays readable.
   uint64_t name[kNameWords] = {};
-  const size_t length = std::min(entry.name.size(), kMaxNameBytes);
+  const size_t length = entry.version == 0 ? 0 : std::min(entry.name.size(), kMaxNameBytes);
   std::memcpy(name, entry.name.data(), length);
   Store(&r[kNameLength], length);
-  for (size_t w = 0; w < (length + 7) / 8; ++w) Store(&r[kName + w], name[w]);
+  for (size_t w = 0; w < kNameWords; ++w) Store(&r[kName + w], name[w]);
   uint64_t segment[kSegmentNameWords] = {};
   const size_t segment_length = layout ? entry.segment.size() : 0;
   std::memcpy(segment, entry.segment.data(), segment_length);
   Store(&r[kSegment], segment_length);
-  for (size_t w = 0; w < (segment_length + 7) / 8; ++w) Store(&r[kSegmentName + w], segment[w]);
+  for (size_t w = 0; w < kSegmentNameWords; ++w) Store(&r[kSegmentName + w], segment[w]);
   Store(&r[kSeq], seq + 2, __ATOMIC_SEQ_CST);  // even: done
   auto* header = reinterpret_cast<uint64_t*>(base_);
   __atomic_fetch_add(&header[kChangesWord], 1, __ATOMIC_SEQ_CST);

@@ -8,8 +8,8 @@
 //                    record, so a name not found may still exist: ask the daemon)
 //   then `records` records of kRecordBytes, an open-addressing table keyed by the name's hash
 //   (linear probing). A record once used never becomes empty again (probe chains stay
-//   whole): a deleted name keeps its record with version 0 (a tombstone), which the daemon may
-//   later give to another name.
+//   whole): a deleted name's record becomes a tombstone (version 0, no name, a hash no name
+//   has), which the daemon may later give to another name.
 //
 // Each record is under its own seqlock: the daemon makes its sequence odd, writes the fields,
 // makes it even; a reader reads the sequence (even), the fields, and the sequence again, and
@@ -110,7 +110,7 @@ class DirectoryReader {
   enum class Lookup { kFound, kAbsent, kUnknown };
   struct Found {
     Lookup lookup = Lookup::kUnknown;  // kUnknown: ask the daemon (overflow, a long chain)
-    DirectoryEntry entry;              // when kFound (version may be 0: deleted)
+    DirectoryEntry entry;              // when kFound
     uint64_t sequence = 0;             // the record's sequence it was read at
     uint32_t index = 0;                // which record
   };

@@ -498,7 +498,10 @@ class Peer {
   Answer LocalPin(const std::string& ids) {
     if (table_ == nullptr) Die("local_pin before local_directory");
     auto* slots = reinterpret_cast<uint64_t*>(static_cast<char*>(table_) + 64);
-    const size_t capacity = (table_size_ - 64) / 8;
+    // As many as the header says the table has (the daemon scans no more).
+    const size_t capacity =
+        std::min<uint64_t>(__atomic_load_n(static_cast<uint64_t*>(table_) + 1, __ATOMIC_ACQUIRE),
+                           (table_size_ - 64) / 8);
     size_t pinned = 0;
     for (absl::string_view id : absl::StrSplit(ids, ',')) {
       if (pinned == capacity) break;

@@ -1090,5 +1090,76 @@ TEST_F(TenancyTest, ListPagesThroughThousandsOfNamesExactlyOnceInOrder) {
   EXPECT_EQ(all.size(), names.size() + 10);
 }
 
+// ---------------------------------------------------------------------------------------------
+// 8. Reads without a round trip: directories and lease tables.
+
+// A uid's directory holds the names it may read and nothing of the others, not even the name of
+// one it could read once; the kernel keeps it read-only for the uid.
+TEST_F(TenancyTest, ADirectoryShowsOnlyWhatItsUidMayReadAndCannotBeWritten) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon({}));
+  auto hex = [](const std::string& text) { return absl::BytesToHexString(text); };
+  ASSERT_OK(PutFilled("dir/secret-of-root", 64, 1, {"uid:0"}));
+  ASSERT_OK(PutFilled("dir/shared-with-nobody", 64, 2, {"uid:65534"}));
+  const std::string markers =
+      absl::StrCat(hex("dir/secret-of-root"), ",", hex("dir/shared-with-nobody"), ",",
+                   hex("dir/later-for-nobody"));
+  ASSERT_OK_AND_ASSIGN(OtherUser nobody, Nobody());
+  ASSERT_EQ(nobody.Call("local_open").code, 0);
+  Reply directory = nobody.Call("local_directory " + markers);
+  ASSERT_EQ(directory.code, 0) << directory.line;
+  EXPECT_EQ(directory["descriptors"], "2");
+  EXPECT_EQ(directory["found"], "0,1,0") << directory.line;
+  EXPECT_EQ(directory["directory_writable"], "0") << "mmap(PROT_WRITE) of the directory worked";
+
+  // Published later: the directory follows (before the Put is answered).
+  ASSERT_OK(PutFilled("dir/later-for-nobody", 64, 3, {"uid:65534"}));
+  // No longer readable by uid 65534 (root replaces it for itself alone): the record goes.
+  PutOptions mine;
+  mine.replace = true;
+  mine.readers = {"uid:0"};
+  ASSERT_OK(PutBytes("dir/shared-with-nobody", std::vector<uint8_t>(64, 4), mine));
+  directory = nobody.Call("local_directory " + markers);
+  ASSERT_EQ(directory.code, 0) << directory.line;
+  EXPECT_EQ(directory["found"], "0,0,1") << directory.line;
+  EXPECT_EQ(RootBytes("dir/secret-of-root"), std::vector<uint8_t>(64, 1));
+  EXPECT_EQ(nobody.Call("stat dir/secret-of-root").code, grpc::StatusCode::NOT_FOUND);
+}
+
+// A hostile process writes every object id there is into its lease table: what it may not read
+// is freed all the same; what it may read stays only while its table lives, and no more of it
+// than the table has slots.
+TEST_F(TenancyTest, AHostileLeaseTablePinsOnlyWhatItsUidMayRead) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon({}));
+  ASSERT_OK(PutFilled("pin/private", 4096, 1, {"uid:0"}));
+  ASSERT_OK(PutFilled("pin/public", 4096, 2, {"*"}));
+  ASSERT_OK_AND_ASSIGN(OtherUser started, Nobody());
+  std::optional<OtherUser> nobody(std::move(started));
+  ASSERT_EQ(nobody->Call("local_open").code, 0);
+  ASSERT_EQ(nobody->Call("local_directory 00").code, 0);
+  std::vector<std::string> ids;
+  for (int id = 1; id <= 5000; ++id) ids.push_back(std::to_string(id));  // more than its slots
+  Reply pinned = nobody->Call("local_pin " + absl::StrJoin(ids, ","));
+  EXPECT_EQ(pinned["pinned"], "1024") << pinned.line;
+
+  ASSERT_OK(root().Delete("pin/private"));
+  ASSERT_OK_AND_ASSIGN(BrokerStats stats, root().Stats());
+  EXPECT_EQ(stats.used_bytes, 4096u) << "the private tensor was freed; the public one is held";
+  ASSERT_OK(root().Delete("pin/public"));
+  ASSERT_OK_AND_ASSIGN(stats, root().Stats());
+  EXPECT_EQ(stats.used_bytes, 4096u) << "a slot of a reader keeps it";
+  EXPECT_EQ(stats.leases, 1u) << "the one slot naming a version uid 65534 may read";
+
+  // Its session ends (the process is killed): nothing it wrote pins anything any more.
+  nobody.reset();
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        auto now = root().Stats();
+        return now.ok() && now->used_bytes == 0 && now->leases == 0;
+      },
+      std::chrono::seconds(1)));
+  ASSERT_OK(PutFilled("pin/after", 64, 5));  // the daemon serves on
+  EXPECT_EQ(RootBytes("pin/after"), std::vector<uint8_t>(64, 5));
+}
+
 }  // namespace
 }  // namespace tensorbroker::testing
