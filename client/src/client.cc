@@ -508,6 +508,8 @@ absl::StatusOr<uint64_t> Client::LatestVersion(const std::string& name) {
   return info->version;
 }
 
+bool Client::fast_reads() const { return impl_->Current()->fast_reads() != nullptr; }
+
 absl::StatusOr<bool> Client::ChangedSince(const std::string& name, uint64_t version) {
   auto latest = LatestVersion(name);
   if (!latest.ok()) return latest.status();

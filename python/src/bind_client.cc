@@ -104,6 +104,13 @@ oldest: with after_version: the oldest kept version newer than it rather than th
            "What the broker knows about `name`: the fields of `tensorbroker stat --json` (name, "
            "dtype, shape, strides, nbytes, device, sealed, mutable, version, leases, "
            "created_unix_ms, owner_uid, readers).")
+      .def("latest_version", &PyClient::LatestVersion, py::arg("name"),
+           "The current version of `name`, read from this uid's directory in shared memory (no "
+           "call; a stat() when the directory cannot say). NotFound when it is not published or "
+           "you may not read it.")
+      .def("changed_since", &PyClient::ChangedSince, py::arg("name"), py::arg("version"),
+           "Whether the current version of `name` is another than `version` (as "
+           "latest_version(): no call).")
       .def("stats", &PyClient::Stats,
            "Daemon-wide counters and what each user holds (`users`: every user for an "
            "administrator, else you): the fields of `tensorbroker stats --json`.")

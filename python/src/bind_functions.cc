@@ -57,7 +57,7 @@ serve many calls. Thread-safe.)doc")
 
 void BindConnect(py::module_& m) {
   m.def("connect", &PyClient::Connect, py::arg("socket") = py::none(), py::arg("timeout") = 5.0,
-        py::arg("reconnect_timeout") = 30.0,
+        py::arg("reconnect_timeout") = 30.0, py::arg("fast_reads") = true,
         R"doc(Connect to tensorbrokerd and open a session.
 
 socket: the daemon's Unix socket; None uses default_socket() (the same rule as the C++ client
@@ -66,6 +66,10 @@ timeout: seconds to wait for the daemon to answer.
 reconnect_timeout: when the daemon goes away (a restart, an upgrade, a crash), the call that
     finds it gone waits up to this many seconds for it to answer again, then reconnects and goes
     on; tensors this client holds stay valid. 0: such calls raise Unavailable.
+fast_reads: map this uid's directory of current versions and a lease table of this client's
+    own, so that latest_version() is a read of shared memory and a get() of a current version
+    in a segment this process maps already asks nothing of the daemon. False: every get() and
+    check is a call.
 
 Raises Unavailable when no daemon answers, PermissionDenied when the socket may not be used,
 FailedPrecondition when it is served by a user other than root, the daemon's user

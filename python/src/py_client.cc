@@ -152,8 +152,9 @@ py::dict StatsDict(const BrokerStats& stats) {
 }
 
 std::unique_ptr<PyClient> PyClient::Connect(std::optional<std::string> socket, double timeout,
-                                            double reconnect_timeout) {
+                                            double reconnect_timeout, bool fast_reads) {
   ConnectOptions options;
+  options.fast_reads = fast_reads;
   options.socket_path = socket.value_or("");
   options.timeout = SecondsToMillis(timeout, "timeout");
   options.reconnect_timeout = SecondsToMillis(reconnect_timeout, "reconnect_timeout");
@@ -297,6 +298,17 @@ py::list PyClient::List(const std::string& prefix) {
 py::dict PyClient::Stat(const std::string& name) {
   std::shared_ptr<Client> client = Live();
   return InfoDict(ValueOrThrow(Unlocked([&] { return client->Stat(name); })));
+}
+
+uint64_t PyClient::LatestVersion(const std::string& name) {
+  std::shared_ptr<Client> client = Live();
+  // A read of shared memory costs less than letting the GIL go and taking it back.
+  if (client->fast_reads()) return ValueOrThrow(client->LatestVersion(name));
+  return ValueOrThrow(Unlocked([&] { return client->LatestVersion(name); }));
+}
+
+bool PyClient::ChangedSince(const std::string& name, uint64_t version) {
+  return LatestVersion(name) != version;
 }
 
 py::dict PyClient::Stats() {

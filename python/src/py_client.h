@@ -23,7 +23,7 @@ class PyClient {
  public:
   // `socket`: None for the default (same rule as the C++ client and the CLI).
   static std::unique_ptr<PyClient> Connect(std::optional<std::string> socket, double timeout,
-                                           double reconnect_timeout);
+                                           double reconnect_timeout, bool fast_reads);
   ~PyClient();
   PyClient(const PyClient&) = delete;
   PyClient& operator=(const PyClient&) = delete;
@@ -54,6 +54,9 @@ class PyClient {
   void Delete(const std::string& name);
   pybind11::list List(const std::string& prefix);
   pybind11::dict Stat(const std::string& name);
+  // From the directory, with the GIL held (a read of shared memory); a call otherwise.
+  uint64_t LatestVersion(const std::string& name);
+  bool ChangedSince(const std::string& name, uint64_t version);
   pybind11::dict Stats();
   // Client::Watch (for PyWatch).
   std::unique_ptr<Watcher> Watch(const std::string& prefix, std::optional<uint64_t> after_version);

@@ -90,7 +90,10 @@ def default_socket() -> str:
     """The socket used when none is given: $TENSORBROKER_SOCKET, else /run/tensorbroker/broker.sock for root, else $XDG_RUNTIME_DIR/tensorbroker/broker.sock, else /tmp/tensorbroker-$UID/broker.sock."""
 
 def connect(
-    socket: Optional[str] = None, timeout: float = 5.0, reconnect_timeout: float = 30.0
+    socket: Optional[str] = None,
+    timeout: float = 5.0,
+    reconnect_timeout: float = 30.0,
+    fast_reads: bool = True,
 ) -> Client:
     """Connect to tensorbrokerd and open a session."""
 
@@ -195,6 +198,10 @@ class Client:
         """stat() dicts of the published tensors whose names start with `prefix` that you may read, by name (every page the daemon answers with)."""
     def stat(self, name: str) -> TensorStat:
         """What the broker knows about `name`: the fields of `tensorbroker stat --json` (name, dtype, shape, strides, nbytes, device, sealed, mutable, version, leases, created_unix_ms, owner_uid, readers)."""
+    def latest_version(self, name: str) -> int:
+        """The current version of `name`, read from this uid's directory in shared memory (no call; a stat() when the directory cannot say). NotFound when it is not published or you may not read it."""
+    def changed_since(self, name: str, version: int) -> bool:
+        """Whether the current version of `name` is another than `version` (as latest_version(): no call)."""
     def stats(self) -> BrokerStats:
         """Daemon-wide counters and what each user holds (`users`: every user for an administrator, else you): the fields of `tensorbroker stats --json`."""
     def ping(self) -> None:

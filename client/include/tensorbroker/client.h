@@ -293,6 +293,10 @@ class TENSORBROKER_EXPORT Client {
   absl::StatusOr<uint64_t> LatestVersion(const std::string& name);
   // Whether the current version of `name` is another than `version` (LatestVersion's errors).
   absl::StatusOr<bool> ChangedSince(const std::string& name, uint64_t version);
+  // Whether this client reads its uid's directory (ConnectOptions::fast_reads, and a daemon
+  // that offers it): LatestVersion then asks nothing of the daemon but in rare cases (a
+  // directory that overflowed), and a Get of a current version in a mapped segment neither.
+  bool fast_reads() const;
   // Pools, counters, methods, and what each user holds (every user for an administrator, else
   // this process's uid alone).
   absl::StatusOr<BrokerStats> Stats();
