@@ -1,7 +1,9 @@
 // tensorbroker_load_bench: how the broker behaves with many clients, as figures (no pass/fail).
 // For each workload and each number N of client processes (1, 2, 4, 8, 16 by default), N
 // processes (this program, exec'ed with --child) cycle at once for --seconds:
-//   get/release   Get of one published 4 KiB tensor, then its deleter (the lease's release)
+//   get/release   Get of one published 4 KiB tensor, then its deleter (the lease's release):
+//                 from the directory, with no message to the daemon (reads without a round
+//                 trip, the default), and with a round trip (ConnectOptions::fast_reads false)
 //   put/delete    Put of a 4 KiB tensor under the process's own name, then Delete
 // and it prints per N: the p50 and p99 of a cycle's latency (every cycle of every process),
 // the aggregate rate (all cycles / the longest process's time), the daemon's CPU time (user +
@@ -133,6 +135,7 @@ DLTensor HostBytes(std::vector<uint8_t>& bytes, std::vector<int64_t>& shape) {
 int RunChild(const Options& opt) {
   ConnectOptions connect;
   connect.socket_path = opt.socket;
+  connect.fast_reads = opt.child != "get-call";
   auto client = Client::Connect(connect);
   if (!client.ok()) Die("child: " + client.status().ToString());
   std::vector<uint8_t> bytes(opt.size, static_cast<uint8_t>(opt.id));
@@ -149,7 +152,7 @@ int RunChild(const Options& opt) {
   const auto end = start + std::chrono::seconds(opt.seconds);
   auto now = start;
   while (now < end) {
-    if (opt.child == "get") {
+    if (opt.child == "get" || opt.child == "get-call") {
       auto got = (*client)->Get("load/get");
       if (!got.ok()) Die("child: Get: " + got.status().ToString());
       (*got)->deleter(*got);
@@ -269,18 +272,20 @@ int RunParent(const Options& opt, const std::string& self) {
       "tensorbroker_load_bench: %u CPUs, %d s per round, %s tensors; each client is "
       "a process of its own\n\n",
       std::thread::hardware_concurrency(), opt.seconds, FormatSize(opt.size).c_str());
-  std::printf("%-12s %7s %10s %10s %14s %16s\n", "workload", "clients", "p50", "p99", "cycles/s",
+  std::printf("%-26s %7s %10s %10s %14s %16s\n", "workload", "clients", "p50", "p99", "cycles/s",
               "daemon CPU/cycle");
   std::vector<std::string> footprints;
-  for (const std::string workload : {"get", "put"}) {
-    const std::string label = workload == "get" ? "get/release" : "put/delete";
+  for (const std::string workload : {"get", "get-call", "put"}) {
+    const std::string label = workload == "get"        ? "get/release"
+                              : workload == "get-call" ? "get/release (round trip)"
+                                                       : "put/delete";
     ProcessFootprint first{}, last{};
     for (size_t k = 0; k < opt.clients.size(); ++k) {
       const Round r = RunRound(opt, self, workload, opt.clients[k], daemon->socket_path(),
                                daemon->pid(), scratch);
       if (k == 0) first = r.before;
       last = r.after;
-      std::printf("%-12s %7d %10s %10s %14.0f %16s\n", label.c_str(), opt.clients[k],
+      std::printf("%-26s %7d %10s %10s %14.0f %16s\n", label.c_str(), opt.clients[k],
                   FormatNs(r.p50_ns).c_str(), FormatNs(r.p99_ns).c_str(), r.rate,
                   FormatNs(r.daemon_cpu_ns_per_cycle).c_str());
       std::fflush(stdout);

@@ -412,18 +412,36 @@ absl::StatusOr<DLManagedTensorVersioned*> Client::Get(const std::string& name,
 
 absl::StatusOr<DLManagedTensorVersioned*> Client::Get(const std::string& name,
                                                       const GetOptions& options) {
-  auto tensor = impl_->Run([&](const std::shared_ptr<Connection>& connection)
-                               -> absl::StatusOr<DLManagedTensorVersioned*> {
-    // The current version, when the directory shows it in memory this process maps: no call.
-    if (options.version == 0 && !options.oldest && !options.pinned) {
-      if (auto got = client_internal::GetFromDirectory(connection, name, options.after_version)) {
-        return *got;
+  // The current version, when the directory shows it in memory this process maps: no call.
+  const bool from_directory = options.version == 0 && !options.oldest && !options.pinned;
+  auto tensor = [&]() -> absl::StatusOr<DLManagedTensorVersioned*> {
+    if (options.no_round_trip) {
+      if (absl::Status here = client_internal::UsableHere(); !here.ok()) return here;
+      if (from_directory) {
+        if (auto got = client_internal::GetFromDirectory(impl_->Current(), name,
+                                                         options.after_version)) {
+          return *got;
+        }
       }
+      return absl::FailedPreconditionError(absl::StrCat(
+          "no_round_trip: name '", name,
+          "' cannot be answered from this process's directory and mappings (not published, "
+          "not readable, in a segment not mapped here yet, or no fast reads); a Get without "
+          "no_round_trip asks the daemon"));
     }
-    auto grant = FetchGrant(*connection, name, options);
-    if (!grant.ok()) return grant.status();
-    return client_internal::ExportVersioned(connection, *grant, options.pinned);
-  });
+    return impl_->Run([&](const std::shared_ptr<Connection>& connection)
+                          -> absl::StatusOr<DLManagedTensorVersioned*> {
+      if (from_directory) {
+        if (auto got =
+                client_internal::GetFromDirectory(connection, name, options.after_version)) {
+          return *got;
+        }
+      }
+      auto grant = FetchGrant(*connection, name, options);
+      if (!grant.ok()) return grant.status();
+      return client_internal::ExportVersioned(connection, *grant, options.pinned);
+    });
+  }();
   if (!tensor.ok() || !options.device.has_value()) return tensor;
   const DLDevice is = StorageDevice((*tensor)->dl_tensor.device);
   const DLDevice wanted = StorageDevice(*options.device);

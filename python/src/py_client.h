@@ -73,6 +73,9 @@ class PyClient {
       : client_(std::move(client)), socket_(std::move(socket)) {}
   // The live client, or FAILED_PRECONDITION after close().
   std::shared_ptr<Client> Live() const;
+  // A Python tensor over a tensor `client` returned.
+  static std::unique_ptr<PyTensor> Wrap(const std::shared_ptr<Client>& client,
+                                        DLManagedTensorVersioned* got);
 
   std::shared_ptr<Client> client_;
   std::string socket_;

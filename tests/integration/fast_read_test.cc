@@ -121,6 +121,13 @@ TEST_F(FastReadTest, LatestVersionAndChangedSinceFollowTheNameWithoutACall) {
 
 TEST_F(FastReadTest, AGetOfTheCurrentVersionInAMappedSegmentAsksNothingOfTheDaemon) {
   ASSERT_OK(PutStamped(client(), "direct/a", 7));
+  GetOptions local;
+  local.no_round_trip = true;
+  const std::string unmapped =
+      "no_round_trip: name 'direct/a' cannot be answered from this process's directory and "
+      "mappings (not published, not readable, in a segment not mapped here yet, or no fast "
+      "reads); a Get without no_round_trip asks the daemon";
+  EXPECT_STATUS(client().Get("direct/a", local), absl::StatusCode::kFailedPrecondition, unmapped);
   {
     ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * a, client().Get("direct/a"));
     TensorPtr release(a);  // this Get maps the segment (a call)
@@ -146,6 +153,11 @@ TEST_F(FastReadTest, AGetOfTheCurrentVersionInAMappedSegmentAsksNothingOfTheDaem
     }
   }
   EXPECT_EQ(CallsOf(client(), "Get"), gets_before) << "no Get reached the daemon";
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * local_b, client().Get("direct/b", local));
+  TensorPtr local_ptr(local_b);
+  EXPECT_EQ(static_cast<const uint64_t*>(local_b->dl_tensor.data)[1], 8u);
+  EXPECT_CODE(client().Get("direct/none", local), absl::StatusCode::kFailedPrecondition);
+  local_ptr.reset();
   EXPECT_EQ(LeasesOf(client(), "direct/b"), 0) << "the slot went back with the last tensor";
 
   // A version this process holds is shared, as with a granted lease; a newer one is found too.

@@ -149,6 +149,11 @@ struct GetOptions {
   // With after_version: the oldest kept version newer than after_version instead of the
   // current one, to step through every version the name's history still keeps.
   bool oldest = false;
+  // Answer from this process's directory and mappings alone, never with a message to the
+  // daemon (a control loop that must not wait on another process): FAILED_PRECONDITION when
+  // the answer needs one (no fast reads, the name not in the directory, its current version in
+  // a segment this process does not map yet, a pinned Get). Not with version or oldest.
+  bool no_round_trip = false;
 };
 
 struct SealOptions {
