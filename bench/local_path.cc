@@ -152,7 +152,10 @@ absl::Status BenchConsumers(const Options& opt, const std::string& self, const s
 }
 
 int ChildCycles(const Options& opt) {
-  auto client = Client::Connect(opt.socket);
+  ConnectOptions connect;  // the round-trip path, as the parent's
+  connect.socket_path = opt.socket;
+  connect.fast_reads = false;
+  auto client = Client::Connect(connect);
   if (!client.ok()) {
     std::fprintf(stderr, "child: Connect: %s\n", client.status().ToString().c_str());
     return 1;

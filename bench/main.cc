@@ -262,7 +262,12 @@ std::string CleanUpAndCheckEmpty(Run& run) {
 // `stats_after`: the broker's figures once everything was released and deleted.
 bool RunSections(const Options& opt, const std::string& socket, const std::string& self,
                  pid_t daemon_pid, Report& rep, std::string* stats_after) {
-  auto client_or = Client::Connect(socket);
+  // The round-trip path, which these sections measure (reads without one:
+  // tensorbroker_fast_read_bench).
+  ConnectOptions connect;
+  connect.socket_path = socket;
+  connect.fast_reads = false;
+  auto client_or = Client::Connect(connect);
   if (!client_or.ok()) {
     std::fprintf(stderr, "tensorbroker_bench: Connect(%s): %s\n", socket.c_str(),
                  client_or.status().ToString().c_str());

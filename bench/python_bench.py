@@ -82,7 +82,7 @@ def main():
             shm_attach(iterations, warmup))
 
     import tensorbroker
-    client = tensorbroker.connect(sock)
+    client = tensorbroker.connect(sock, fast_reads=False)  # the round-trip path
     name = "bench/py/small"
     client.put(name, np.arange(1024, dtype=np.float32), replace=True)
 
