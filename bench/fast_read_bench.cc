@@ -126,13 +126,12 @@ int Run(int iterations, int rounds) {
               std::thread::hardware_concurrency(), rounds);
   const double floor = SeqlockFloorNs(rounds, iterations);
   uint64_t sink = 0;
-  const double check = NsPerOp(rounds, iterations, [&] {
-    sink += OrDie(fast->LatestVersion("bench/x"), "LatestVersion");
-  });
-  const double check_call = NsPerOp(rounds, slow, [&] {
-    sink += OrDie(asking->LatestVersion("bench/x"), "LatestVersion");
-  });
-  std::printf("%-52s %12s\n", "C seqlock read of a shared record (the floor)", FormatNs(floor).c_str());
+  const double check = NsPerOp(
+      rounds, iterations, [&] { sink += OrDie(fast->LatestVersion("bench/x"), "LatestVersion"); });
+  const double check_call = NsPerOp(
+      rounds, slow, [&] { sink += OrDie(asking->LatestVersion("bench/x"), "LatestVersion"); });
+  std::printf("%-52s %12s\n", "C seqlock read of a shared record (the floor)",
+              FormatNs(floor).c_str());
   std::printf("%-52s %12s  (%.1fx the floor)\n", "LatestVersion, from the directory",
               FormatNs(check).c_str(), check / floor);
   std::printf("%-52s %12s  (%.0fx)\n", "LatestVersion, asked of the daemon (Stat)",

@@ -418,8 +418,8 @@ absl::StatusOr<DLManagedTensorVersioned*> Client::Get(const std::string& name,
     if (options.no_round_trip) {
       if (absl::Status here = client_internal::UsableHere(); !here.ok()) return here;
       if (from_directory) {
-        if (auto got = client_internal::GetFromDirectory(impl_->Current(), name,
-                                                         options.after_version)) {
+        if (auto got =
+                client_internal::GetFromDirectory(impl_->Current(), name, options.after_version)) {
           return *got;
         }
       }
@@ -432,8 +432,7 @@ absl::StatusOr<DLManagedTensorVersioned*> Client::Get(const std::string& name,
     return impl_->Run([&](const std::shared_ptr<Connection>& connection)
                           -> absl::StatusOr<DLManagedTensorVersioned*> {
       if (from_directory) {
-        if (auto got =
-                client_internal::GetFromDirectory(connection, name, options.after_version)) {
+        if (auto got = client_internal::GetFromDirectory(connection, name, options.after_version)) {
           return *got;
         }
       }

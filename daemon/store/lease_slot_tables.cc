@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/lease_slots.h"
+#include "daemon/memory/memory_pool.h"
 
 namespace tensorbroker::daemon {
 namespace {
@@ -15,8 +16,7 @@ constexpr uint64_t kPageBytes = 4096;
 absl::StatusOr<const MemfdSegment*> LeaseSlotTables::Open(const std::string& session,
                                                           const Principal& principal) {
   if (auto it = tables_.find(session); it != tables_.end()) return &it->second.memfd;
-  const uint64_t bytes =
-      (LeaseSlotsBytes(kLeaseSlotsPerTable) + kPageBytes - 1) / kPageBytes * kPageBytes;
+  const uint64_t bytes = RoundUp(LeaseSlotsBytes(kLeaseSlotsPerTable), kPageBytes);
   auto memfd =
       MemfdSegment::Create(absl::StrCat("tensorbroker-lease-table-uid", principal.uid), bytes);
   if (!memfd.ok()) return memfd.status();

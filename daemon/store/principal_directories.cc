@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/base/log.h"
+#include "daemon/memory/memory_pool.h"
 
 namespace tensorbroker::daemon {
 namespace {
@@ -33,8 +34,7 @@ absl::StatusOr<const MemfdSegment*> PrincipalDirectories::Open(const std::string
   }
   auto it = directories_.find(key);
   if (it == directories_.end()) {
-    const uint64_t bytes =
-        (DirectoryBytes(kDirectoryRecords) + kPageBytes - 1) / kPageBytes * kPageBytes;
+    const uint64_t bytes = RoundUp(DirectoryBytes(kDirectoryRecords), kPageBytes);
     auto memfd =
         MemfdSegment::Create(absl::StrCat("tensorbroker-directory-uid", principal.uid), bytes);
     if (!memfd.ok()) return memfd.status();
