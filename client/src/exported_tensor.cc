@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/src/fast_reads.h"
+#include "client/src/fork_guard.h"
 #include "client/src/region_mapper.h"
 #include "common/cuda_runtime.h"
 #include "common/wire/proto_convert.h"
@@ -87,7 +88,9 @@ struct LeaseHold {
     if (connection == nullptr) return;
     if (!key.empty()) Leases().Forget(key);
     if (slot.has_value()) {
-      fast_reads->Give(*slot);  // a store: the daemon sees it at its next scan
+      // A store the daemon sees at its next scan; never from a forked child, whose table is
+      // its parent's (the parent still holds the version).
+      if (!InForkedChild()) fast_reads->Give(*slot);
     } else {
       connection->ReleaseLease(lease_id);
     }

@@ -37,6 +37,10 @@ TEST_F(ForkTest, AForkedChildMayNotConnectOrUseWhatItInheritedAndTheParentGoesOn
   ASSERT_OK(PutFloats(client(), "fork/a", {1, 2, 3}));
   ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw, client().Get("fork/a"));
   TensorPtr view(raw);
+  // In the segment fork/a mapped: a Get from the directory, its lease a slot of the table.
+  ASSERT_OK(PutFloats(client(), "fork/s", {5, 6}));
+  ASSERT_OK_AND_ASSIGN(DLManagedTensorVersioned * raw_slot, client().Get("fork/s"));
+  TensorPtr slot_view(raw_slot);
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Watcher> watcher, client().Watch("fork/"));
   std::unique_ptr<Client> second = NewClient();
   ASSERT_NE(second, nullptr);
@@ -55,8 +59,9 @@ TEST_F(ForkTest, AForkedChildMayNotConnectOrUseWhatItInheritedAndTheParentGoesOn
     if (!RefusedForFork(watcher->Next(std::chrono::milliseconds(0)).status())) return 5;
     // The inherited view still reads its bytes: the mapping came with the fork.
     if (FloatsOf(view->dl_tensor) != std::vector<float>{1, 2, 3}) return 6;
-    // Dropping what it inherited does not touch the parent's connections.
+    // Dropping what it inherited does not touch the parent's connections or lease table.
     view.reset();
+    slot_view.reset();
     watcher.reset();
     second.reset();
     return 0;
@@ -66,6 +71,10 @@ TEST_F(ForkTest, AForkedChildMayNotConnectOrUseWhatItInheritedAndTheParentGoesOn
   // The parent goes on: its lease, its calls on both clients, its watch.
   ASSERT_OK_AND_ASSIGN(TensorInfo a, client().Stat("fork/a"));
   EXPECT_EQ(a.leases, 1u);
+  ASSERT_OK_AND_ASSIGN(TensorInfo s, client().Stat("fork/s"));
+  EXPECT_EQ(s.leases, 1u) << "the parent's slot is still taken";
+  EXPECT_EQ(FloatsOf(slot_view->dl_tensor), (std::vector<float>{5, 6}));
+  slot_view.reset();
   EXPECT_EQ(FloatsOf(view->dl_tensor), (std::vector<float>{1, 2, 3}));
   ASSERT_OK_AND_ASSIGN(TensorInfo b, PutFloats(*second, "fork/b", {4}));
   ASSERT_OK_AND_ASSIGN(std::optional<WatchEvent> event, watcher->Next(std::chrono::seconds(10)));
