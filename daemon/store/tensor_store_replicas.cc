@@ -65,6 +65,13 @@ bool TensorStore::EvictReplicaLocked(const DLDevice& device) {
         object->block.device.device_id != device.device_id) {
       continue;
     }
+    // Held through a lease table: evicting it would free no room.
+    const TensorSpec& spec = object->spec;
+    if (!slot_tables_.empty() && slot_tables_.AnyHolds(object->id, [&](const Principal& reader) {
+          return SpecAllows(reader, spec);
+        })) {
+      continue;
+    }
     if (oldest == nullptr || object->last_granted < oldest->last_granted) oldest = object;
   }
   if (oldest == nullptr) return false;
