@@ -413,7 +413,9 @@ absl::StatusOr<DLManagedTensorVersioned*> Client::Get(const std::string& name,
 absl::StatusOr<DLManagedTensorVersioned*> Client::Get(const std::string& name,
                                                       const GetOptions& options) {
   // The current version, when the directory shows it in memory this process maps: no call.
-  const bool from_directory = options.version == 0 && !options.oldest && !options.pinned;
+  // (A cancelled token answers CANCELLED, as always: on the channel's path.)
+  const bool from_directory = options.version == 0 && !options.oldest && !options.pinned &&
+                              (options.cancel == nullptr || !options.cancel->cancelled());
   auto tensor = [&]() -> absl::StatusOr<DLManagedTensorVersioned*> {
     if (options.no_round_trip) {
       if (absl::Status here = client_internal::UsableHere(); !here.ok()) return here;
