@@ -1,5 +1,6 @@
 #include "common/directory_records.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -249,6 +250,46 @@ DirectoryReader::Found DirectoryReader::Find(absl::string_view name) const {
     }
   }
   return Found{};  // a chain longer than a read looks: ask the daemon
+}
+
+std::optional<bool> DirectoryReader::Matches(uint32_t index, uint64_t hash, absl::string_view name,
+                                             bool* empty, uint64_t* version) const {
+  const auto* r = reinterpret_cast<const uint64_t*>(base_ + kDirectoryHeaderBytes +
+                                                    size_t{index} * kRecordBytes);
+  for (int attempt = 0; attempt < kReadAttempts; ++attempt) {
+    const uint64_t seq = Load(&r[kSeq], __ATOMIC_ACQUIRE);
+    if (seq % 2 == 1) continue;  // being written
+    const uint64_t record_hash = Load(&r[kHash]);
+    *version = Load(&r[kVersion]);
+    bool same = record_hash == hash && Load(&r[kNameLength]) == name.size();
+    for (size_t w = 0; same && w < (name.size() + 7) / 8; ++w) {
+      uint64_t mine = 0;
+      std::memcpy(&mine, name.data() + 8 * w, std::min<size_t>(8, name.size() - 8 * w));
+      same = Load(&r[kName + w]) == mine;
+    }
+    if (Load(&r[kSeq]) != seq) continue;  // torn: read again
+    *empty = record_hash == 0;
+    return same;
+  }
+  return std::nullopt;
+}
+
+DirectoryReader::Version DirectoryReader::VersionOf(absl::string_view name) const {
+  if (name.size() > kMaxNameBytes) return Version{};
+  const auto* header = reinterpret_cast<const uint64_t*>(base_);
+  const bool overflow = Load(&header[kOverflowWord], __ATOMIC_ACQUIRE) != 0;
+  const uint64_t start = DirectoryHash(name);
+  const uint32_t mask = records_ - 1;
+  for (uint32_t probe = 0; probe < kMaxProbes && probe < records_; ++probe) {
+    bool empty = false;
+    uint64_t version = 0;
+    const std::optional<bool> same =
+        Matches(static_cast<uint32_t>((start + probe) & mask), start, name, &empty, &version);
+    if (!same.has_value()) return Version{};  // kept changing: ask
+    if (*same) return Version{Lookup::kFound, version};
+    if (empty) return Version{overflow ? Lookup::kUnknown : Lookup::kAbsent, 0};
+  }
+  return Version{};
 }
 
 uint64_t DirectoryReader::SequenceOf(uint32_t index) const {

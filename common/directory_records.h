@@ -115,6 +115,13 @@ class DirectoryReader {
     uint32_t index = 0;                // which record
   };
   Found Find(absl::string_view name) const;
+  // Only the name's version (0 unless kFound): the same lookup without copying the record out
+  // (no allocation), for checks.
+  struct Version {
+    Lookup lookup = Lookup::kUnknown;
+    uint64_t version = 0;
+  };
+  Version VersionOf(absl::string_view name) const;
   // The sequence of record `index` now (sequentially consistent): a lease taken after a
   // Find holds when this is still Found::sequence.
   uint64_t SequenceOf(uint32_t index) const;
@@ -125,6 +132,10 @@ class DirectoryReader {
   // Reads record `index` consistently into `found` (false: it kept changing); `name_hash` 0
   // means the record is unused.
   bool ReadRecord(uint32_t index, uint64_t* name_hash, Found* found) const;
+  // Whether record `index` holds `name` (hash `hash`), and its version then, read consistently;
+  // nullopt when it kept changing. `empty` is set for an unused record.
+  std::optional<bool> Matches(uint32_t index, uint64_t hash, absl::string_view name, bool* empty,
+                              uint64_t* version) const;
 
   const uint8_t* base_;
   uint32_t records_;

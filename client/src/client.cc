@@ -511,10 +511,10 @@ absl::StatusOr<TensorInfo> Client::Stat(const std::string& name) {
 absl::StatusOr<uint64_t> Client::LatestVersion(const std::string& name) {
   if (absl::Status here = client_internal::UsableHere(); !here.ok()) return here;
   if (const auto& reads = impl_->Current()->fast_reads(); reads != nullptr) {
-    const DirectoryReader::Found found = reads->Find(name);
+    const DirectoryReader::Version found = reads->VersionOf(name);
     switch (found.lookup) {
       case DirectoryReader::Lookup::kFound:
-        if (found.entry.version != 0) return found.entry.version;
+        if (found.version != 0) return found.version;
         [[fallthrough]];
       case DirectoryReader::Lookup::kAbsent:
         return absl::NotFoundError(absl::StrCat("name '", name, "' is not published"));

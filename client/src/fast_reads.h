@@ -33,6 +33,9 @@ class FastReads {
   static absl::StatusOr<std::shared_ptr<FastReads>> Open(LocalChannel& channel);
 
   DirectoryReader::Found Find(const std::string& name) const { return directory_.Find(name); }
+  DirectoryReader::Version VersionOf(const std::string& name) const {
+    return directory_.VersionOf(name);
+  }
   // Whether the record `found` was read from is still as it was (the protocol's step 4).
   bool StillCurrent(const DirectoryReader::Found& found) const {
     return directory_.SequenceOf(found.index) == found.sequence;

@@ -92,6 +92,10 @@ TEST_F(DirectoryTest, ARecordReadsBackWholeAndADeleteLeavesATombstoneWithoutTheN
   DirectoryReader::Found found = reader_->Find(name);
   ASSERT_EQ(found.lookup, Lookup::kFound);
   ExpectStamped(found.entry, name, 9);
+  EXPECT_EQ(reader_->VersionOf(name).lookup, Lookup::kFound);
+  EXPECT_EQ(reader_->VersionOf(name).version, 9u);
+  EXPECT_EQ(reader_->VersionOf(name.substr(1)).lookup, Lookup::kAbsent);
+  EXPECT_EQ(reader_->VersionOf(name + "x").lookup, Lookup::kUnknown) << "longer than any name";
   EXPECT_EQ(found.sequence % 2, 0u);
   EXPECT_EQ(reader_->SequenceOf(found.index), found.sequence);
   EXPECT_EQ(reader_->Changes(), 1u);
@@ -104,6 +108,7 @@ TEST_F(DirectoryTest, ARecordReadsBackWholeAndADeleteLeavesATombstoneWithoutTheN
 
   writer_->Unpublish(name);
   EXPECT_EQ(reader_->Find(name).lookup, Lookup::kAbsent);
+  EXPECT_EQ(reader_->VersionOf(name).lookup, Lookup::kAbsent);
   // The tombstone keeps no byte of the name.
   const std::string bytes(static_cast<const char*>(read_), DirectoryBytes(64));
   EXPECT_EQ(bytes.find(std::string(16, 'n')), std::string::npos);
@@ -136,6 +141,8 @@ TEST_F(DirectoryTest, AFullTableRefusesTheNextNameUntilATombstoneIsFree) {
   EXPECT_EQ(writer_->Publish(Stamped("t/16", 17)).code(), absl::StatusCode::kResourceExhausted);
   // With every record used, a name not there is "ask the daemon", never "absent".
   EXPECT_EQ(reader_->Find("t/16").lookup, Lookup::kUnknown);
+  EXPECT_EQ(reader_->VersionOf("t/16").lookup, Lookup::kUnknown);
+  EXPECT_EQ(reader_->VersionOf("t/15").version, 16u);
   writer_->Unpublish("t/3");
   ASSERT_TRUE(writer_->Publish(Stamped("t/16", 17)).ok());  // t/3's tombstone, given away
   ExpectStamped(reader_->Find("t/16").entry, "t/16", 17);
