@@ -34,33 +34,25 @@ const MemfdSegment* LeaseSlotTables::Find(const std::string& session) const {
 
 bool LeaseSlotTables::Close(const std::string& session) { return tables_.erase(session) > 0; }
 
-uint32_t LeaseSlotTables::CountHolding(uint64_t object, const MayRead& may_read) const {
-  uint32_t count = 0;
-  for (const auto& [session, table] : tables_) {
-    if (!may_read(table.principal)) continue;
-    for (uint64_t held : HeldObjects(table.memfd.data(), kLeaseSlotsPerTable)) {
-      count += held == object ? 1 : 0;
-    }
-  }
-  return count;
-}
-
 bool LeaseSlotTables::AnyHolds(uint64_t object, const MayRead& may_read) const {
   for (const auto& [session, table] : tables_) {
-    if (may_read(table.principal) && HoldsObject(table.memfd.data(), kLeaseSlotsPerTable, object)) {
-      return true;
-    }
+    if (!may_read(table.principal)) continue;
+    ++table_scans_;
+    if (HoldsObject(table.memfd.data(), kLeaseSlotsPerTable, object)) return true;
   }
   return false;
 }
 
-void LeaseSlotTables::ForEachSlot(
-    const std::function<void(const Principal&, uint64_t)>& visit) const {
+absl::flat_hash_map<uint64_t, uint32_t> LeaseSlotTables::Holdings(
+    const MayReadObject& may_read) const {
+  absl::flat_hash_map<uint64_t, uint32_t> holdings;
   for (const auto& [session, table] : tables_) {
+    ++table_scans_;
     for (uint64_t held : HeldObjects(table.memfd.data(), kLeaseSlotsPerTable)) {
-      visit(table.principal, held);
+      if (may_read(table.principal, held)) ++holdings[held];
     }
   }
+  return holdings;
 }
 
 }  // namespace tensorbroker::daemon

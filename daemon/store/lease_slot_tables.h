@@ -16,6 +16,7 @@
 #include <map>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "daemon/identity/principal.h"
 #include "daemon/memory/memfd_segment.h"
@@ -38,12 +39,19 @@ class LeaseSlotTables {
   // Drops the table of `session`; false when it had none.
   bool Close(const std::string& session);
 
-  // How many slots of the tables whose principal passes `may_read` name `object` (each scanned
-  // with sequentially consistent loads, while their processes write).
-  uint32_t CountHolding(uint64_t object, const MayRead& may_read) const;
+  // Whether a slot of a table whose principal passes `may_read` names `object` (each table
+  // scanned with sequentially consistent loads, while its process writes).
   bool AnyHolds(uint64_t object, const MayRead& may_read) const;
-  // Calls `visit(principal, object)` for every nonzero slot of every table.
-  void ForEachSlot(const std::function<void(const Principal&, uint64_t)>& visit) const;
+  // How many slots name each object, over one scan of every table, counting a slot only when
+  // `may_read(principal of its table, object)`: what a question about many objects asks (one
+  // scan per table, however many objects, so that a process pinning its whole quota costs the
+  // daemon one table scan per question, not one per pinned version).
+  using MayReadObject = std::function<bool(const Principal&, uint64_t object)>;
+  absl::flat_hash_map<uint64_t, uint32_t> Holdings(const MayReadObject& may_read) const;
+
+  // Tables scanned since the start (each kLeaseSlotsPerTable loads): the daemon's cost of
+  // keeping lease tables, which tests bound.
+  uint64_t table_scans() const { return table_scans_; }
 
   bool empty() const { return tables_.empty(); }
   size_t size() const { return tables_.size(); }
@@ -54,6 +62,7 @@ class LeaseSlotTables {
     MemfdSegment memfd;
   };
   std::map<std::string, Table> tables_;  // by session
+  mutable uint64_t table_scans_ = 0;
 };
 
 }  // namespace tensorbroker::daemon

@@ -877,6 +877,10 @@ void TensorStore::MaybeFreeLocked(TensorObject* object) {
       return;
     }
   }
+  FreeLocked(object);
+}
+
+void TensorStore::FreeLocked(TensorObject* object) {
   slot_pinned_.erase(object->id);
   std::vector<std::string> removed;
   PoolForLocked(object->block.device)->Free(object->block, &removed);
@@ -892,6 +896,7 @@ ListPage TensorStore::List(const Principal& caller, const std::string& prefix, s
   // The token is the last name of the previous page: this one starts after it.
   const std::map<std::string, NameIndex::Published>& published = names_.published();
   auto it = page_token < prefix ? published.lower_bound(prefix) : published.upper_bound(page_token);
+  const TableHoldings held = TableHoldingsLocked();
   for (; it != published.end() && absl::StartsWith(it->first, prefix); ++it) {
     const TensorObject& object = *objects_.at(it->second.current());
     if (!MayReadLocked(caller, object)) continue;
@@ -900,7 +905,7 @@ ListPage TensorStore::List(const Principal& caller, const std::string& prefix, s
       break;
     }
     page.tensors.push_back(
-        WithKeptVersionsLocked(caller, WithTableLeasesLocked(object, ViewLocked(object))));
+        WithKeptVersionsLocked(caller, WithTableLeases(held, object, ViewLocked(object))));
   }
   return page;
 }
@@ -908,7 +913,8 @@ ListPage TensorStore::List(const Principal& caller, const std::string& prefix, s
 absl::StatusOr<TensorView> TensorStore::Stat(const Principal& caller, const std::string& name) {
   Locked lock(this);
   if (const TensorObject* object = VisibleLocked(caller, name); object != nullptr) {
-    return WithKeptVersionsLocked(caller, WithTableLeasesLocked(*object, ViewLocked(*object)));
+    return WithKeptVersionsLocked(
+        caller, WithTableLeases(TableHoldingsLocked(), *object, ViewLocked(*object)));
   }
   if (const std::optional<uint64_t> pending = names_.PendingObject(name); pending.has_value()) {
     const TensorObject& object = *objects_.at(*pending);
@@ -921,7 +927,8 @@ StoreStats TensorStore::Stats(const Principal& caller) {
   Locked lock(this);
   // Lease tables are released by a store the daemon does not hear of: look at them now, so
   // that the figures are those of this moment.
-  ReclaimSlotPinnedLocked();
+  const TableHoldings held = TableHoldingsLocked();
+  ReclaimSlotPinnedLocked(held);
   const PoolStats pool = pools_.front()->Stats();
   StoreStats stats;
   for (const auto& each : pools_) {
@@ -940,7 +947,8 @@ StoreStats TensorStore::Stats(const Principal& caller) {
       stats.tensors += MayReadLocked(caller, *objects_.at(entry.current())) ? 1 : 0;
     }
   }
-  stats.leases = leases_.size() + TableLeasesLocked();
+  stats.leases = leases_.size();
+  for (const auto& [object_id, slots] : held) stats.leases += slots;
   stats.clients = sessions_.size();
   stats.pending = names_.pending().size();
   stats.waiting_gets = waiters_.size();

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -303,6 +304,9 @@ class TensorStore {
   // Pools and counters; `tensors` counts the names `caller` may see, and `users` holds every
   // user for an administrator, else the caller alone.
   StoreStats Stats(const Principal& caller);
+  // Lease tables scanned since the start (LeaseSlotTables::table_scans): what keeping lease
+  // tables costs the daemon, which tests bound.
+  uint64_t LeaseTableScans() const;
 
   // Watch streams (watch_hub.h): every publication, replacement, deletion and expiry of a
   // version `caller` may read under `prefix`, in sequence order, from after `after_version`
@@ -436,19 +440,25 @@ class TensorStore {
   // Frees the object's memory if nothing refers to it any more: no name, no lease granted, and
   // no slot of a lease table that may name it (then it waits in slot_pinned_).
   void MaybeFreeLocked(TensorObject* object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Frees what slot_pinned_ holds that no lease table names any more.
+  // Frees `object`'s memory and forgets it (nothing refers to it any more).
+  void FreeLocked(TensorObject* object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How many slots of lease tables name each version, counting a slot only when its table's
+  // principal may read the version: one scan of every table (empty when there are none).
+  using TableHoldings = absl::flat_hash_map<uint64_t, uint32_t>;
+  TableHoldings TableHoldingsLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Frees what slot_pinned_ holds that no lease table names any more: one scan of every table
+  // however many versions wait (`held`, when the caller scanned already).
   void ReclaimSlotPinnedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReclaimSlotPinnedLocked(const TableHoldings& held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells the directories of an event about `object` (EmitLocked's kinds).
   void UpdateDirectoriesLocked(StoreEvent::Kind kind, const TensorObject& object)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The record of `object` (a published version) in a directory.
   DirectoryEntry DirectoryEntryLocked(const TensorObject& object) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // `view` of `object` with the leases lease tables hold on it counted in.
-  TensorView WithTableLeasesLocked(const TensorObject& object, TensorView view) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // The slots of every lease table that name a version their principal may read.
-  uint64_t TableLeasesLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // `view` of `object` with the leases lease tables hold on it (`held`) counted in.
+  static TensorView WithTableLeases(const TableHoldings& held, const TensorObject& object,
+                                    TensorView view);
   // The pool serving `device`; nullptr when none does.
   MemoryPool* PoolForLocked(DLDevice device) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // What Get grants report about `object` (kept_versions empty).

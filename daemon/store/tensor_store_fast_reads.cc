@@ -94,34 +94,41 @@ void TensorStore::UpdateDirectoriesLocked(StoreEvent::Kind kind, const TensorObj
   }
 }
 
+uint64_t TensorStore::LeaseTableScans() const {
+  Locked lock(this);
+  return slot_tables_.table_scans();
+}
+
+TensorStore::TableHoldings TensorStore::TableHoldingsLocked() const {
+  if (slot_tables_.empty()) return {};
+  return slot_tables_.Holdings(
+      [this](const Principal& reader, uint64_t object_id) ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        auto it = objects_.find(object_id);
+        return it != objects_.end() && SpecAllows(reader, it->second->spec);
+      });
+}
+
 void TensorStore::ReclaimSlotPinnedLocked() {
+  if (slot_pinned_.empty()) return;
+  ReclaimSlotPinnedLocked(TableHoldingsLocked());
+}
+
+void TensorStore::ReclaimSlotPinnedLocked(const TableHoldings& held) {
   const std::vector<uint64_t> pinned(slot_pinned_.begin(), slot_pinned_.end());
   for (const uint64_t id : pinned) {
+    if (held.contains(id)) continue;
+    slot_pinned_.erase(id);
     auto it = objects_.find(id);
-    if (it == objects_.end()) {
-      slot_pinned_.erase(id);
-      continue;
-    }
-    MaybeFreeLocked(it->second.get());
+    if (it == objects_.end()) continue;
+    TensorObject* object = it->second.get();
+    if (!object->pending && !object->published && object->leases == 0) FreeLocked(object);
   }
 }
 
-TensorView TensorStore::WithTableLeasesLocked(const TensorObject& object, TensorView view) const {
-  if (slot_tables_.empty()) return view;
-  view.leases += slot_tables_.CountHolding(
-      object.id, [&](const Principal& reader) { return SpecAllows(reader, object.spec); });
+TensorView TensorStore::WithTableLeases(const TableHoldings& held, const TensorObject& object,
+                                        TensorView view) {
+  if (auto it = held.find(object.id); it != held.end()) view.leases += it->second;
   return view;
-}
-
-uint64_t TensorStore::TableLeasesLocked() const {
-  uint64_t count = 0;
-  slot_tables_.ForEachSlot([&](const Principal& reader, uint64_t object_id)
-                               ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-                                 auto it = objects_.find(object_id);
-                                 if (it != objects_.end() && SpecAllows(reader, it->second->spec))
-                                   ++count;
-                               });
-  return count;
 }
 
 }  // namespace tensorbroker::daemon

@@ -57,6 +57,7 @@ void TensorStore::FailFetch(const std::string& name, const absl::Status& status)
 }
 
 bool TensorStore::EvictReplicaLocked(const DLDevice& device) {
+  const TableHoldings held = TableHoldingsLocked();
   const TensorObject* oldest = nullptr;
   for (const auto& [name, entry] : names_.published()) {
     const TensorObject* object = objects_.at(entry.current()).get();
@@ -65,13 +66,7 @@ bool TensorStore::EvictReplicaLocked(const DLDevice& device) {
         object->block.device.device_id != device.device_id) {
       continue;
     }
-    // Held through a lease table: evicting it would free no room.
-    const TensorSpec& spec = object->spec;
-    if (!slot_tables_.empty() && slot_tables_.AnyHolds(object->id, [&](const Principal& reader) {
-          return SpecAllows(reader, spec);
-        })) {
-      continue;
-    }
+    if (held.contains(object->id)) continue;  // held through a lease table: would free no room
     if (oldest == nullptr || object->last_granted < oldest->last_granted) oldest = object;
   }
   if (oldest == nullptr) return false;

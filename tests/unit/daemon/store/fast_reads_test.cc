@@ -154,5 +154,32 @@ TEST_F(FastReadsTest, ASlotOfAPrincipalThatMayNotReadTheVersionPinsNothing) {
   EXPECT_EQ(store_->Stats(kAlice).used_bytes, 0u);
 }
 
+TEST_F(FastReadsTest, AWholeTableOfPinnedVersionsCostsAReplaceOneScanNotOnePerVersion) {
+  std::unique_ptr<Mapped> directory_map = Open(bob_, FastReadFile::kDirectory);
+  std::unique_ptr<Mapped> table_map = Open(bob_, FastReadFile::kLeaseTable);
+  DirectoryReader directory(directory_map->data());
+  LeaseSlots table(table_map->data());
+  // bob holds every version of a name replaced kLeaseSlotsPerTable times: his whole quota.
+  for (uint32_t i = 0; i < kLeaseSlotsPerTable; ++i) {
+    Publish("h/n", "uid:1001", /*replace=*/i > 0);
+    ASSERT_TRUE(table.Take(directory.Find("h/n").entry.object).has_value()) << i;
+  }
+  EXPECT_EQ(store_->Stats(kAlice).used_bytes, 256u * kLeaseSlotsPerTable);
+
+  // Each unpublication asks the one table twice (about the version going, then about every
+  // version waiting), not once per waiting version.
+  constexpr uint64_t kReplaces = 100;
+  const uint64_t scans_before = store_->LeaseTableScans();
+  for (uint64_t i = 0; i < kReplaces; ++i) Publish("h/n", "uid:1001", /*replace=*/true);
+  EXPECT_LE(store_->LeaseTableScans() - scans_before, 2 * kReplaces);
+  EXPECT_EQ(store_->Stats(kAlice).used_bytes, 256u * (kLeaseSlotsPerTable + 1))
+      << "the versions held stay; the unheld replaced ones are freed";
+  EXPECT_EQ(store_->Stats(kAlice).leases, kLeaseSlotsPerTable);
+
+  for (uint32_t slot = 0; slot < kLeaseSlotsPerTable; ++slot) table.Give(slot);
+  EXPECT_EQ(store_->Stats(kAlice).used_bytes, 256u) << "all but the current version freed";
+  EXPECT_EQ(store_->Stats(kAlice).leases, 0u);
+}
+
 }  // namespace
 }  // namespace tensorbroker::daemon
