@@ -476,6 +476,11 @@ absl::StatusOr<TensorInfo> Client::Describe(const DLManagedTensorVersioned& tens
   return client_internal::InfoOf(tensor, impl_->id);
 }
 
+absl::StatusOr<std::shared_ptr<const TensorInfo>> Client::DescribeShared(
+    const DLManagedTensorVersioned& tensor) const {
+  return client_internal::SharedInfoOf(tensor, impl_->id);
+}
+
 absl::Status Client::Delete(const std::string& name) {
   v1::DeleteRequest request;
   request.set_name(name);

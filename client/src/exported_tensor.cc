@@ -120,9 +120,10 @@ void ProcessLeases::MoveLease(LeaseHold* hold, std::shared_ptr<Connection> conne
 struct ExportContext {
   std::shared_ptr<Connection> client;  // of the Client that returned it (for Retain, Describe)
   std::shared_ptr<LeaseHold> hold;
-  TensorInfo info;  // as the grant described the tensor
-  std::vector<int64_t> shape;
-  std::vector<int64_t> strides;
+  // As the grant or the directory described the tensor, shared by every context Retain made
+  // from this one and by Describe's callers; never changed once made. The DLTensor's shape and
+  // strides point into it.
+  std::shared_ptr<TensorInfo> info;
   int64_t no_dims[1] = {0};  // shape and strides of a 0-d tensor point here
   uint64_t flags = 0;
   DLDataType dtype{};
@@ -177,12 +178,13 @@ absl::StatusOr<std::shared_ptr<LeaseHold>> HoldFor(std::shared_ptr<Connection> c
 void FillTensor(ExportContext* context, DLTensor* tensor) {
   tensor->data = context->hold->data;
   tensor->device = context->hold->device;
-  tensor->ndim = static_cast<int32_t>(context->shape.size());
+  TensorInfo& info = *context->info;
+  tensor->ndim = static_cast<int32_t>(info.shape.size());
   tensor->dtype = context->dtype;
   // Never NULL, also for 0-d tensors (DLPack 1.2 requires strides; some consumers read them).
-  const bool scalar = context->shape.empty();
-  tensor->shape = scalar ? context->no_dims : context->shape.data();
-  tensor->strides = scalar ? context->no_dims : context->strides.data();
+  const bool scalar = info.shape.empty();
+  tensor->shape = scalar ? context->no_dims : info.shape.data();
+  tensor->strides = scalar ? context->no_dims : info.strides.data();
   tensor->byte_offset = 0;
 }
 
@@ -199,11 +201,9 @@ absl::StatusOr<std::unique_ptr<ExportContext>> MakeContext(std::shared_ptr<Conne
   auto hold = HoldFor(std::move(connection), grant, pinned);
   if (!hold.ok()) return hold.status();
   context->hold = *std::move(hold);
-  context->info = FromProto(info);
-  context->info.device = context->hold->device;
-  context->shape = ToVector(info.shape());
-  context->strides = ToVector(info.strides());
-  context->dtype = FromProto(info.dtype());
+  context->info = std::make_shared<TensorInfo>(FromProto(info));
+  context->info->device = context->hold->device;
+  context->dtype = context->info->dtype;
   context->flags = grant.region().writable() ? 0 : DLPACK_FLAG_BITMASK_READ_ONLY;
   return context;
 }
@@ -240,16 +240,15 @@ std::unique_ptr<ExportContext> ContextFromEntry(std::shared_ptr<Connection> conn
   context->hold = std::move(hold);
   context->dtype = entry.dtype;
   context->flags = DLPACK_FLAG_BITMASK_READ_ONLY;
-  TensorInfo& info = context->info;
+  context->info = std::make_shared<TensorInfo>();
+  TensorInfo& info = *context->info;
   info.dtype = entry.dtype;
-  info.shape = entry.shape;
-  info.strides = entry.strides;
+  info.shape = std::move(entry.shape);
+  info.strides = std::move(entry.strides);
   info.nbytes = entry.nbytes;
   info.sealed = true;
   info.version = entry.version;
   info.name = std::move(entry.name);
-  context->shape = std::move(entry.shape);
-  context->strides = std::move(entry.strides);
   return context;
 }
 
@@ -343,8 +342,6 @@ absl::StatusOr<DLManagedTensorVersioned*> ShareVersioned(const DLManagedTensorVe
   context->client = (*existing)->client;
   context->hold = (*existing)->hold;
   context->info = (*existing)->info;
-  context->shape = (*existing)->shape;
-  context->strides = (*existing)->strides;
   context->dtype = (*existing)->dtype;
   context->flags = (*existing)->flags;
   return Versioned(std::move(context));
@@ -353,7 +350,14 @@ absl::StatusOr<DLManagedTensorVersioned*> ShareVersioned(const DLManagedTensorVe
 absl::StatusOr<TensorInfo> InfoOf(const DLManagedTensorVersioned& tensor, uint64_t client_id) {
   auto context = ContextOf(tensor, client_id);
   if (!context.ok()) return context.status();
-  return (*context)->info;
+  return *(*context)->info;
+}
+
+absl::StatusOr<std::shared_ptr<const TensorInfo>> SharedInfoOf(
+    const DLManagedTensorVersioned& tensor, uint64_t client_id) {
+  auto context = ContextOf(tensor, client_id);
+  if (!context.ok()) return context.status();
+  return std::shared_ptr<const TensorInfo>((*context)->info);
 }
 
 size_t TakeLeasesAgain(const Connection& from, const std::shared_ptr<Connection>& to,

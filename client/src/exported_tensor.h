@@ -49,6 +49,9 @@ absl::StatusOr<DLManagedTensorVersioned*> ShareVersioned(const DLManagedTensorVe
                                                          uint64_t client_id);
 // What the grant said about that tensor; the same errors as ShareVersioned.
 absl::StatusOr<TensorInfo> InfoOf(const DLManagedTensorVersioned& tensor, uint64_t client_id);
+// The same, not copied: the description the tensor's exports share.
+absl::StatusOr<std::shared_ptr<const TensorInfo>> SharedInfoOf(
+    const DLManagedTensorVersioned& tensor, uint64_t client_id);
 
 // A Get of version `version` of `name` on `connection` (no wait), its descriptors mapped: the
 // grant and its lease.

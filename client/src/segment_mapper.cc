@@ -69,8 +69,8 @@ size_t MappedSegment::pinned_count() { return pinned_mappings.load(); }
 std::shared_ptr<const MappedSegment> SegmentMapper::Find(const std::string& name,
                                                          MapMode mode) const {
   MutexLock lock(mu_);
-  auto it = cache_.find({name, mode});
-  return it == cache_.end() ? nullptr : it->second;
+  auto it = cache_.find(name);
+  return it == cache_.end() ? nullptr : it->second[static_cast<size_t>(mode)];
 }
 
 absl::StatusOr<std::shared_ptr<const MappedSegment>> SegmentMapper::Adopt(const std::string& name,
@@ -81,16 +81,14 @@ absl::StatusOr<std::shared_ptr<const MappedSegment>> SegmentMapper::Adopt(const 
   auto mapped = MappedSegment::Map(name, std::move(fd), size, mode);
   if (!mapped.ok()) return mapped.status();
   MutexLock lock(mu_);
-  auto& slot = cache_[{name, mode}];
+  auto& slot = cache_[name][static_cast<size_t>(mode)];
   if (slot == nullptr || slot->size() < size) slot = *mapped;
   return slot;
 }
 
 void SegmentMapper::Forget(const std::string& name) {
   MutexLock lock(mu_);
-  for (MapMode mode : {MapMode::kReadOnly, MapMode::kReadWrite, MapMode::kPrivateWritable}) {
-    cache_.erase({name, mode});
-  }
+  cache_.erase(name);
 }
 
 SegmentMapper& ProcessSegmentMapper() {
@@ -100,7 +98,11 @@ SegmentMapper& ProcessSegmentMapper() {
 
 size_t SegmentMapper::cached() const {
   MutexLock lock(mu_);
-  return cache_.size();
+  size_t mappings = 0;
+  for (const auto& [name, by_mode] : cache_) {
+    for (const auto& mapping : by_mode) mappings += mapping != nullptr ? 1 : 0;
+  }
+  return mappings;
 }
 
 }  // namespace tensorbroker::client_internal

@@ -10,7 +10,9 @@
 #ifndef TENSORBROKER_CLIENT_SRC_SEGMENT_MAPPER_H_
 #define TENSORBROKER_CLIENT_SRC_SEGMENT_MAPPER_H_
 
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -80,7 +82,9 @@ class SegmentMapper {
   SegmentMapper() = default;
 
   mutable Mutex mu_;
-  std::map<std::pair<std::string, MapMode>, std::shared_ptr<const MappedSegment>> cache_;
+  // By segment name, then by MapMode (a lookup copies no name: it is on every get's path).
+  using ByMode = std::array<std::shared_ptr<const MappedSegment>, 3>;
+  std::map<std::string, ByMode, std::less<>> cache_ ABSL_GUARDED_BY(mu_);
 };
 
 // The one mapper of this process. Never destroyed, so tensors released during static

@@ -19,10 +19,11 @@ namespace {
 constexpr const char* kVersionedName = "dltensor_versioned";
 constexpr const char* kLegacyName = "dltensor";
 
-// manager_ctx of a DLPack tensor that shares the broker's memory: the lease and the two ABI
-// views of it.
+// manager_ctx of a DLPack tensor that shares the broker's memory: the lease, how to let go of
+// it, and the two ABI views of it.
 struct LeaseExport {
   TensorPtr lease;
+  LeaseDrop drop;
   DLManagedTensorVersioned versioned{};
   DLManagedTensor legacy{};
 };
@@ -35,13 +36,14 @@ struct CopyExport {
   DLManagedTensor legacy{};
 };
 
-// Deleters, for either kind of export.
-template <typename Export>
-void DeleteExport(Export* export_) {
-  // A lease's release is usually local (queued); the last tensor of a closed client ends its
-  // session, a round trip: let other Python threads run meanwhile.
-  RunWithoutGil([export_] { delete export_; });
+// Deleters, for either kind of export. A lease's release is usually local (queued, or a store
+// into the lease table); the last tensor of a closed client ends its session, a round trip: the
+// GIL goes meanwhile (lease_drop.h). A copy only frees memory.
+void DeleteExport(LeaseExport* export_) {
+  export_->drop.Run([export_] { delete export_; });
 }
+
+void DeleteExport(CopyExport* export_) { delete export_; }
 
 template <typename Export>
 void DeleteVersioned(DLManagedTensorVersioned* self) {
@@ -118,12 +120,14 @@ py::capsule MakeDLPackCopy(TensorPtr lease, const ExportLook& look, bool version
   return InCapsule(std::move(copy), tensor, DLPACK_FLAG_BITMASK_IS_COPIED, versioned);
 }
 
-py::capsule MakeDLPackCapsule(TensorPtr lease, const ExportLook& look, bool versioned) {
+py::capsule MakeDLPackCapsule(TensorPtr lease, const LeaseDrop& drop, const ExportLook& look,
+                              bool versioned) {
   auto shared = std::make_unique<LeaseExport>();
   DLTensor tensor = lease->dl_tensor;  // shape/strides stay owned by the lease
   tensor.dtype = look.dtype;
   tensor.device = look.device;
   shared->lease = std::move(lease);
+  shared->drop = drop;
   return InCapsule(std::move(shared), tensor, look.read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0,
                    versioned);
 }
@@ -139,10 +143,10 @@ void BindLeaseBytes(py::module_& module) {
 }
 
 LeaseBytes::~LeaseBytes() {
-  RunWithoutGil([this] { lease_.reset(); });
+  drop_.Run([this] { lease_.reset(); });
 }
 
-py::object MakeNumpyArray(TensorPtr lease, const ExportLook& look) {
+py::object MakeNumpyArray(TensorPtr lease, const LeaseDrop& drop, const ExportLook& look) {
   // Built through NumPy's Python API (numpy.ndarray over a buffer), not its C API, whose
   // structures changed in NumPy 2: the same code serves NumPy 1.x and 2.x.
   py::object dtype = NumpyDType(look.dtype);
@@ -163,7 +167,7 @@ py::object MakeNumpyArray(TensorPtr lease, const ExportLook& look) {
   auto* data = static_cast<uint8_t*>(t.data) + t.byte_offset;
   const size_t size = empty ? 0 : static_cast<size_t>(highest - lowest + itemsize);
   py::object bytes = py::cast(std::make_unique<LeaseBytes>(
-      std::move(lease), empty ? data : data + lowest, size, look.read_only));
+      std::move(lease), drop, empty ? data : data + lowest, size, look.read_only));
   return py::module_::import("numpy").attr("ndarray")(shape, dtype, py::arg("buffer") = bytes,
                                                       py::arg("offset") = empty ? 0 : -lowest,
                                                       py::arg("strides") = strides);

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <utility>
 
+#include "python/src/lease_drop.h"
 #include "tensorbroker/client.h"
 
 namespace tensorbroker::python {
@@ -27,8 +28,10 @@ struct ExportLook {
   DLDevice device{kDLCPU, 0};  // pinned host memory is shown as kDLCPU (see PyTensor)
 };
 
-// A DLPack capsule; `versioned` picks the DLPack >= 1.0 ABI (with the read-only flag).
-pybind11::capsule MakeDLPackCapsule(TensorPtr lease, const ExportLook& look, bool versioned);
+// A DLPack capsule; `versioned` picks the DLPack >= 1.0 ABI (with the read-only flag). `drop`:
+// how its deleter lets go of the lease.
+pybind11::capsule MakeDLPackCapsule(TensorPtr lease, const LeaseDrop& drop, const ExportLook& look,
+                                    bool versioned);
 
 // A DLPack capsule of a copy of the lease's CPU tensor (__dlpack__(copy=True)): compact, in
 // memory of its own that the consumer may write (DLPACK_FLAG_BITMASK_IS_COPIED when versioned);
@@ -37,14 +40,18 @@ pybind11::capsule MakeDLPackCopy(TensorPtr lease, const ExportLook& look, bool v
 
 // A NumPy array over the lease's memory, writeable unless `look.read_only`: numpy.ndarray over
 // a _LeaseBytes buffer (no NumPy C API), which owns the lease while the array refers to it.
-pybind11::object MakeNumpyArray(TensorPtr lease, const ExportLook& look);
+pybind11::object MakeNumpyArray(TensorPtr lease, const LeaseDrop& drop, const ExportLook& look);
 
 // Owns a lease and shows its bytes through the buffer protocol (1-D, unsigned bytes).
 class LeaseBytes {
  public:
-  LeaseBytes(TensorPtr lease, void* start, size_t size, bool read_only)
-      : lease_(std::move(lease)), start_(start), size_(size), read_only_(read_only) {}
-  ~LeaseBytes();  // ends the lease, without the GIL
+  LeaseBytes(TensorPtr lease, LeaseDrop drop, void* start, size_t size, bool read_only)
+      : lease_(std::move(lease)),
+        drop_(std::move(drop)),
+        start_(start),
+        size_(size),
+        read_only_(read_only) {}
+  ~LeaseBytes();  // ends the lease (as drop_ says)
   LeaseBytes(const LeaseBytes&) = delete;
   LeaseBytes& operator=(const LeaseBytes&) = delete;
 
@@ -54,6 +61,7 @@ class LeaseBytes {
 
  private:
   TensorPtr lease_;
+  LeaseDrop drop_;
   void* start_;
   size_t size_;
   bool read_only_;

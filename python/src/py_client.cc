@@ -211,15 +211,17 @@ std::unique_ptr<PyTensor> PyClient::Create(const std::string& name, py::handle s
   options.replace = replace;
   auto created = Unlocked([&] { return client->Create(name, dims, dl_dtype, options); });
   TensorPtr lease(ValueOrThrow(std::move(created)));
-  TensorInfo info = ValueOrThrow(client->Describe(*lease));
+  std::shared_ptr<const TensorInfo> info = ValueOrThrow(client->DescribeShared(*lease));
   return std::make_unique<PyTensor>(client, std::move(lease), std::move(info), /*created=*/true);
 }
 
 std::unique_ptr<PyTensor> PyClient::Wrap(const std::shared_ptr<Client>& client,
                                          DLManagedTensorVersioned* got) {
   TensorPtr lease(got);
-  TensorInfo info = ValueOrThrow(client->Describe(*lease));
-  return std::make_unique<PyTensor>(client, std::move(lease), std::move(info), /*created=*/false);
+  std::shared_ptr<const TensorInfo> info = ValueOrThrow(client->DescribeShared(*lease));
+  LeaseDrop drop(client, lease->dl_tensor.device);
+  return std::make_unique<PyTensor>(client, std::move(lease), std::move(info), /*created=*/false,
+                                    std::move(drop));
 }
 
 std::unique_ptr<PyTensor> PyClient::Get(const std::string& name, std::optional<double> timeout,

@@ -17,49 +17,55 @@ namespace py = pybind11;
 
 namespace {
 
-PyTensor::Handle ShareHandle(TensorPtr lease) {
-  return PyTensor::Handle(lease.release(), [](DLManagedTensorVersioned* t) {
-    RunWithoutGil([t] { t->deleter(t); });  // may end a closed client's session
-  });
+PyTensor::Handle ShareHandle(TensorPtr lease, const LeaseDrop& drop) {
+  return PyTensor::Handle(
+      lease.release(), [drop](DLManagedTensorVersioned* t) { drop.Run([t] { t->deleter(t); }); });
 }
 
 bool IsNone(const py::handle& h) { return h.is_none(); }
 
 }  // namespace
 
-PyTensor::PyTensor(std::shared_ptr<Client> client, TensorPtr lease, TensorInfo info, bool created)
+PyTensor::PyTensor(std::shared_ptr<Client> client, TensorPtr lease,
+                   std::shared_ptr<const TensorInfo> info, bool created, LeaseDrop drop)
     : client_(std::move(client)),
+      drop_(std::move(drop)),
       info_(std::move(info)),
-      dtype_(info_.dtype),
+      dtype_(info_->dtype),
       device_(lease->dl_tensor.device),
       writable_((lease->flags & DLPACK_FLAG_BITMASK_READ_ONLY) == 0),
       created_(created) {
-  handle_ = ShareHandle(std::move(lease));
+  handle_ = ShareHandle(std::move(lease), drop_);
 }
 
 PyTensor::~PyTensor() {
   Release();
   // The last reference to a Client ends its session: a round trip, without the GIL.
-  RunWithoutGil([this] { client_.reset(); });
+  if (client_.use_count() > 1) {
+    client_.reset();
+  } else {
+    RunWithoutGil([this] { client_.reset(); });
+  }
 }
 
 void PyTensor::Release() {
   Handle dropped = std::move(handle_);
   handle_ = nullptr;
-  dropped.reset();  // the deleter releases the GIL itself
+  dropped.reset();  // the deleter releases the GIL itself where it may block
 }
 
 PyTensor::Handle PyTensor::LiveHandle() const {
   if (handle_ == nullptr) {
     throw StatusError(absl::FailedPreconditionError(
-        absl::StrCat("tensor '", info_.name, "' was released; get() it again")));
+        absl::StrCat("tensor '", info_->name, "' was released; get() it again")));
   }
   return handle_;
 }
 
 std::unique_ptr<PyTensor> PyTensor::Standalone(std::shared_ptr<Client> client, TensorPtr lease,
                                                TensorInfo info) {
-  auto tensor = std::make_unique<PyTensor>(std::move(client), std::move(lease), std::move(info),
+  auto tensor = std::make_unique<PyTensor>(std::move(client), std::move(lease),
+                                           std::make_shared<const TensorInfo>(std::move(info)),
                                            /*created=*/false);
   tensor->standalone_ = true;
   return tensor;
@@ -97,7 +103,7 @@ py::object PyTensor::DLPack(py::object stream, py::object max_version, py::objec
     }
   } else if (!IsNone(stream) &&
              !(py::isinstance<py::int_>(stream) && stream.cast<int64_t>() == -1)) {
-    throw py::buffer_error(absl::StrCat("stream must be None: tensor '", info_.name, "' is in ",
+    throw py::buffer_error(absl::StrCat("stream must be None: tensor '", info_->name, "' is in ",
                                         DeviceName(device_), " memory"));
   }
   const DLDevice shown = ExportDevice();
@@ -113,7 +119,7 @@ py::object PyTensor::DLPack(py::object stream, py::object max_version, py::objec
   const bool copied = !IsNone(copy) && copy.cast<bool>();
   if (copied && shown.device_type != kDLCPU) {
     throw py::buffer_error(absl::StrCat(
-        "copy=True is supported for CPU tensors only: tensor '", info_.name, "' is in ",
+        "copy=True is supported for CPU tensors only: tensor '", info_->name, "' is in ",
         DeviceName(device_), " memory (take the shared one, copy=None, and clone it there)"));
   }
   bool versioned = false;
@@ -123,7 +129,7 @@ py::object PyTensor::DLPack(py::object stream, py::object max_version, py::objec
   }
   ExportLook look{dtype_, !writable_, shown};
   if (copied) return MakeDLPackCopy(RetainLease(), look, versioned);
-  return MakeDLPackCapsule(RetainLease(), look, versioned);
+  return MakeDLPackCapsule(RetainLease(), drop_, look, versioned);
 }
 
 py::tuple PyTensor::DLPackDevice() const {
@@ -133,13 +139,13 @@ py::tuple PyTensor::DLPackDevice() const {
 
 py::object PyTensor::Array(py::object dtype, py::object copy) {
   if (device_.device_type == kDLCUDA) {
-    throw py::type_error(absl::StrCat("tensor '", info_.name, "' is in ", DeviceName(device_),
+    throw py::type_error(absl::StrCat("tensor '", info_->name, "' is in ", DeviceName(device_),
                                       " memory; NumPy needs CPU memory (use torch.from_dlpack "
                                       "or cupy.from_dlpack, then copy to the host)"));
   }
   NumpyDType(dtype_);  // fail before taking a lease if NumPy lacks the dtype
   ExportLook look{dtype_, !writable_, ExportDevice()};
-  py::object array = MakeNumpyArray(RetainLease(), look);
+  py::object array = MakeNumpyArray(RetainLease(), drop_, look);
   if (!IsNone(dtype)) {
     py::object target = py::module_::import("numpy").attr("dtype")(dtype);
     if (!target.equal(array.attr("dtype"))) {
@@ -161,7 +167,7 @@ std::unique_ptr<PyTensor> PyTensor::View(py::handle dtype) {
         absl::StrCat("dtype: view() keeps the item size; ", DTypeName(target), " has ",
                      target.bits / 8, " bytes, ", DTypeName(dtype_), " has ", dtype_.bits / 8)));
   }
-  auto view = std::make_unique<PyTensor>(client_, RetainLease(), info_, /*created=*/false);
+  auto view = std::make_unique<PyTensor>(client_, RetainLease(), info_, /*created=*/false, drop_);
   view->dtype_ = target;
   view->writable_ = writable_;
   return view;
@@ -203,26 +209,26 @@ void PyTensor::Seal(py::object stream) {
   if (!IsNone(stream)) options.cuda_stream = StreamFromPython(stream);
   if (!created_) {
     throw StatusError(absl::FailedPreconditionError(absl::StrCat(
-        "tensor '", info_.name, "' is not an unsealed tensor from create(); nothing to seal")));
+        "tensor '", info_->name, "' is not an unsealed tensor from create(); nothing to seal")));
   }
-  const std::string name = info_.name;  // info_ may change under another thread's Seal
+  const std::string name = info_->name;  // info_ may change under another thread's Seal
   absl::StatusOr<TensorInfo> sealed;
   {
     GilReleased released;
     sealed = client_->Seal(name, options);
   }
-  info_ = ValueOrThrow(std::move(sealed));
+  info_ = std::make_shared<const TensorInfo>(ValueOrThrow(std::move(sealed)));
   created_ = false;
-  writable_ = info_.is_mutable;
+  writable_ = info_->is_mutable;
 }
 
 void PyTensor::Abort() {
   LiveHandle();
   if (!created_) {
     throw StatusError(absl::FailedPreconditionError(absl::StrCat(
-        "tensor '", info_.name, "' is not an unsealed tensor from create(); nothing to abort")));
+        "tensor '", info_->name, "' is not an unsealed tensor from create(); nothing to abort")));
   }
-  const std::string name = info_.name;
+  const std::string name = info_->name;
   absl::Status status;
   {
     GilReleased released;
@@ -238,8 +244,8 @@ std::string PyTensor::Repr() const {
                       : created_  ? "unsealed, writable"
                       : writable_ ? "mutable"
                                   : "read-only";
-  return absl::StrCat("<tensorbroker.Tensor '", info_.name, "' ", DTypeName(dtype_), "[",
-                      absl::StrJoin(info_.shape, ", "), "] version ", info_.version, ", ", state,
+  return absl::StrCat("<tensorbroker.Tensor '", info_->name, "' ", DTypeName(dtype_), "[",
+                      absl::StrJoin(info_->shape, ", "), "] version ", info_->version, ", ", state,
                       ">");
 }
 

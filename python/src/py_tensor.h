@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 
+#include "python/src/lease_drop.h"
 #include "tensorbroker/client.h"
 
 namespace tensorbroker::python {
@@ -28,8 +29,10 @@ class PyTensor {
  public:
   using Handle = std::shared_ptr<DLManagedTensorVersioned>;
 
-  // `created`: the tensor came from Client.create() and is not sealed yet.
-  PyTensor(std::shared_ptr<Client> client, TensorPtr lease, TensorInfo info, bool created);
+  // `created`: the tensor came from Client.create() and is not sealed yet. `drop`: how the
+  // lease is let go of (lease_drop.h; by default without the GIL).
+  PyTensor(std::shared_ptr<Client> client, TensorPtr lease, std::shared_ptr<const TensorInfo> info,
+           bool created, LeaseDrop drop = LeaseDrop());
   // A tensor the client did not make (a stream's loan or frame): exports share `lease` itself
   // rather than asking the client for another reference (Client::Retain).
   static std::unique_ptr<PyTensor> Standalone(std::shared_ptr<Client> client, TensorPtr lease,
@@ -38,7 +41,7 @@ class PyTensor {
   PyTensor(const PyTensor&) = delete;
   PyTensor& operator=(const PyTensor&) = delete;
 
-  const TensorInfo& info() const { return info_; }
+  const TensorInfo& info() const { return *info_; }
   DLDataType dtype() const { return dtype_; }
   bool writable() const { return writable_; }
   bool created() const { return created_; }
@@ -70,8 +73,9 @@ class PyTensor {
   DLDevice ExportDevice() const;
 
   std::shared_ptr<Client> client_;
+  LeaseDrop drop_;  // how handle_ and every export of it let go of the lease
   Handle handle_;
-  TensorInfo info_;
+  std::shared_ptr<const TensorInfo> info_;  // never null; replaced (not changed) by Seal
   DLDataType dtype_{};
   DLDevice device_{kDLCPU, 0};  // of the lease's DLTensor: as this process sees it
   bool writable_ = false;

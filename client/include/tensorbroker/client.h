@@ -284,6 +284,11 @@ class TENSORBROKER_EXPORT Client {
   // What the broker said about `tensor` when it granted it: name, version, mutable, ...
   // (`leases` as of then). No round trip. The same INVALID_ARGUMENT cases as Retain.
   absl::StatusOr<TensorInfo> Describe(const DLManagedTensorVersioned& tensor) const;
+  // The same, without a copy: the description every handle Retain made of the tensor shares;
+  // it stays valid after they are released (for wrappers that keep a tensor's name and shape
+  // beyond its lease).
+  absl::StatusOr<std::shared_ptr<const TensorInfo>> DescribeShared(
+      const DLManagedTensorVersioned& tensor) const;
 
   // Unpublishes `name`: for its owner (the uid that first published it) or an administrator;
   // PERMISSION_DENIED for anyone else who may read it.

@@ -151,6 +151,26 @@ def test_views_outlive_their_tensor_object(client):
     assert after["used_bytes"] == before["used_bytes"]  # freed with the last lease
 
 
+def test_views_of_a_closed_client_end_its_session_when_the_last_goes(daemon, client):
+    # A get()'s lease is let go of with the GIL kept while its client is open (a store or a
+    # queued release); once the client is closed, the last view's drop ends the session (a
+    # round trip, without the GIL). Both kinds of view, dropped in turn.
+    client.put("closed/a", np.arange(6, dtype=np.int32))
+    other = tensorbroker.connect(daemon.socket)
+    t = other.get("closed/a", timeout=0)
+    capsule_view, array_view = np.from_dlpack(t), np.asarray(t)
+    t.release()
+    del t
+    other.close()
+    assert client.stats()["clients"] == 2, "the views keep the closed client's session"
+    assert capsule_view.tolist() == array_view.tolist() == [0, 1, 2, 3, 4, 5]
+    del capsule_view
+    assert client.stats()["clients"] == 2 and client.stat("closed/a")["leases"] == 1
+    del array_view
+    assert client.stats()["clients"] == 1, "the last view ended the session"
+    assert client.stat("closed/a")["leases"] == 0
+
+
 def test_numpy_arrays_come_from_numpys_python_api_not_its_c_api(client):
     # NumPy's C API changed its structures in NumPy 2 (the dtype's item size moved): an extension
     # built against one would make wrong strides with the other. The array is numpy.ndarray over
