@@ -4,6 +4,7 @@ The producer is this process; every consumer is a peer process (peer.py)."""
 
 import hashlib
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -167,6 +168,10 @@ def test_views_of_a_closed_client_end_its_session_when_the_last_goes(daemon, cli
     del capsule_view
     assert client.stats()["clients"] == 2 and client.stat("closed/a")["leases"] == 1
     del array_view
+    # The client's end closes its connection; the daemon ends the session when it sees that.
+    deadline = time.monotonic() + 60
+    while client.stats()["clients"] != 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert client.stats()["clients"] == 1, "the last view ended the session"
     assert client.stat("closed/a")["leases"] == 0
 
