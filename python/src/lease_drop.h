@@ -1,8 +1,9 @@
 // How a Python object lets go of its reference to a client's lease: with the GIL kept when
 // that is local, without it when it may block. A lease of CPU memory got by get(), dropped
 // while its Client is alive, is a store into the process's lease table or a release queued
-// for the next message: keeping the GIL saves two hand-overs of it per tensor (about a tenth
-// of a get from the directory). Anything else may block: the last reference of a closed
+// for the next message (at most a wait for the channel's send lock while another thread
+// writes a message, never for an answer): keeping the GIL saves two hand-overs of it per
+// tensor. Anything else may block: the last reference of a closed
 // client ends its session (a round trip), a CUDA lease first waits for its device, an
 // unsealed create() is aborted, a stream's frame goes back to its ring.
 //
