@@ -31,7 +31,8 @@ constexpr size_t kName = kStrides + kRecordDims;
 constexpr size_t kNameWords = (kMaxNameBytes + 8) / 8;
 constexpr size_t kSegmentName = kName + kNameWords;
 constexpr size_t kSegmentNameWords = kMaxSegmentNameBytes / 8;
-static_assert((kSegmentName + kSegmentNameWords) * 8 <= kRecordBytes, "a record holds its fields");
+constexpr size_t kOwner = kSegmentName + kSegmentNameWords;  // owner uid | ephemeral << 32
+static_assert((kOwner + 1) * 8 <= kRecordBytes, "a record holds its fields");
 
 // A torn read is retried this often before the reader gives up (kUnknown: ask the daemon).
 constexpr int kReadAttempts = 1000;
@@ -102,6 +103,7 @@ void DirectoryWriter::Write(uint32_t index, const DirectoryEntry& entry) {
   Store(&r[kObject], entry.object);
   Store(&r[kOffset], entry.offset);
   Store(&r[kNbytes], entry.nbytes);
+  Store(&r[kOwner], uint64_t{entry.owner_uid} | uint64_t{entry.ephemeral} << 32);
   Store(&r[kTypeAndDims], uint64_t{entry.dtype.code} | uint64_t{entry.dtype.bits} << 8 |
                               uint64_t{entry.dtype.lanes} << 16 |
                               (layout ? uint64_t{ndim} << 32 | uint64_t{1} << 48 : 0));
@@ -201,6 +203,7 @@ bool DirectoryReader::ReadRecord(uint32_t index, uint64_t* name_hash, Found* fou
     const uint64_t segment_length = std::min<uint64_t>(Load(&r[kSegment]), kMaxSegmentNameBytes);
     e.offset = Load(&r[kOffset]);
     e.nbytes = Load(&r[kNbytes]);
+    const uint64_t owner = Load(&r[kOwner]);
     const uint64_t type = Load(&r[kTypeAndDims]);
     const uint64_t length = std::min<uint64_t>(Load(&r[kNameLength]), kMaxNameBytes);
     const size_t ndim = std::min<size_t>((type >> 32) & 0xffff, kRecordDims);
@@ -219,6 +222,8 @@ bool DirectoryReader::ReadRecord(uint32_t index, uint64_t* name_hash, Found* fou
     e.dtype = DLDataType{static_cast<uint8_t>(type), static_cast<uint8_t>(type >> 8),
                          static_cast<uint16_t>(type >> 16)};
     e.has_layout = ((type >> 48) & 1) != 0;
+    e.owner_uid = static_cast<uint32_t>(owner);
+    e.ephemeral = ((owner >> 32) & 1) != 0;
     e.shape.assign(dims, dims + ndim);
     e.strides.assign(dims + kRecordDims, dims + kRecordDims + ndim);
     e.name.assign(reinterpret_cast<const char*>(name), length);

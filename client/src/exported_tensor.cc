@@ -248,6 +248,8 @@ std::unique_ptr<ExportContext> ContextFromEntry(std::shared_ptr<Connection> conn
   info.nbytes = entry.nbytes;
   info.sealed = true;
   info.version = entry.version;
+  info.owner_uid = entry.owner_uid;
+  info.ephemeral = entry.ephemeral;
   info.name = std::move(entry.name);
   return context;
 }

@@ -67,6 +67,9 @@ DirectoryEntry TensorStore::DirectoryEntryLocked(const TensorObject& object) con
   entry.offset = object.block.offset;
   entry.nbytes = object.spec.nbytes;
   entry.dtype = object.spec.dtype;
+  const NameIndex::Published* name = names_.Find(object.spec.name);
+  entry.owner_uid = name != nullptr ? name->owner_uid : object.spec.owner_uid;
+  entry.ephemeral = object.spec.ephemeral;
   // A Get without a round trip is for immutable CPU tensors (read-only mappings); the others
   // have records for LatestVersion, without a layout.
   entry.has_layout = object.block.device.device_type == kDLCPU && !object.spec.is_mutable &&

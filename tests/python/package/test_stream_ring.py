@@ -229,6 +229,57 @@ def test_another_uid_reads_but_cannot_write_the_ring_or_touch_a_seat(daemon, cli
     victim.close()
 
 
+# Runs as uid 65534: a ring anyone may read, a frame every 20 ms until its stdin closes.
+RING_WRITER = AS_UID_65534 + r"""
+import select
+socket, name = sys.argv[1:3]
+client = tensorbroker.connect(socket)
+writer = client.stream_writer(name, 64, "uint8", readers="*")
+print("writing", flush=True)
+seq = 0
+while not select.select([sys.stdin], [], [], 0.02)[0]:
+    frame = writer.loan()
+    np.asarray(frame)[:] = (seq + 1) % 256
+    frame.release()
+    seq = writer.publish()
+writer.close()
+"""
+
+
+@ROOT_ONLY
+def test_a_process_that_maps_a_ring_already_joins_it_again_and_again_with_fast_reads(daemon,
+                                                                                     client):
+    # Issue 44: a Get answered from the directory once left the ring's owner 0, so a reader of
+    # another uid's ring, in a process that mapped the ring already, asked for a seat readable
+    # by uid 0 alone: the writer (uid 65534) never saw it, and the reader timed out.
+    with reachable_by_other_users(daemon):
+        writer = subprocess.Popen([sys.executable, "-c", RING_WRITER, daemon.socket, "ring/owned"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert writer.stdout.readline() == "writing\n"
+            ring = client.get("ring/owned", timeout=10)  # the process maps the ring now
+            again = client.get("ring/owned")  # from the directory: no round trip
+            assert client.stat("ring/owned")["owner_uid"] == 65534
+            first = client.stream_reader("ring/owned", timeout=20)
+            second = client.stream_reader("ring/owned", timeout=20)
+            for reader in (first, second):
+                frame = reader.next(timeout=20)
+                assert frame is not None and frame.version >= 1
+                assert np.asarray(frame).tolist() == [np.asarray(frame)[0]] * 64
+                frame.release()
+            seats = [t["name"] for t in client.list("ring/owned/.readers/")]
+            assert len(seats) == 2
+            for seat in seats:
+                assert client.stat(seat)["readers"] == ["uid:65534"]
+            first.close()
+            second.close()
+            ring.release()
+            again.release()
+        finally:
+            writer.stdin.close()
+            assert writer.wait(timeout=HANG_GUARD) == 0
+
+
 # For the scripts below: forges a sealed seat under a ring's seat prefix, with the seat's magic
 # and the given admission token.
 FORGE_SEAT = r"""

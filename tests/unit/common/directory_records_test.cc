@@ -63,6 +63,8 @@ DirectoryEntry Stamped(const std::string& name, uint64_t version) {
   e.offset = version * 7;
   e.nbytes = version * 11;
   e.dtype = DLDataType{kDLFloat, 32, 1};
+  e.owner_uid = static_cast<uint32_t>(4000000000u + version);  // every bit of a uid
+  e.ephemeral = version % 2 == 1;
   e.has_layout = true;
   e.shape = {static_cast<int64_t>(version), 2};
   e.strides = {2, 1};
@@ -78,6 +80,8 @@ void ExpectStamped(const DirectoryEntry& e, const std::string& name, uint64_t ve
   EXPECT_EQ(e.nbytes, version * 11);
   EXPECT_EQ(e.dtype.code, kDLFloat);
   EXPECT_EQ(e.dtype.bits, 32);
+  EXPECT_EQ(e.owner_uid, static_cast<uint32_t>(4000000000u + version));
+  EXPECT_EQ(e.ephemeral, version % 2 == 1);
   EXPECT_TRUE(e.has_layout);
   EXPECT_EQ(e.shape, (std::vector<int64_t>{static_cast<int64_t>(version), 2}));
   EXPECT_EQ(e.strides, (std::vector<int64_t>{2, 1}));
