@@ -5,15 +5,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
-#include "common/mutex.h"
 #include "daemon/base/descriptor_reserve.h"
-#include "daemon/base/log.h"
 
 namespace tensorbroker::daemon {
 
 ConnectionLimit::ConnectionLimit(std::string what, size_t max_connections, uid_t own_uid)
-    : what_(std::move(what)), max_(max_connections), own_uid_(own_uid) {}
+    : max_(max_connections), own_uid_(own_uid), refusals_(std::move(what)) {}
 
 bool ConnectionLimit::Admit(uid_t uid, size_t open) {
   const bool own = uid == own_uid_;
@@ -48,14 +45,7 @@ bool ConnectionLimit::AdmitFromHost(absl::string_view host, size_t open, size_t 
 }
 
 void ConnectionLimit::NoteRefusal(absl::string_view why, absl::string_view last) {
-  MutexLock lock(mu_);
-  ++refused_since_log_;
-  const absl::Time now = absl::Now();
-  if (now - last_logged_ < absl::Seconds(10)) return;
-  Log(LogLevel::kWarning, what_, ": ", why, ": refused ", refused_since_log_,
-      " connection(s), the last ", last);
-  last_logged_ = now;
-  refused_since_log_ = 0;
+  refusals_.Note("", why, "connection(s)", last);  // one key: a line per 10 s, whatever why
 }
 
 }  // namespace tensorbroker::daemon

@@ -19,7 +19,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "common/mutex.h"
+#include "daemon/base/refusal_log.h"
 
 namespace tensorbroker::daemon {
 
@@ -52,12 +52,9 @@ class ConnectionLimit {
   // `last`, who was refused last ("of uid 1000", "from 10.0.0.3").
   void NoteRefusal(absl::string_view why, absl::string_view last);
 
-  const std::string what_;
   const size_t max_;
   const uid_t own_uid_;
-  Mutex mu_;
-  absl::Time last_logged_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  uint64_t refused_since_log_ ABSL_GUARDED_BY(mu_) = 0;
+  RefusalLog refusals_;
 };
 
 }  // namespace tensorbroker::daemon

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/mutex.h"
@@ -169,6 +170,12 @@ absl::Status ReplicaWatches::Stream(const Watch& watch, std::optional<uint64_t>*
 }
 
 bool ReplicaWatches::Apply(const Watch& watch, const v1::WatchEvent& event) {
+  if (event.kind() == v1::WatchEvent::LOST) return true;
+  if (!absl::StartsWith(event.name(), watch.prefix)) {
+    ProtocolError(watch, absl::StrCat("an event about '", LogSafe(event.name()),
+                                      "', which is not under the watched prefix"));
+    return false;
+  }
   switch (event.kind()) {
     case v1::WatchEvent::PUBLISHED:
     case v1::WatchEvent::REPLACED: {
@@ -178,14 +185,23 @@ bool ReplicaWatches::Apply(const Watch& watch, const v1::WatchEvent& event) {
       return false;
     }
     case v1::WatchEvent::DELETED:
-      store_->DropReplica(event.name(), event.version(),
-                          absl::StrCat("deleted there at its version ", event.version()));
+      if (store_->DropReplica(event.name(), event.version(), watch.origin.target,
+                              absl::StrCat("deleted there at its version ", event.version())) ==
+          TensorStore::ReplicaDrop::kFromAnotherOrigin) {
+        ProtocolError(watch, absl::StrCat("a deletion of '", LogSafe(event.name()),
+                                          "', whose replica here came from another peer"));
+      }
       return false;
-    case v1::WatchEvent::LOST:
-      return true;
     default:
       return false;  // EXPIRED: an older version of the origin's history
   }
+}
+
+void ReplicaWatches::ProtocolError(const Watch& watch, absl::string_view what) {
+  ++watch.protocol_errors;
+  Log(watch.protocol_errors == 1 ? LogLevel::kWarning : LogLevel::kDebug, "remote: ", watch.what,
+      ": protocol error of the peer (", watch.protocol_errors, " so far): it sent ", what,
+      "; ignored (an origin may change only the replicas it sent)");
 }
 
 absl::Status ReplicaWatches::Recheck(const Watch& watch, v1::Broker::Stub& stub,
@@ -202,10 +218,16 @@ absl::Status ReplicaWatches::Recheck(const Watch& watch, v1::Broker::Stub& stub,
     const grpc::Status status = stub.Stat(&context, request, &info);
     ++counts.checked;
     if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
-      if (store_->DropReplica(name, held, "no longer published there")) ++counts.gone;
+      if (store_->DropReplica(name, held, watch.origin.target, "no longer published there") ==
+          TensorStore::ReplicaDrop::kDropped) {
+        ++counts.gone;
+      }
     } else if (!status.ok()) {
       return absl::UnavailableError(
           absl::StrCat("Stat of '", LogSafe(name), "': ", LogSafe(status.error_message())));
+    } else if (info.name() != name) {
+      ProtocolError(watch, absl::StrCat("a Stat answer about '", LogSafe(info.name()),
+                                        "' when asked about '", LogSafe(name), "'"));
     } else if (info.version() > held) {
       refresh_(name);
       ++counts.newer;

@@ -55,6 +55,9 @@ class ReplicaWatches {
     PeerEndpoint origin;
     std::string what;  // "the watch of 'shared/' at peer node-a:7070" for the log
     std::thread thread;
+    // Events or answers of the origin about names that are not its own (ProtocolError); only
+    // the watch's own thread touches it.
+    mutable uint64_t protocol_errors = 0;
   };
   void Run(const Watch& watch);
   // One connection, until it ends: the stream from `*after` (advanced as events come), a
@@ -66,8 +69,12 @@ class ReplicaWatches {
   // Stats every replica `watch` covers: dropped when gone there, fetched when newer there; logs
   // what it did after `why` ("is back").
   absl::Status Recheck(const Watch& watch, v1::Broker::Stub& stub, absl::string_view why);
-  // One event: true when it asks for a re-check (LOST).
+  // One event: true when it asks for a re-check (LOST). An origin speaks only of the replicas
+  // it sent, under the watched prefix; anything else is its protocol error, acted on never.
   bool Apply(const Watch& watch, const v1::WatchEvent& event);
+  // Logs the origin's first protocol error of this watch as a warning (`what` it said), the
+  // later ones at debug level with their count.
+  void ProtocolError(const Watch& watch, absl::string_view what);
   // Sleeps `how_long`; false when stopping.
   bool Pause(absl::Duration how_long);
 

@@ -304,9 +304,14 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std:
     ReclaimSlotPinnedLocked();
     block = pool->Allocate(spec.nbytes, BlockKindOf(spec), SharingKeyOf(spec), &removed);
   }
-  while (!block.ok() && absl::IsResourceExhausted(block.status()) &&
-         EvictReplicaLocked(spec.device)) {
-    block = pool->Allocate(spec.nbytes, BlockKindOf(spec), SharingKeyOf(spec), &removed);
+  // Replicas go only when evicting all that may go would make room: one that cannot help
+  // empties no cache.
+  if (!block.ok() && absl::IsResourceExhausted(block.status()) &&
+      EvictionCouldMakeRoomLocked(*pool, spec.nbytes)) {
+    while (!block.ok() && absl::IsResourceExhausted(block.status()) &&
+           EvictReplicaLocked(spec.device)) {
+      block = pool->Allocate(spec.nbytes, BlockKindOf(spec), SharingKeyOf(spec), &removed);
+    }
   }
   sessions_.NotifySegmentsRemoved(removed);
   if (!block.ok()) {

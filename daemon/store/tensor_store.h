@@ -234,10 +234,13 @@ class TensorStore {
                                                absl::string_view target) const;
   // The origin version of replica `name` if broker `target` sent it; nullopt otherwise.
   std::optional<uint64_t> ReplicaVersion(const std::string& name, absl::string_view target) const;
-  // Unpublishes replica `name` (its origin deleted it, or no longer has it) if it holds origin
-  // version `up_to` or older: its holders keep their leases, watchers see it deleted, the log
-  // says `why`. False when there is no such replica.
-  bool DropReplica(const std::string& name, uint64_t up_to, const std::string& why);
+  // Unpublishes replica `name` (its origin deleted it, or no longer has it) if broker `target`
+  // sent it and it holds origin version `up_to` or older: its holders keep their leases,
+  // watchers see it deleted, the log says `why`. Only the origin a replica came from may drop
+  // it: kFromAnotherOrigin (nothing done) is that peer speaking of what is not its own.
+  enum class ReplicaDrop { kDropped, kNotHeld, kNewerHeld, kFromAnotherOrigin };
+  ReplicaDrop DropReplica(const std::string& name, uint64_t up_to, absl::string_view target,
+                          const std::string& why);
 
   // RESOURCE_EXHAUSTED when `caller`'s uid has kMaxReadsPerUid reads in progress.
   absl::StatusOr<ReadTicket> BeginRead(const Principal& caller, const std::string& name);
@@ -364,6 +367,8 @@ class TensorStore {
     uint64_t last_granted = 0;         // a replica's: when it was last leased (grant_clock_)
   };
   using Waiter = WaitList::Waiter;
+  // Lease tables' slots per version (TableHoldingsLocked).
+  using TableHoldings = absl::flat_hash_map<uint64_t, uint32_t>;
   // Holds mu_; on destruction releases it, then runs the callbacks queued meanwhile.
   class Locked;
   // Leases taken by the daemon itself (Read streams, Puts) belong to this pseudo-session.
@@ -374,6 +379,14 @@ class TensorStore {
   // are a cache: they give way before a tensor of this broker's fails for capacity). False when
   // there is none.
   bool EvictReplicaLocked(const DLDevice& device) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `nbytes` more could fit in `pool` once every replica EvictReplicaLocked may take
+  // from it is gone (its free room plus their blocks): false means evicting cannot help.
+  bool EvictionCouldMakeRoomLocked(const MemoryPool& pool, uint64_t nbytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether EvictReplicaLocked may take `object` for room on `device` (a replica no one leases,
+  // directly or through a lease table: `held`).
+  static bool EvictableFor(const TensorObject& object, const DLDevice& device,
+                           const TableHoldings& held);
   // Each remote[] address's replicas held now and its counters (StoreStats::remotes).
   std::vector<StoreStats::Remote> RemotesLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   bool MayReadLocked(const Principal& caller, const TensorObject& object) const
@@ -444,7 +457,6 @@ class TensorStore {
   void FreeLocked(TensorObject* object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How many slots of lease tables name each version, counting a slot only when its table's
   // principal may read the version: one scan of every table (empty when there are none).
-  using TableHoldings = absl::flat_hash_map<uint64_t, uint32_t>;
   TableHoldings TableHoldingsLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Frees what slot_pinned_ holds that no lease table names any more: one scan of every table
   // however many versions wait (`held`, when the caller scanned already).

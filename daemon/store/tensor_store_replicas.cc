@@ -1,6 +1,7 @@
 // TensorStore's replicas of other brokers' tensors (remote prefixes): taking them in, keeping
 // them fresh (what the watches of replica_watches ask), evicting them for room, and failing the
 // Gets that wait for a fetch. The rest of the store is tensor_store.cc.
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -56,17 +57,32 @@ void TensorStore::FailFetch(const std::string& name, const absl::Status& status)
   });
 }
 
+bool TensorStore::EvictableFor(const TensorObject& object, const DLDevice& device,
+                               const TableHoldings& held) {
+  // Held through a lease table, evicting it would free no room.
+  return object.spec.origin.has_value() && object.leases == 0 &&
+         object.block.device.device_type == device.device_type &&
+         object.block.device.device_id == device.device_id && !held.contains(object.id);
+}
+
+bool TensorStore::EvictionCouldMakeRoomLocked(const MemoryPool& pool, uint64_t nbytes) {
+  const PoolStats stats = pool.Stats();
+  uint64_t room = stats.capacity_bytes - std::min(stats.used_bytes, stats.capacity_bytes);
+  const TableHoldings held = TableHoldingsLocked();
+  for (const auto& [name, entry] : names_.published()) {
+    const TensorObject& object = *objects_.at(entry.current());
+    if (EvictableFor(object, pool.device(), held)) room += object.block.size;
+    if (room >= nbytes) return true;
+  }
+  return room >= nbytes;
+}
+
 bool TensorStore::EvictReplicaLocked(const DLDevice& device) {
   const TableHoldings held = TableHoldingsLocked();
   const TensorObject* oldest = nullptr;
   for (const auto& [name, entry] : names_.published()) {
     const TensorObject* object = objects_.at(entry.current()).get();
-    if (!object->spec.origin.has_value() || object->leases > 0 ||
-        object->block.device.device_type != device.device_type ||
-        object->block.device.device_id != device.device_id) {
-      continue;
-    }
-    if (held.contains(object->id)) continue;  // held through a lease table: would free no room
+    if (!EvictableFor(*object, device, held)) continue;
     if (oldest == nullptr || object->last_granted < oldest->last_granted) oldest = object;
   }
   if (oldest == nullptr) return false;
@@ -99,14 +115,18 @@ std::optional<uint64_t> TensorStore::ReplicaVersion(const std::string& name,
   return origin->version;
 }
 
-bool TensorStore::DropReplica(const std::string& name, uint64_t up_to, const std::string& why) {
+TensorStore::ReplicaDrop TensorStore::DropReplica(const std::string& name, uint64_t up_to,
+                                                  absl::string_view target,
+                                                  const std::string& why) {
   Locked lock(this);
   const NameIndex::Published* published = names_.Find(name);
-  if (published == nullptr) return false;
+  if (published == nullptr) return ReplicaDrop::kNotHeld;
   const std::optional<ReplicaOrigin>& origin = objects_.at(published->current())->spec.origin;
-  if (!origin.has_value() || origin->version > up_to) return false;
+  if (!origin.has_value()) return ReplicaDrop::kNotHeld;
+  if (origin->target != target) return ReplicaDrop::kFromAnotherOrigin;
+  if (origin->version > up_to) return ReplicaDrop::kNewerHeld;
   DeleteNameLocked(name, absl::StrCat("(a replica of peer ", origin->peer, "'s: ", why, ")"));
-  return true;
+  return ReplicaDrop::kDropped;
 }
 
 std::vector<StoreStats::Remote> TensorStore::RemotesLocked() const {

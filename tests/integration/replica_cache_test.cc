@@ -78,5 +78,34 @@ TEST_F(ReplicaCacheTest, UnleasedReplicasGiveWayLeastRecentlyLeasedFirstAndLease
   EXPECT_EQ(HereFromOrigin().fetches, 4u);
 }
 
+// Issue 44: a tensor that evicting every replica could not make room for fails at once, and
+// evicts nothing (before, it emptied the cache first and failed all the same); one that
+// eviction can help still evicts, only as much as it needs.
+TEST_F(ReplicaCacheTest, AnAllocationEvictionCannotHelpEvictsNothing) {
+  const std::vector<uint8_t> one = PublishAtOrigin("shared/one", {"*"}, kReplicaBytes, 1);
+  const std::vector<uint8_t> two = PublishAtOrigin("shared/two", {"*"}, kReplicaBytes, 2);
+  ASSERT_NO_FATAL_FAILURE(GetAndRelease("shared/one", one));
+  ASSERT_NO_FATAL_FAILURE(GetAndRelease("shared/two", two));
+
+  // 128 GiB on a 64 MiB broker, and 64 MiB + 1 byte: more than all of B even with no replica.
+  for (const int64_t bytes : {int64_t{128} << 30, (int64_t{64} << 20) + 1}) {
+    auto created = at_here_->Create("local/huge", {bytes}, dtypes::kUInt8);
+    EXPECT_EQ(created.status().code(), absl::StatusCode::kResourceExhausted) << bytes;
+  }
+  EXPECT_EQ(HereHas("shared/one"), absl::StatusCode::kOk);
+  EXPECT_EQ(HereHas("shared/two"), absl::StatusCode::kOk);
+  EXPECT_EQ(HereFromOrigin().evictions, 0u);
+  EXPECT_EQ(HereFromOrigin().replicas, 2u);
+
+  // 30 MiB: 24 MiB are free, so one replica (the least recently leased) makes room.
+  std::vector<uint8_t> bytes(size_t{30} << 20, 5);
+  std::vector<int64_t> shape = {static_cast<int64_t>(bytes.size())};
+  EXPECT_OK(at_here_->Put("local/fits", HostTensor(bytes.data(), shape, dtypes::kUInt8)).status());
+  EXPECT_EQ(HereHas("shared/one"), absl::StatusCode::kNotFound);
+  EXPECT_EQ(HereHas("shared/two"), absl::StatusCode::kOk);
+  EXPECT_EQ(HereFromOrigin().evictions, 1u);
+  ASSERT_NO_FATAL_FAILURE(GetAndRelease("shared/two", two));
+}
+
 }  // namespace
 }  // namespace tensorbroker::testing

@@ -35,8 +35,9 @@ grpc::Status PeerService::Refuse(const grpc::CallbackServerContext* context,
                                  absl::string_view method) const {
   Count(context);
   const std::string peer = PeerNameOf(context);
-  Log(LogLevel::kWarning, "peer ", peer, " (", context->peer(), ") called ", method,
-      ": refused, peers may only read");
+  refusals_.Note(absl::StrCat(peer, "\n", method),
+                 absl::StrCat("peer ", peer, " called ", method, ": peers may only read"),
+                 "call(s)", absl::StrCat("from ", LogSafe(context->peer())));
   return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                       absl::StrCat(method, ": peer '", peer,
                                    "' may only read here (Stat, Read, List, Watch, Stats, Ping); ",

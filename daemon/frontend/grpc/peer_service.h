@@ -13,6 +13,7 @@
 #include <cstddef>
 
 #include "absl/strings/string_view.h"
+#include "daemon/base/refusal_log.h"
 #include "daemon/frontend/grpc/broker_service.h"
 #include "daemon/metrics/peer_traffic.h"
 #include "tensorbroker/v1/broker.grpc.pb.h"
@@ -74,6 +75,8 @@ class PeerService final : public v1::Broker::CallbackService {
 
   BrokerService* const local_;
   PeerTraffic* const traffic_;
+  // Calls a peer may not make: one warning per peer and method per 10 s, with counts.
+  mutable RefusalLog refusals_{"peers"};
 };
 
 }  // namespace tensorbroker::daemon
