@@ -227,9 +227,12 @@ Adoption Daemon::BuildStore(std::vector<NamedFd> handed) {
   StoreOptions store_options;
   store_options.pending_timeout = options_.pending_timeout;
   store_options.quota_for = [this](uint32_t uid) { return policy_.QuotaFor(uid); };
-  store_options.may_make_tensor = [] { return CheckDescriptorsToSpare("name"); };
+  store_options.descriptors_to_spare = [](const char* what) {
+    return CheckDescriptorsToSpare(what);
+  };
   store_options.journal = journal_.get();
   store_options.watch_log = options_.watch_log;
+  store_options.max_lease_tables_per_uid = options_.max_lease_tables_per_uid;
   if (!options_.remote.empty()) {  // the TLS files are there: the settings check says so
     peer_channels_ = std::make_unique<PeerChannels>(*peer_tls_);
     transfer_ = std::make_unique<GrpcTransfer>(peer_channels_.get());

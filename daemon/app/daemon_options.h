@@ -47,6 +47,8 @@ struct DaemonOptions {
   absl::Duration handshake_timeout = absl::Seconds(10);
   // Most client connections at once, on both sockets together.
   uint32_t max_connections = 4096;
+  // Lease tables one user may have at once (StoreOptions::max_lease_tables_per_uid).
+  uint32_t max_lease_tables_per_uid = 64;
   // Events kept for Watch streams (StoreOptions::watch_log).
   uint64_t watch_log = 16384;
   // --takeover (the command line only): take over from the daemon running on the socket.

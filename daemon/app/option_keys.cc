@@ -183,6 +183,11 @@ absl::Status ApplyMaxConnections(const std::string& value, const std::string& fi
   return Store(ParsePositiveCount(value, field, 1000000), &o->max_connections);
 }
 
+absl::Status ApplyMaxLeaseTablesPerUid(const std::string& value, const std::string& field,
+                                       DaemonOptions* o) {
+  return Store(ParsePositiveCount(value, field, 100000), &o->max_lease_tables_per_uid);
+}
+
 absl::Status ApplyWatchLog(const std::string& value, const std::string& field, DaemonOptions* o) {
   return Store(ParsePositiveCount(value, field, 1u << 24), &o->watch_log);
 }
@@ -277,6 +282,9 @@ std::string PrintHandshakeTimeout(const DaemonOptions& o) {
   return absl::FormatDuration(o.handshake_timeout);
 }
 std::string PrintMaxConnections(const DaemonOptions& o) { return absl::StrCat(o.max_connections); }
+std::string PrintMaxLeaseTablesPerUid(const DaemonOptions& o) {
+  return absl::StrCat(o.max_lease_tables_per_uid);
+}
 std::string PrintWatchLog(const DaemonOptions& o) { return absl::StrCat(o.watch_log); }
 
 // What "(now: ...)" says in the help of socket and capacity.
@@ -359,6 +367,11 @@ const OptionKey kOptionKeys[] = {
      "are closed at once. Default: 4096. Connections of the\n"
      "daemon's own uid (its health check) have 16 more in\n"
      "reserve on each socket."},
+    {"max-lease-tables-per-uid", "N", ApplyMaxLeaseTablesPerUid, PrintMaxLeaseTablesPerUid, "",
+     nullptr,
+     "Most clients of one user (no administrator) at once that read\n"
+     "without a round trip (each maps a lease table of its own); the\n"
+     "others read through the daemon. Default: 64."},
     {"watch-log", "N", ApplyWatchLog, PrintWatchLog, "", nullptr,
      "Events the daemon remembers for Watch streams (the newest N):\n"
      "a watcher further behind, or resuming from before them, gets\n"

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/lease_slots.h"
 #include "daemon/memory/memory_pool.h"
+#include "daemon/store/quota_ledger.h"
 
 namespace tensorbroker::daemon {
 namespace {
@@ -16,12 +17,22 @@ constexpr uint64_t kPageBytes = 4096;
 absl::StatusOr<const MemfdSegment*> LeaseSlotTables::Open(const std::string& session,
                                                           const Principal& principal) {
   if (auto it = tables_.find(session); it != tables_.end()) return &it->second.memfd;
+  if (!principal.admin) {
+    if (absl::Status s = CountIn(&per_uid_, principal.uid, max_per_uid_, "lease tables");
+        !s.ok()) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("open_fast_reads: ", s.message(), " (--max-lease-tables-per-uid ",
+                       max_per_uid_, "); this client reads through the daemon"));
+    }
+  }
   const uint64_t bytes = RoundUp(LeaseSlotsBytes(kLeaseSlotsPerTable), kPageBytes);
-  auto memfd =
+  absl::StatusOr<MemfdSegment> memfd =
       MemfdSegment::Create(absl::StrCat("tensorbroker-lease-table-uid", principal.uid), bytes);
-  if (!memfd.ok()) return memfd.status();
-  if (absl::Status s = LeaseSlots::Format(memfd->data(), bytes, kLeaseSlotsPerTable); !s.ok()) {
-    return s;
+  absl::Status formatted = memfd.status();
+  if (memfd.ok()) formatted = LeaseSlots::Format(memfd->data(), bytes, kLeaseSlotsPerTable);
+  if (!formatted.ok()) {
+    if (!principal.admin) CountOff(&per_uid_, principal.uid);
+    return formatted;
   }
   auto it = tables_.emplace(session, Table{principal, *std::move(memfd)}).first;
   return &it->second.memfd;
@@ -32,26 +43,61 @@ const MemfdSegment* LeaseSlotTables::Find(const std::string& session) const {
   return it == tables_.end() ? nullptr : &it->second.memfd;
 }
 
-bool LeaseSlotTables::Close(const std::string& session) { return tables_.erase(session) > 0; }
+bool LeaseSlotTables::Close(const std::string& session) {
+  auto it = tables_.find(session);
+  if (it == tables_.end()) return false;
+  if (!it->second.principal.admin) CountOff(&per_uid_, it->second.principal.uid);
+  tables_.erase(it);
+  return true;
+}
 
-bool LeaseSlotTables::AnyHolds(uint64_t object, const MayRead& may_read) const {
+void LeaseSlotTables::ScanReadable(
+    const MayRead& may_read,
+    const std::function<void(const std::string&, const Table&)>& each) const {
   for (const auto& [session, table] : tables_) {
     if (!may_read(table.principal)) continue;
     ++table_scans_;
-    if (HoldsObject(table.memfd.data(), kLeaseSlotsPerTable, object)) return true;
+    each(session, table);
   }
-  return false;
+}
+
+std::vector<std::string> LeaseSlotTables::Holders(uint64_t value, const MayRead& may_read) const {
+  std::vector<std::string> holders;
+  ScanReadable(may_read, [&](const std::string& session, const Table& table) {
+    if (HoldsObject(table.memfd.data(), kLeaseSlotsPerTable, value)) holders.push_back(session);
+  });
+  return holders;
+}
+
+uint32_t LeaseSlotTables::CountHolding(uint64_t value, const MayRead& may_read) const {
+  uint32_t count = 0;
+  ScanReadable(may_read, [&](const std::string&, const Table& table) {
+    for (uint64_t held : HeldObjects(table.memfd.data(), kLeaseSlotsPerTable)) {
+      count += held == value ? 1 : 0;
+    }
+  });
+  return count;
+}
+
+absl::flat_hash_set<uint64_t> LeaseSlotTables::ValuesOf(const std::string& session) const {
+  auto it = tables_.find(session);
+  if (it == tables_.end()) return {};
+  ++table_scans_;
+  const std::vector<uint64_t> held = HeldObjects(it->second.memfd.data(), kLeaseSlotsPerTable);
+  return absl::flat_hash_set<uint64_t>(held.begin(), held.end());
 }
 
 absl::flat_hash_map<uint64_t, uint32_t> LeaseSlotTables::Holdings(
-    const MayReadObject& may_read) const {
+    const ResolvePin& resolve) const {
   absl::flat_hash_map<uint64_t, uint32_t> holdings;
-  for (const auto& [session, table] : tables_) {
-    ++table_scans_;
-    for (uint64_t held : HeldObjects(table.memfd.data(), kLeaseSlotsPerTable)) {
-      if (may_read(table.principal, held)) ++holdings[held];
-    }
-  }
+  ScanReadable([](const Principal&) { return true; },
+               [&](const std::string&, const Table& table) {
+                 for (uint64_t held : HeldObjects(table.memfd.data(), kLeaseSlotsPerTable)) {
+                   if (std::optional<uint64_t> object = resolve(table.principal, held)) {
+                     ++holdings[*object];
+                   }
+                 }
+               });
   return holdings;
 }
 

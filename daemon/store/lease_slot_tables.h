@@ -1,22 +1,33 @@
 // The lease tables of issue 34 (docs/architecture.md, "Reads without a round trip"): one per
 // session that asked for one, a sealed memfd of kLeaseSlotsPerTable slots (common/lease_slots.h)
 // that the daemon makes and maps, and hands read-write to that session's process alone, which
-// writes in it the versions it holds. The daemon only reads the slots: before it frees a version
-// it asks whether a table of a principal that may read the version names it. Slots are only
-// data from another process: a slot naming a version its principal may not read, or no version
-// at all, pins nothing, so a process pins at most kLeaseSlotsPerTable versions it may read.
+// writes in it the pin tokens of the versions it holds (each version's token is random, and
+// readable only in the directories of the uids that may read it). The daemon only reads the
+// slots: before it frees a version it asks which tables of principals that may read the version
+// name its token. Slots are only data from another process: a value that is no version's token,
+// or the token of one its principal may not read, pins nothing, so a process pins at most
+// kLeaseSlotsPerTable versions it may read, and only versions it saw in its directory.
 //
-// Ownership: owns the memfds; a table goes with its session (CloseSession), and from then on
-// pins nothing. Not thread-safe: the TensorStore calls it under its lock.
+// Bounds: at most `max_per_uid` tables per uid that is no administrator (RESOURCE_EXHAUSTED past
+// it, naming --max-lease-tables-per-uid); each question scans only the tables it must: one
+// version's holders, the tables of principals that may read it; a reclaim, only the tables
+// that pin something.
+//
+// Ownership: owns the memfds; a table goes with its session (Close), and from then on pins
+// nothing. Not thread-safe: the TensorStore calls it under its lock.
 #ifndef TENSORBROKER_DAEMON_STORE_LEASE_SLOT_TABLES_H_
 #define TENSORBROKER_DAEMON_STORE_LEASE_SLOT_TABLES_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "daemon/identity/principal.h"
 #include "daemon/memory/memfd_segment.h"
@@ -26,28 +37,39 @@ namespace tensorbroker::daemon {
 // The versions one process may hold through its table at once (its quota of table leases; past
 // it the client takes leases from the daemon as before).
 inline constexpr uint32_t kLeaseSlotsPerTable = 1024;
+// --max-lease-tables-per-uid's default: the processes of one uid with reads without a round
+// trip at once (the others read through the daemon).
+inline constexpr size_t kDefaultLeaseTablesPerUid = 64;
 
 class LeaseSlotTables {
  public:
   using MayRead = std::function<bool(const Principal&)>;
+  // The version a slot's `value` pins for a table of `principal`: nullopt when none (no version
+  // has that token, or `principal` may not read it).
+  using ResolvePin = std::function<std::optional<uint64_t>(const Principal&, uint64_t value)>;
 
-  // The table of `session` (made on its first call). RESOURCE_EXHAUSTED when memory cannot hold
-  // it.
+  explicit LeaseSlotTables(size_t max_per_uid = kDefaultLeaseTablesPerUid)
+      : max_per_uid_(max_per_uid) {}
+
+  // The table of `session` (made on its first call). RESOURCE_EXHAUSTED when its principal's
+  // uid (no administrator) has max_per_uid tables already, or memory cannot hold it.
   absl::StatusOr<const MemfdSegment*> Open(const std::string& session, const Principal& principal);
   // The table of `session`; nullptr when it has none.
   const MemfdSegment* Find(const std::string& session) const;
   // Drops the table of `session`; false when it had none.
   bool Close(const std::string& session);
 
-  // Whether a slot of a table whose principal passes `may_read` names `object` (each table
-  // scanned with sequentially consistent loads, while its process writes).
-  bool AnyHolds(uint64_t object, const MayRead& may_read) const;
-  // How many slots name each object, over one scan of every table, counting a slot only when
-  // `may_read(principal of its table, object)`: what a question about many objects asks (one
-  // scan per table, however many objects, so that a process pinning its whole quota costs the
-  // daemon one table scan per question, not one per pinned version).
-  using MayReadObject = std::function<bool(const Principal&, uint64_t object)>;
-  absl::flat_hash_map<uint64_t, uint32_t> Holdings(const MayReadObject& may_read) const;
+  // The sessions whose tables name `value`, among the tables of principals that pass
+  // `may_read` (one scan of each of those, with sequentially consistent loads while their
+  // processes write).
+  std::vector<std::string> Holders(uint64_t value, const MayRead& may_read) const;
+  // How many slots name `value` in those tables (the same scans).
+  uint32_t CountHolding(uint64_t value, const MayRead& may_read) const;
+  // Every value `session`'s table names now (one scan); empty when it has no table.
+  absl::flat_hash_set<uint64_t> ValuesOf(const std::string& session) const;
+  // How many slots pin each version, over one scan of every table: what a question about many
+  // versions asks (List, Stats, eviction).
+  absl::flat_hash_map<uint64_t, uint32_t> Holdings(const ResolvePin& resolve) const;
 
   // Tables scanned since the start (each kLeaseSlotsPerTable loads): the daemon's cost of
   // keeping lease tables, which tests bound.
@@ -61,7 +83,13 @@ class LeaseSlotTables {
     Principal principal;
     MemfdSegment memfd;
   };
+  // Calls `each(session, table)` for the tables of principals passing `may_read`, counted.
+  void ScanReadable(const MayRead& may_read,
+                    const std::function<void(const std::string&, const Table&)>& each) const;
+
+  const size_t max_per_uid_;
   std::map<std::string, Table> tables_;  // by session
+  std::map<uint32_t, size_t> per_uid_;   // tables of each uid that is no administrator
   mutable uint64_t table_scans_ = 0;
 };
 

@@ -73,6 +73,7 @@ TensorStore::TensorStore(std::vector<std::unique_ptr<MemoryPool>> pools, StoreOp
       pools_(std::move(pools)),
       ledger_(options_.quota_for, {kMaxReadsPerUid, kMaxWatchesPerUid}),
       waiters_(kMaxWaitingGetsPerUid),
+      slot_tables_(options_.max_lease_tables_per_uid),
       next_version_(std::max<uint64_t>(options_.first_version, 1)),
       watch_hub_(options_.watch_log) {
   // What came before this store's first version (a previous instance's) is unknown to its log.
@@ -139,7 +140,7 @@ TensorStore::SessionCleanup TensorStore::CloseSession(const std::string& session
   }
   // Its lease table pins nothing from now on (the process may still be writing to it).
   directories_.Close(session_id);
-  if (slot_tables_.Close(session_id)) ReclaimSlotPinnedLocked();
+  if (slot_tables_.Close(session_id)) ForgetTableLocked(session_id);
   for (const std::string& name : pending_names) {
     const std::optional<uint64_t> pending = names_.PendingObject(name);
     if (!pending.has_value()) continue;
@@ -255,6 +256,29 @@ absl::Status TensorStore::CheckNameFreeLocked(const Principal& caller, TensorSpe
   return absl::OkStatus();
 }
 
+absl::StatusOr<Block> TensorStore::AllocateLocked(MemoryPool& pool, const TensorSpec& spec,
+                                                 std::vector<std::string>* removed) {
+  auto allocate = [&] {
+    return pool.Allocate(spec.nbytes, BlockKindOf(spec), SharingKeyOf(spec), removed);
+  };
+  absl::StatusOr<Block> block = allocate();
+  // Short of room: versions lease tables no longer name go first, then replicas no one holds,
+  // least recently leased first, and those only when evicting all that may go would make room
+  // (one that cannot help empties no cache).
+  if (!block.ok() && absl::IsResourceExhausted(block.status()) && !slot_pinned_.empty()) {
+    ReclaimSlotPinnedLocked();
+    block = allocate();
+  }
+  if (!block.ok() && absl::IsResourceExhausted(block.status()) &&
+      EvictionCouldMakeRoomLocked(pool, spec.nbytes)) {
+    while (!block.ok() && absl::IsResourceExhausted(block.status()) &&
+           EvictReplicaLocked(spec.device)) {
+      block = allocate();
+    }
+  }
+  return block;
+}
+
 absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std::string& owner,
                                                                       const Principal& caller,
                                                                       const TensorSpec& requested) {
@@ -293,26 +317,13 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std:
       !s.ok()) {
     return s;
   }
-  if (options_.may_make_tensor && !caller.admin) {
-    if (absl::Status s = options_.may_make_tensor(); !s.ok()) return s;
+  if (options_.descriptors_to_spare && !caller.admin) {
+    if (absl::Status s = options_.descriptors_to_spare("name"); !s.ok()) return s;
   }
+  absl::StatusOr<uint64_t> token = NewPinTokenLocked();
+  if (!token.ok()) return token.status();
   std::vector<std::string> removed;
-  auto block = pool->Allocate(spec.nbytes, BlockKindOf(spec), SharingKeyOf(spec), &removed);
-  // Short of room: versions lease tables no longer name go first, then replicas no one holds,
-  // least recently leased first.
-  if (!block.ok() && absl::IsResourceExhausted(block.status()) && !slot_pinned_.empty()) {
-    ReclaimSlotPinnedLocked();
-    block = pool->Allocate(spec.nbytes, BlockKindOf(spec), SharingKeyOf(spec), &removed);
-  }
-  // Replicas go only when evicting all that may go would make room: one that cannot help
-  // empties no cache.
-  if (!block.ok() && absl::IsResourceExhausted(block.status()) &&
-      EvictionCouldMakeRoomLocked(*pool, spec.nbytes)) {
-    while (!block.ok() && absl::IsResourceExhausted(block.status()) &&
-           EvictReplicaLocked(spec.device)) {
-      block = pool->Allocate(spec.nbytes, BlockKindOf(spec), SharingKeyOf(spec), &removed);
-    }
-  }
+  absl::StatusOr<Block> block = AllocateLocked(*pool, spec, &removed);
   sessions_.NotifySegmentsRemoved(removed);
   if (!block.ok()) {
     return absl::Status(block.status().code(), absl::StrCat("name '", spec.name, "' (", spec.nbytes,
@@ -320,6 +331,7 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std:
   }
   auto object = std::make_unique<TensorObject>();
   object->id = next_object_id_++;
+  object->pin_token = *token;
   object->spec = spec;
   object->block = *block;
   object->owner_session = owner;
@@ -328,6 +340,7 @@ absl::StatusOr<TensorStore::TensorObject*> TensorStore::ReserveLocked(const std:
   object->pending_since = absl::Now();
   TensorObject* raw = object.get();
   objects_.emplace(raw->id, std::move(object));
+  pin_tokens_.emplace(raw->pin_token, raw->id);
   names_.AddPending(spec.name, raw->id);
   if (charged) ledger_.Charge(spec.owner_uid, spec.nbytes);
   sessions_.AddPending(owner, spec.name);
@@ -819,8 +832,12 @@ absl::Status TensorStore::AdoptPublished(AdoptedTensor tensor) {
   if (!names_.MayAdopt(name, tensor.name_owner, tensor.version)) {
     return absl::AlreadyExistsError(absl::StrCat("name '", name, "' is taken"));
   }
+  absl::StatusOr<uint64_t> token = NewPinTokenLocked();
+  if (!token.ok()) return token.status();
   auto object = std::make_unique<TensorObject>();
   object->id = next_object_id_++;
+  object->pin_token = *token;
+  pin_tokens_.emplace(*token, object->id);
   object->spec = std::move(tensor.spec);
   object->block = std::move(tensor.block);
   object->published = true;
@@ -874,19 +891,22 @@ void TensorStore::MaybeFreeLocked(TensorObject* object) {
   if (object->pending || object->published || object->leases > 0) return;
   // The protocol's second step: the directories moved on before this; a slot that names the
   // version now was written before its reader checked the record again, so the reader keeps it.
-  if (!slot_tables_.empty() && object->sealed) {
+  if (!slot_tables_.empty() && object->sealed && slot_pinned_.count(object->id) == 0) {
     const TensorSpec& spec = object->spec;
-    if (slot_tables_.AnyHolds(object->id,
-                              [&](const Principal& reader) { return SpecAllows(reader, spec); })) {
-      slot_pinned_.insert(object->id);
+    std::vector<std::string> holders = slot_tables_.Holders(
+        object->pin_token, [&](const Principal& reader) { return SpecAllows(reader, spec); });
+    if (!holders.empty()) {
+      slot_pinned_.emplace(object->id, std::move(holders));
       return;
     }
   }
+  if (slot_pinned_.count(object->id) != 0) return;  // its holders' tables are asked again
   FreeLocked(object);
 }
 
 void TensorStore::FreeLocked(TensorObject* object) {
   slot_pinned_.erase(object->id);
+  pin_tokens_.erase(object->pin_token);
   std::vector<std::string> removed;
   PoolForLocked(object->block.device)->Free(object->block, &removed);
   if (!object->spec.origin.has_value()) ledger_.Refund(object->spec.owner_uid, object->spec.nbytes);
@@ -919,7 +939,7 @@ absl::StatusOr<TensorView> TensorStore::Stat(const Principal& caller, const std:
   Locked lock(this);
   if (const TensorObject* object = VisibleLocked(caller, name); object != nullptr) {
     return WithKeptVersionsLocked(
-        caller, WithTableLeases(TableHoldingsLocked(), *object, ViewLocked(*object)));
+        caller, WithTableLeases(TableLeasesOnLocked(*object), ViewLocked(*object)));
   }
   if (const std::optional<uint64_t> pending = names_.PendingObject(name); pending.has_value()) {
     const TensorObject& object = *objects_.at(*pending);
@@ -932,8 +952,8 @@ StoreStats TensorStore::Stats(const Principal& caller) {
   Locked lock(this);
   // Lease tables are released by a store the daemon does not hear of: look at them now, so
   // that the figures are those of this moment.
+  ReclaimSlotPinnedLocked();
   const TableHoldings held = TableHoldingsLocked();
-  ReclaimSlotPinnedLocked(held);
   const PoolStats pool = pools_.front()->Stats();
   StoreStats stats;
   for (const auto& each : pools_) {

@@ -118,9 +118,13 @@ struct StoreOptions {
   absl::Duration pending_timeout = absl::Seconds(60);
   // Each uid's quota; null: no quotas.
   std::function<Quota(uint32_t uid)> quota_for;
-  // Whether a tensor of a caller who is no administrator may be made now: OK, or why not
-  // (descriptor_reserve.h: the daemon keeps descriptors for its own work). Null: always.
-  std::function<absl::Status()> may_make_tensor;
+  // Whether a tensor or a lease table of a caller who is no administrator may be made now: OK,
+  // or why not naming `what` (descriptor_reserve.h: the daemon keeps descriptors for its own
+  // work). Null: always.
+  std::function<absl::Status(const char* what)> descriptors_to_spare;
+  // The lease tables (reads without a round trip) one uid that is no administrator may have at
+  // once: --max-lease-tables-per-uid.
+  size_t max_lease_tables_per_uid = kDefaultLeaseTablesPerUid;
   // Told of each CPU tensor version published and unpublished (tensor_journal.h); may be
   // null. Must outlive the store.
   TensorJournal* journal = nullptr;
@@ -365,6 +369,9 @@ class TensorStore {
     absl::Time pending_since;
     std::function<void()> on_expired;  // a Put's
     uint64_t last_granted = 0;         // a replica's: when it was last leased (grant_clock_)
+    // What a lease table's slot names to hold this version (random, never 0): readable only in
+    // the directories of those who may read it, so no process can pin a version it never saw.
+    uint64_t pin_token = 0;
   };
   using Waiter = WaitList::Waiter;
   // Lease tables' slots per version (TableHoldingsLocked).
@@ -421,6 +428,11 @@ class TensorStore {
   // owner to the readers of an administrator's version.
   absl::Status CheckNameFreeLocked(const Principal& caller, TensorSpec* spec) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // A block for `spec` in `pool`, making room when short (ReclaimSlotPinnedLocked, then
+  // replicas' eviction when it can help); segments the pool removed go to `removed`.
+  absl::StatusOr<Block> AllocateLocked(MemoryPool& pool, const TensorSpec& spec,
+                                       std::vector<std::string>* removed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<TensorObject*> ReserveLocked(const std::string& owner, const Principal& caller,
                                               const TensorSpec& spec)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -458,10 +470,16 @@ class TensorStore {
   // How many slots of lease tables name each version, counting a slot only when its table's
   // principal may read the version: one scan of every table (empty when there are none).
   TableHoldings TableHoldingsLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Frees what slot_pinned_ holds that no lease table names any more: one scan of every table
-  // however many versions wait (`held`, when the caller scanned already).
+  // The slots of lease tables that hold `object` (one scan of each table whose principal may
+  // read it).
+  uint32_t TableLeasesOnLocked(const TensorObject& object) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Frees what slot_pinned_ holds that its holders' tables name no more: one scan of each table
+  // that pins something, however many versions wait; the other tables cost nothing.
   void ReclaimSlotPinnedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReclaimSlotPinnedLocked(const TableHoldings& held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `session`'s table is gone: what only it pinned is freed (no scan).
+  void ForgetTableLocked(const std::string& session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A fresh pin token (pin_tokens_ has none like it), from getrandom(2); INTERNAL if it fails.
+  absl::StatusOr<uint64_t> NewPinTokenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells the directories of an event about `object` (EmitLocked's kinds).
   void UpdateDirectoriesLocked(StoreEvent::Kind kind, const TensorObject& object)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -471,6 +489,7 @@ class TensorStore {
   // `view` of `object` with the leases lease tables hold on it (`held`) counted in.
   static TensorView WithTableLeases(const TableHoldings& held, const TensorObject& object,
                                     TensorView view);
+  static TensorView WithTableLeases(uint32_t slots, TensorView view);
   // The pool serving `device`; nullptr when none does.
   MemoryPool* PoolForLocked(DLDevice device) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // What Get grants report about `object` (kept_versions empty).
@@ -494,9 +513,12 @@ class TensorStore {
   WaitList waiters_ ABSL_GUARDED_BY(mu_);  // GetOrWait's
   PrincipalDirectories directories_ ABSL_GUARDED_BY(mu_);
   LeaseSlotTables slot_tables_ ABSL_GUARDED_BY(mu_);
-  // Objects nothing but a lease table's slot keeps: freed once no slot names them (at every
-  // unpublication, every session's end, the pending-expiry tick, and before a shortage fails).
-  std::set<uint64_t> slot_pinned_ ABSL_GUARDED_BY(mu_);
+  // Objects nothing but lease tables' slots keep, each with the sessions whose tables named it
+  // when it was let go of (the protocol: no other slot can come to hold it since): freed once
+  // none of them does (checked at every session's end, the pending-expiry tick, Stats, and
+  // before a shortage fails).
+  std::map<uint64_t, std::vector<std::string>> slot_pinned_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, uint64_t> pin_tokens_ ABSL_GUARDED_BY(mu_);  // token -> object
   uint64_t next_object_id_ ABSL_GUARDED_BY(mu_) = 1;
   // Per remote[] address (a handful, from the config): fetches, fetched bytes, failures and
   // evictions since the start (StoreStats::Remote; replicas and their bytes are counted anew).

@@ -3,11 +3,16 @@
 // before any waiter is woken, and the sessions' lease tables, scanned before a version is freed.
 // The rest of the store is tensor_store.cc.
 #include <fcntl.h>
+#include <sys/random.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
 #include "daemon/store/store_lock.h"
@@ -19,6 +24,10 @@ absl::Status TensorStore::OpenFastReads(const std::string& session_id) {
   if (absl::Status s = CheckServing(); !s.ok()) return s;
   if (absl::Status s = sessions_.Check(session_id); !s.ok()) return s;
   const Principal principal = sessions_.PrincipalOf(session_id);
+  // Two memfds, held as long as the session: only while the daemon has descriptors to spare.
+  if (options_.descriptors_to_spare && !principal.admin && slot_tables_.Find(session_id) == nullptr) {
+    if (absl::Status s = options_.descriptors_to_spare("open_fast_reads"); !s.ok()) return s;
+  }
   auto fill = [this](const Principal& reader, DirectoryWriter* writer)
                   ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
                     for (const auto& [name, entry] : names_.published()) {
@@ -62,7 +71,7 @@ DirectoryEntry TensorStore::DirectoryEntryLocked(const TensorObject& object) con
   DirectoryEntry entry;
   entry.name = object.spec.name;
   entry.version = object.version;
-  entry.object = object.id;
+  entry.object = object.pin_token;
   entry.segment = object.block.segment;
   entry.offset = object.block.offset;
   entry.nbytes = object.spec.nbytes;
@@ -104,33 +113,71 @@ uint64_t TensorStore::LeaseTableScans() const {
 
 TensorStore::TableHoldings TensorStore::TableHoldingsLocked() const {
   if (slot_tables_.empty()) return {};
-  return slot_tables_.Holdings(
-      [this](const Principal& reader, uint64_t object_id) ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        auto it = objects_.find(object_id);
-        return it != objects_.end() && SpecAllows(reader, it->second->spec);
-      });
+  return slot_tables_.Holdings([this](const Principal& reader, uint64_t token)
+                                   ABSL_SHARED_LOCKS_REQUIRED(mu_) -> std::optional<uint64_t> {
+                                     auto it = pin_tokens_.find(token);
+                                     if (it == pin_tokens_.end()) return std::nullopt;
+                                     const TensorObject& object = *objects_.at(it->second);
+                                     if (!SpecAllows(reader, object.spec)) return std::nullopt;
+                                     return object.id;
+                                   });
+}
+
+uint32_t TensorStore::TableLeasesOnLocked(const TensorObject& object) const {
+  if (slot_tables_.empty()) return 0;
+  return slot_tables_.CountHolding(
+      object.pin_token, [&](const Principal& reader) { return SpecAllows(reader, object.spec); });
+}
+
+absl::StatusOr<uint64_t> TensorStore::NewPinTokenLocked() {
+  while (true) {
+    uint64_t token = 0;
+    if (::getrandom(&token, sizeof(token), 0) != sizeof(token)) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(errno, "getrandom (a version's pin token)");
+    }
+    if (token != 0 && !pin_tokens_.contains(token)) return token;
+  }
 }
 
 void TensorStore::ReclaimSlotPinnedLocked() {
   if (slot_pinned_.empty()) return;
-  ReclaimSlotPinnedLocked(TableHoldingsLocked());
+  // One scan of each table that still pins something.
+  std::map<std::string, absl::flat_hash_set<uint64_t>> named;
+  for (const auto& [id, holders] : slot_pinned_) {
+    for (const std::string& session : holders) named.try_emplace(session);
+  }
+  for (auto& [session, values] : named) values = slot_tables_.ValuesOf(session);
+  std::vector<uint64_t> free;
+  for (auto& [id, holders] : slot_pinned_) {
+    const uint64_t token = objects_.at(id)->pin_token;
+    holders.erase(std::remove_if(holders.begin(), holders.end(),
+                                 [&](const std::string& session) {
+                                   return !named.at(session).contains(token);
+                                 }),
+                  holders.end());
+    if (holders.empty()) free.push_back(id);
+  }
+  for (const uint64_t id : free) FreeLocked(objects_.at(id).get());
 }
 
-void TensorStore::ReclaimSlotPinnedLocked(const TableHoldings& held) {
-  const std::vector<uint64_t> pinned(slot_pinned_.begin(), slot_pinned_.end());
-  for (const uint64_t id : pinned) {
-    if (held.contains(id)) continue;
-    slot_pinned_.erase(id);
-    auto it = objects_.find(id);
-    if (it == objects_.end()) continue;
-    TensorObject* object = it->second.get();
-    if (!object->pending && !object->published && object->leases == 0) FreeLocked(object);
+void TensorStore::ForgetTableLocked(const std::string& session) {
+  std::vector<uint64_t> free;
+  for (auto& [id, holders] : slot_pinned_) {
+    holders.erase(std::remove(holders.begin(), holders.end(), session), holders.end());
+    if (holders.empty()) free.push_back(id);
   }
+  for (const uint64_t id : free) FreeLocked(objects_.at(id).get());
 }
 
 TensorView TensorStore::WithTableLeases(const TableHoldings& held, const TensorObject& object,
                                         TensorView view) {
   if (auto it = held.find(object.id); it != held.end()) view.leases += it->second;
+  return view;
+}
+
+TensorView TensorStore::WithTableLeases(uint32_t slots, TensorView view) {
+  view.leases += slots;
   return view;
 }
 

@@ -29,9 +29,11 @@
 //                                            whether it is in it, and whether the directory's
 //                                            descriptor maps writable too: descriptors=,
 //                                            found=, directory_writable= (keeps the lease table)
-//   local_pin IDS                            writes each comma-separated object id into a slot
-//                                            of the lease table local_directory kept (raw
-//                                            stores, as a hostile process may): pinned=
+//   local_pin VALUES                         writes each comma-separated value into the next
+//                                            free slot of the lease table local_directory kept
+//                                            (raw stores, as a hostile process may): a number,
+//                                            or @NAME for the pin token the directory's record
+//                                            of NAME holds (0 if none): pinned= (all so far)
 //   local_retain LEASE | local_fetch LEASE   local-channel Retain / FetchSegment: descriptors=
 //   local_release LEASE                      batched release of LEASE, then a barrier
 //   watch PREFIX AFTER COUNT WAIT_MS         gRPC Watch (PREFIX - for none) after sequence
@@ -65,6 +67,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/directory_records.h"
 #include "common/fd_passing.h"
 #include "common/unique_fd.h"
 #include "tensorbroker/v1/broker.grpc.pb.h"
@@ -484,7 +488,7 @@ class Peer {
     for (size_t m = 0; m < markers.size(); ++m) {
       found[m] = bytes.find(markers[m]) != std::string_view::npos;
     }
-    ::munmap(view, size);
+    directory_ = view;  // kept for local_pin's @NAME
     void* writable = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0].get(), 0);
     if (writable != MAP_FAILED) ::munmap(writable, size);
     table_size_ = reply.descriptors(1).size();
@@ -495,19 +499,22 @@ class Peer {
         .Set("directory_writable", writable == MAP_FAILED ? "0" : "1");
   }
 
-  Answer LocalPin(const std::string& ids) {
+  Answer LocalPin(const std::string& values) {
     if (table_ == nullptr) Die("local_pin before local_directory");
     auto* slots = reinterpret_cast<uint64_t*>(static_cast<char*>(table_) + 64);
     // As many as the header says the table has (the daemon scans no more).
     const size_t capacity =
         std::min<uint64_t>(__atomic_load_n(static_cast<uint64_t*>(table_) + 1, __ATOMIC_ACQUIRE),
                            (table_size_ - 64) / 8);
-    size_t pinned = 0;
-    for (absl::string_view id : absl::StrSplit(ids, ',')) {
-      if (pinned == capacity) break;
-      __atomic_store_n(&slots[pinned++], Number(std::string(id)), __ATOMIC_SEQ_CST);
+    const tensorbroker::DirectoryReader directory(directory_);
+    for (absl::string_view value : absl::StrSplit(values, ',')) {
+      if (pinned_ == capacity) break;
+      const uint64_t raw = absl::ConsumePrefix(&value, "@")
+                               ? directory.Find(value).entry.object
+                               : Number(std::string(value));
+      __atomic_store_n(&slots[pinned_++], raw, __ATOMIC_SEQ_CST);
     }
-    return Answer().Set("pinned", std::to_string(pinned));
+    return Answer().Set("pinned", std::to_string(pinned_));
   }
 
   Answer LocalGet(const std::string& name, const std::string& markers_hex) {
@@ -576,6 +583,8 @@ class Peer {
   uint64_t local_request_id_ = 0;
   void* table_ = nullptr;  // the lease table local_directory mapped (for local_pin); kept
   uint64_t table_size_ = 0;
+  size_t pinned_ = 0;                // slots local_pin filled
+  const void* directory_ = nullptr;  // local_directory's read-only mapping; kept
 };
 
 }  // namespace

@@ -1125,10 +1125,12 @@ TEST_F(TenancyTest, ADirectoryShowsOnlyWhatItsUidMayReadAndCannotBeWritten) {
   EXPECT_EQ(nobody.Call("stat dir/secret-of-root").code, grpc::StatusCode::NOT_FOUND);
 }
 
-// A hostile process writes every object id there is into its lease table: what it may not read
-// is freed all the same; what it may read stays only while its table lives, and no more of it
-// than the table has slots.
-TEST_F(TenancyTest, AHostileLeaseTablePinsOnlyWhatItsUidMayRead) {
+// A hostile process writes into its lease table the pin token of a version it may read (from
+// its directory) and then every small number there is, a window around every object id the
+// daemon hands out, future ones too: what it may not read is freed all the same; what it may
+// read stays only while its table lives, and only the version whose token it saw: the versions
+// published later, whatever numbers it wrote, are freed as they are replaced (issue 44).
+TEST_F(TenancyTest, AHostileLeaseTablePinsOnlyWhatItsUidMayReadAndSaw) {
   ASSERT_NO_FATAL_FAILURE(StartDaemon({}));
   ASSERT_OK(PutFilled("pin/private", 4096, 1, {"uid:0"}));
   ASSERT_OK(PutFilled("pin/public", 4096, 2, {"*"}));
@@ -1136,9 +1138,9 @@ TEST_F(TenancyTest, AHostileLeaseTablePinsOnlyWhatItsUidMayRead) {
   std::optional<OtherUser> nobody(std::move(started));
   ASSERT_EQ(nobody->Call("local_open").code, 0);
   ASSERT_EQ(nobody->Call("local_directory 00").code, 0);
-  std::vector<std::string> ids;
-  for (int id = 1; id <= 5000; ++id) ids.push_back(std::to_string(id));  // more than its slots
-  Reply pinned = nobody->Call("local_pin " + absl::StrJoin(ids, ","));
+  std::vector<std::string> values = {"@pin/public", "@pin/private"};  // the second: not there
+  for (int id = 1; id <= 5000; ++id) values.push_back(std::to_string(id));  // more than slots
+  Reply pinned = nobody->Call("local_pin " + absl::StrJoin(values, ","));
   EXPECT_EQ(pinned["pinned"], "1024") << pinned.line;
 
   ASSERT_OK(root().Delete("pin/private"));
@@ -1148,13 +1150,22 @@ TEST_F(TenancyTest, AHostileLeaseTablePinsOnlyWhatItsUidMayRead) {
   ASSERT_OK_AND_ASSIGN(stats, root().Stats());
   EXPECT_EQ(stats.used_bytes, 4096u) << "a slot of a reader keeps it";
   EXPECT_EQ(stats.leases, 1u) << "the one slot naming a version uid 65534 may read";
+  // Versions published after the pins, readable by uid 65534: none is held by the numbers.
+  for (int round = 0; round < 20; ++round) {
+    PutOptions again;
+    again.replace = true;
+    ASSERT_OK(PutBytes("pin/future", std::vector<uint8_t>(4096, 3), again));
+  }
+  ASSERT_OK_AND_ASSIGN(stats, root().Stats());
+  EXPECT_EQ(stats.used_bytes, 2u * 4096u) << "pin/public (held) and pin/future's current version";
+  EXPECT_EQ(stats.leases, 1u);
 
   // Its session ends (the process is killed): nothing it wrote pins anything any more.
   nobody.reset();
   EXPECT_TRUE(PollUntil(
       [&] {
         auto now = root().Stats();
-        return now.ok() && now->used_bytes == 0 && now->leases == 0;
+        return now.ok() && now->used_bytes == 4096 && now->leases == 0;
       },
       std::chrono::seconds(1)));
   ASSERT_OK(PutFilled("pin/after", 64, 5));  // the daemon serves on
