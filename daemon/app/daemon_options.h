@@ -49,6 +49,8 @@ struct DaemonOptions {
   uint32_t max_connections = 4096;
   // Lease tables one user may have at once (StoreOptions::max_lease_tables_per_uid).
   uint32_t max_lease_tables_per_uid = 64;
+  // A fetch from a peer that brings less than 1 MiB in this long is cut (TransferPace).
+  absl::Duration fetch_stall_timeout = absl::Seconds(10);
   // Events kept for Watch streams (StoreOptions::watch_log).
   uint64_t watch_log = 16384;
   // --takeover (the command line only): take over from the daemon running on the socket.

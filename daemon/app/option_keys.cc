@@ -178,6 +178,11 @@ absl::Status ApplyHandshakeTimeout(const std::string& value, const std::string& 
   return Store(ParsePositiveDuration(value, field), &o->handshake_timeout);
 }
 
+absl::Status ApplyFetchStallTimeout(const std::string& value, const std::string& field,
+                                    DaemonOptions* o) {
+  return Store(ParsePositiveDuration(value, field), &o->fetch_stall_timeout);
+}
+
 absl::Status ApplyMaxConnections(const std::string& value, const std::string& field,
                                  DaemonOptions* o) {
   return Store(ParsePositiveCount(value, field, 1000000), &o->max_connections);
@@ -281,6 +286,9 @@ std::string PrintPendingTimeout(const DaemonOptions& o) {
 std::string PrintHandshakeTimeout(const DaemonOptions& o) {
   return absl::FormatDuration(o.handshake_timeout);
 }
+std::string PrintFetchStallTimeout(const DaemonOptions& o) {
+  return absl::FormatDuration(o.fetch_stall_timeout);
+}
 std::string PrintMaxConnections(const DaemonOptions& o) { return absl::StrCat(o.max_connections); }
 std::string PrintMaxLeaseTablesPerUid(const DaemonOptions& o) {
   return absl::StrCat(o.max_lease_tables_per_uid);
@@ -372,6 +380,11 @@ const OptionKey kOptionKeys[] = {
      "Most clients of one user (no administrator) at once that read\n"
      "without a round trip (each maps a lease table of its own); the\n"
      "others read through the daemon. Default: 64."},
+    {"fetch-stall-timeout", "DURATION", ApplyFetchStallTimeout, PrintFetchStallTimeout, "",
+     nullptr,
+     "Cut a fetch from a remote[] peer that brings less than 1 MiB\n"
+     "(or all it still lacks) within this long, naming the peer and\n"
+     "what it sent. Default: 10s."},
     {"watch-log", "N", ApplyWatchLog, PrintWatchLog, "", nullptr,
      "Events the daemon remembers for Watch streams (the newest N):\n"
      "a watcher further behind, or resuming from before them, gets\n"

@@ -30,18 +30,31 @@ absl::Status ReadFailed(const std::string& peer, const std::string& name,
                    ": ", LogSafe(status.error_message())));
 }
 
+// Why a call the pace cut ended: what the peer sent, and what it should have.
+absl::Status TooSlow(const std::string& peer, const std::string& name,
+                     const TransferPace::Watched& watch, absl::Duration stall_timeout) {
+  return Unavailable(peer, name,
+                     absl::StrCat("too slow: it sent ", watch.Describe(), ", less than ",
+                                  kStallBytes, " bytes within ",
+                                  absl::FormatDuration(stall_timeout),
+                                  " (--fetch-stall-timeout); fetch cut"));
+}
+
 // Moves a Read stream's data into `memory`, after `first` (the info message, which may carry
 // data too). OK only when exactly memory.size() bytes came and the stream ended well.
 absl::Status Receive(grpc::ClientReaderInterface<v1::ReadResponse>* reader,
                      grpc::ClientContext* context, const v1::ReadResponse& first,
-                     absl::Span<uint8_t> memory, const std::string& peer, const std::string& name) {
+                     absl::Span<uint8_t> memory, TransferPace::Watched* watch,
+                     const std::string& peer, const std::string& name) {
   uint64_t filled = 0;
   auto take = [&](const std::string& data) {
     if (data.size() > memory.size() - filled) return false;
     std::memcpy(memory.data() + filled, data.data(), data.size());
     filled += data.size();
+    watch->Received(data.size());
     return true;
   };
+  watch->Expect(memory.size());
   bool fits = take(first.data());
   v1::ReadResponse message;
   while (fits && reader->Read(&message)) fits = take(message.data());
@@ -108,9 +121,15 @@ absl::StatusOr<RemoteTensorInfo> GrpcTransfer::Fetch(const PeerEndpoint& peer,
   if (!registered.ok()) return Unavailable(peer.label, name, registered.status().message());
   v1::ReadRequest request;
   request.set_name(name);
+  std::unique_ptr<TransferPace::Watched> watch = pace_.Watch(&context);
   std::unique_ptr<grpc::ClientReader<v1::ReadResponse>> reader = stub->Read(&context, request);
   v1::ReadResponse first;
-  if (!reader->Read(&first)) return ReadFailed(peer.label, name, reader->Finish());
+  if (!reader->Read(&first)) {
+    const grpc::Status status = reader->Finish();
+    if (watch->Cut()) return TooSlow(peer.label, name, *watch, pace_.stall_timeout());
+    return ReadFailed(peer.label, name, status);
+  }
+  watch->Answered();
   absl::StatusOr<RemoteTensorInfo> info =
       first.has_info() ? ValidateRemoteInfo(first.info(), name, peer.label)
                        : Unavailable(peer.label, name, "its first Read message has no info");
@@ -121,9 +140,12 @@ absl::StatusOr<RemoteTensorInfo> GrpcTransfer::Fetch(const PeerEndpoint& peer,
     (void)reader->Finish();
     return memory.status();
   }
-  if (absl::Status s = Receive(reader.get(), &context, first, *memory, peer.label, name); !s.ok()) {
-    return s;
+  absl::Status received =
+      Receive(reader.get(), &context, first, *memory, watch.get(), peer.label, name);
+  if (!received.ok() && watch->Cut()) {
+    return TooSlow(peer.label, name, *watch, pace_.stall_timeout());
   }
+  if (!received.ok()) return received;
   return info;
 }
 

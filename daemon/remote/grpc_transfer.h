@@ -3,7 +3,8 @@
 //
 // Everything the peer says is checked as a request would be: the tensor's name, dtype, shape
 // and readers, that it is a CPU tensor and not mutable, and that exactly its size in bytes
-// arrives. Thread-safe.
+// arrives. A peer that drips its bytes is cut after one stall timeout (transfer_pace.h).
+// Thread-safe.
 #ifndef TENSORBROKER_DAEMON_GRPC_TRANSFER_H_
 #define TENSORBROKER_DAEMON_GRPC_TRANSFER_H_
 
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "daemon/remote/peer_channels.h"
+#include "daemon/remote/transfer_pace.h"
 #include "daemon/remote/transfer_source.h"
 #include "tensorbroker/v1/broker.pb.h"
 
@@ -25,8 +27,10 @@ absl::StatusOr<RemoteTensorInfo> ValidateRemoteInfo(const v1::TensorInfo& info,
 
 class GrpcTransfer final : public TransferSource {
  public:
-  // `channels` outlives this.
-  explicit GrpcTransfer(PeerChannels* channels) : channels_(channels) {}
+  // `channels` outlives this. `stall_timeout`: --fetch-stall-timeout (TransferPace).
+  explicit GrpcTransfer(PeerChannels* channels,
+                        absl::Duration stall_timeout = kDefaultStallTimeout)
+      : channels_(channels), pace_(stall_timeout) {}
 
   absl::StatusOr<RemoteTensorInfo> Fetch(const PeerEndpoint& peer, const std::string& name,
                                          const ReplicaSink& sink, absl::Duration timeout) override;
@@ -34,6 +38,7 @@ class GrpcTransfer final : public TransferSource {
 
  private:
   PeerChannels* const channels_;
+  TransferPace pace_;
 };
 
 }  // namespace tensorbroker::daemon

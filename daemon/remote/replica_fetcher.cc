@@ -73,26 +73,42 @@ void ReplicaFetcher::Refresh(const std::string& name) {
   wake_.notify_one();
 }
 
+std::string ReplicaFetcher::OriginOf(absl::string_view name) const {
+  const auto* entry = EntryFor(name);
+  return entry == nullptr ? std::string() : entry->second.ToString();
+}
+
+std::optional<std::string> ReplicaFetcher::TakeNextLocked() {
+  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+    size_t& running = running_[OriginOf(*it)];
+    if (running >= kFetchesPerOrigin) continue;
+    ++running;
+    std::string name = std::move(*it);
+    queue_.erase(it);
+    return name;
+  }
+  return std::nullopt;
+}
+
 void ReplicaFetcher::Work() {
   while (true) {
-    std::string name;
+    std::optional<std::string> name;
     {
       MutexLock lock(mu_);
-      wake_.wait(lock, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !queue_.empty();
+      wake_.wait(lock, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || (name = TakeNextLocked()).has_value();
       });
       if (stopping_) return;
-      name = std::move(queue_.front());
-      queue_.pop_front();
     }
-    Fetch(name);
+    Fetch(*name);
     MutexLock lock(mu_);
-    if (again_.erase(name) != 0) {
-      queue_.push_back(name);  // still in flight
-      wake_.notify_one();
+    --running_[OriginOf(*name)];  // its slot is free: a name waiting for it may go
+    if (again_.erase(*name) != 0) {
+      queue_.push_back(*name);  // still in flight
     } else {
-      in_flight_.erase(name);
+      in_flight_.erase(*name);
     }
+    wake_.notify_all();
   }
 }
 

@@ -1,6 +1,9 @@
 // The fetching side of remote prefixes: which peer serves a name (remote[PREFIX] = ADDRESS, the
 // longest prefix wins), and the fetches the store asks for (RemoteNames). One fetch per name at
-// a time, whoever asks; at most kFetchThreads run at once, the rest wait their turn. A fetch
+// a time, whoever asks; at most kFetchesPerOrigin from one address and kFetchThreads in all run
+// at once, the rest wait their turn (the first queued whose address has a slot free goes
+// first), so that slow origins hold their own slots, not every other origin's; a transfer that
+// stalls is cut (transfer_pace.h). A fetch
 // resolves the address anew, asks each broker it names in turn (one that has no such tensor:
 // the next), copies the bytes straight into a replica's memory (TensorStore::BeginReplica) and
 // publishes it (CommitPut), which answers every Get waiting for it; a failure publishes nothing
@@ -32,7 +35,8 @@
 
 namespace tensorbroker::daemon {
 
-inline constexpr size_t kFetchThreads = 4;
+inline constexpr size_t kFetchThreads = 16;
+inline constexpr size_t kFetchesPerOrigin = 2;
 // One transfer's limit (the bytes of a large tensor over a slow link included).
 inline constexpr absl::Duration kFetchTimeout = absl::Minutes(10);
 
@@ -57,6 +61,10 @@ class ReplicaFetcher final : public RemoteNames {
   // The remote[] entry of `name`, or nullptr.
   const std::pair<const std::string, PeerAddress>* EntryFor(absl::string_view name) const;
   void Work();
+  // The first queued name whose address has a fetch slot free (taken now); nullopt when none.
+  std::optional<std::string> TakeNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The remote[] address (as configured) that serves `name`; "" when none.
+  std::string OriginOf(absl::string_view name) const;
   // One fetch, to its end (published, or FailFetch).
   void Fetch(const std::string& name);
   // From the one broker `peer`: OK (published), or why not.
@@ -74,6 +82,7 @@ class ReplicaFetcher final : public RemoteNames {
   std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);  // queued or running
   std::set<std::string> again_ ABSL_GUARDED_BY(mu_);      // in flight, to fetch once more
+  std::map<std::string, size_t> running_ ABSL_GUARDED_BY(mu_);  // fetches per address now
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };

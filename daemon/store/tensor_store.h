@@ -86,6 +86,10 @@ struct TensorSpec {
 // its readers.
 bool SpecAllows(const Principal& principal, const TensorSpec& spec);
 
+// Fetches in flight (replicas' memory not yet published) hold at most this part of a pool:
+// 1/kFetchShareDivisor of its capacity.
+inline constexpr uint64_t kFetchShareDivisor = 2;
+
 // The most versions one name may keep (TensorSpec::keep).
 inline constexpr uint32_t kMaxKeep = 1024;
 
@@ -386,6 +390,10 @@ class TensorStore {
   // are a cache: they give way before a tensor of this broker's fails for capacity). False when
   // there is none.
   bool EvictReplicaLocked(const DLDevice& device) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a fetch of `spec` may reserve its memory now: fetches in flight, which no eviction
+  // can give back, hold at most 1/kFetchShareDivisor of the pool together, so a slow origin
+  // cannot crowd out this broker's own tensors. RESOURCE_EXHAUSTED naming the figures.
+  absl::Status CheckFetchRoomLocked(const TensorSpec& spec) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Whether `nbytes` more could fit in `pool` once every replica EvictReplicaLocked may take
   // from it is gone (its free room plus their blocks): false means evicting cannot help.
   bool EvictionCouldMakeRoomLocked(const MemoryPool& pool, uint64_t nbytes)

@@ -29,6 +29,7 @@ absl::StatusOr<PutTicket> TensorStore::BeginReplica(const TensorSpec& spec) {
           absl::StrCat("name '", name, "' holds origin version ", held->version, " already"));
     }
   }
+  if (absl::Status s = CheckFetchRoomLocked(spec); !s.ok()) return s;
   TensorSpec replica = spec;
   replica.replace = true;
   replica.keep = 1;
@@ -41,6 +42,22 @@ absl::StatusOr<PutTicket> TensorStore::BeginReplica(const TensorSpec& spec) {
   const TensorGrant grant = GrantLocked(kInternalSession, *object, /*writable=*/true);
   return PutTicket{(*object)->id, (*object)->block.data, replica.nbytes, (*object)->block.device,
                    grant.lease_id};
+}
+
+absl::Status TensorStore::CheckFetchRoomLocked(const TensorSpec& spec) const {
+  const MemoryPool* pool = PoolForLocked(spec.device);
+  if (pool == nullptr) return absl::OkStatus();  // ReserveLocked says why
+  const uint64_t most = pool->Stats().capacity_bytes / kFetchShareDivisor;
+  uint64_t held = 0;
+  for (const auto& [name, object_id] : names_.pending()) {
+    const TensorObject& object = *objects_.at(object_id);
+    if (object.spec.origin.has_value()) held += object.block.size;
+  }
+  if (spec.nbytes <= most && held <= most - spec.nbytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "name '", spec.name, "' (", spec.nbytes, " bytes from peer ", spec.origin->peer,
+      "): fetches in flight may hold ", most, " bytes together (1/", kFetchShareDivisor,
+      " of the capacity) and hold ", held, " now; a Get after they end fetches it"));
 }
 
 void TensorStore::FailFetch(const std::string& name, const absl::Status& status) {

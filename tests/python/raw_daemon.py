@@ -1,7 +1,8 @@
 """A tensorbrokerd on a private socket for the tests that speak raw gRPC (stubs generated from
 broker.proto): started, waited for with Ping (daemon_wait.wait_for: a start that fails quotes
 its exit status and log), stopped with a signal. Its stderr is kept in `log_path` and printed by
-stop(). The daemon gets SIGTERM if the test process dies, however it dies."""
+stop(). The daemon gets SIGTERM if the test process dies, however it dies. RawSession: an open
+Session stream, for the calls that need a session id (Get)."""
 
 import ctypes
 import os
@@ -10,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 
 import grpc
 
@@ -19,6 +21,7 @@ from tensorbroker.v1 import broker_pb2_grpc as pbg
 from daemon_wait import describe_exit, wait_for
 
 PR_SET_PDEATHSIG = 1
+SESSION_GUARD = 300  # seconds a Session stream stays open at most; longer than any test
 
 
 def dies_with_test():
@@ -89,3 +92,26 @@ class RawDaemon:
             self.proc.kill()
             self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RawSession:
+    """An open Session stream: a generator sends hello, then blocks until close()."""
+
+    def __init__(self, stub, name="pytest"):
+        self._done = threading.Event()
+
+        def requests():
+            yield pb.SessionRequest(
+                hello=pb.SessionRequest.Hello(pid=os.getpid(), client_name=name))
+            # Bounded: a session a failed test never closed must not keep pytest from exiting.
+            self._done.wait(SESSION_GUARD)
+
+        self._events = stub.Session(requests())
+        first = next(self._events)
+        assert first.WhichOneof("event") == "opened"
+        self.id = first.opened.session_id
+        assert self.id
+
+    def close(self):
+        self._done.set()
+        self._events.cancel()

@@ -15,7 +15,6 @@ import mmap
 import os
 import signal
 import socket
-import threading
 import time
 
 import grpc
@@ -26,7 +25,7 @@ from tensorbroker.v1 import broker_pb2 as pb
 from tensorbroker.v1 import local_pb2 as lpb
 from tb_health import health_pb2, health_pb2_grpc
 
-from raw_daemon import RawDaemon
+from raw_daemon import RawDaemon, RawSession
 from raw_grpc_example import RawClient
 
 GRPC_DOC = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "grpc.md")
@@ -34,30 +33,9 @@ GRPC_DOC = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "grpc.md"
 FLOAT32 = pb.DataType(code=2, bits=32, lanes=1)
 MIB = 1 << 20
 RPC_TIMEOUT = 30  # seconds; a hang guard, never a measurement
-SESSION_GUARD = 300  # seconds a Session stream stays open at most; longer than any test
 
 
-class Session:
-    """An open Session stream: a generator sends hello, then blocks until close()."""
-
-    def __init__(self, stub, name="pytest"):
-        self._done = threading.Event()
-
-        def requests():
-            yield pb.SessionRequest(
-                hello=pb.SessionRequest.Hello(pid=os.getpid(), client_name=name))
-            # Bounded: a session a failed test never closed must not keep pytest from exiting.
-            self._done.wait(SESSION_GUARD)
-
-        self._events = stub.Session(requests())
-        first = next(self._events)
-        assert first.WhichOneof("event") == "opened"
-        self.id = first.opened.session_id
-        assert self.id
-
-    def close(self):
-        self._done.set()
-        self._events.cancel()
+Session = RawSession
 
 
 @pytest.fixture

@@ -161,7 +161,7 @@ TEST(DaemonSettings, UnknownKeysAndBadValuesNameWhereTheyCameFrom) {
             "cuda-handles, log-level, metrics-listen, peer-listen, tls-cert, tls-key, tls-ca, "
             "admin-group, default-readers, quota-bytes, quota-tensors, "
             "pending-timeout, handshake-timeout, max-connections, max-lease-tables-per-uid, "
-            "watch-log, readers[PREFIX], "
+            "fetch-stall-timeout, watch-log, readers[PREFIX], "
             "publishers[PREFIX], quota-bytes[USER], quota-tensors[USER], remote[PREFIX])");
   auto bad_size = ResolveSettings({{"capacity", "lots", "f.conf:1"}}, kDefaultCapacity);
   EXPECT_EQ(bad_size.status().code(), absl::StatusCode::kInvalidArgument);
@@ -239,7 +239,8 @@ TEST_F(ConfigFileOnDisk, FlagsOverrideTheFileAndPrintConfigReadsBack) {
                          "default-readers = *\nquota-bytes = 0  # unlimited\n"
                          "quota-tensors = 0  # unlimited\npending-timeout = 1m\n"
                          "handshake-timeout = 10s\nmax-connections = 4096\n"
-                         "max-lease-tables-per-uid = 64\nwatch-log = 16384\n");
+                         "max-lease-tables-per-uid = 64\nfetch-stall-timeout = 10s\n"
+                         "watch-log = 16384\n");
   // What --print-config prints is a config file that means the same.
   auto again = ParseConfigText(printed, "printed");
   ASSERT_TRUE(again.ok()) << again.status();
