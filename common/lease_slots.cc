@@ -7,6 +7,11 @@
 namespace tensorbroker {
 namespace {
 
+// Header words.
+constexpr size_t kMagicWord = 0;
+constexpr size_t kSlotsWord = 1;
+constexpr size_t kTakesWord = 2;
+
 const uint64_t* SlotsOf(const void* base) {
   return reinterpret_cast<const uint64_t*>(static_cast<const uint8_t*>(base) +
                                            kLeaseSlotsHeaderBytes);
@@ -23,8 +28,8 @@ absl::Status LeaseSlots::Format(void* base, size_t bytes, uint32_t slots) {
   }
   std::memset(base, 0, LeaseSlotsBytes(slots));
   auto* header = static_cast<uint64_t*>(base);
-  __atomic_store_n(&header[1], uint64_t{slots}, __ATOMIC_RELAXED);
-  __atomic_store_n(&header[0], kLeaseSlotsMagic, __ATOMIC_RELEASE);
+  __atomic_store_n(&header[kSlotsWord], uint64_t{slots}, __ATOMIC_RELAXED);
+  __atomic_store_n(&header[kMagicWord], kLeaseSlotsMagic, __ATOMIC_RELEASE);
   return absl::OkStatus();
 }
 
@@ -33,10 +38,10 @@ absl::Status LeaseSlots::Check(const void* base, size_t bytes) {
     return absl::InvalidArgumentError(absl::StrCat("lease slots: ", bytes, " bytes, no header"));
   }
   const auto* header = static_cast<const uint64_t*>(base);
-  if (__atomic_load_n(&header[0], __ATOMIC_ACQUIRE) != kLeaseSlotsMagic) {
+  if (__atomic_load_n(&header[kMagicWord], __ATOMIC_ACQUIRE) != kLeaseSlotsMagic) {
     return absl::InvalidArgumentError("lease slots: not a lease table of this layout (magic)");
   }
-  const uint64_t slots = __atomic_load_n(&header[1], __ATOMIC_RELAXED);
+  const uint64_t slots = __atomic_load_n(&header[kSlotsWord], __ATOMIC_RELAXED);
   if (slots == 0 || slots > UINT32_MAX || LeaseSlotsBytes(static_cast<uint32_t>(slots)) > bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("lease slots: ", slots, " slots do not fit ", bytes, " bytes"));
@@ -45,10 +50,11 @@ absl::Status LeaseSlots::Check(const void* base, size_t bytes) {
 }
 
 LeaseSlots::LeaseSlots(void* base)
-    : slots_base_(
+    : takes_(&static_cast<uint64_t*>(base)[kTakesWord]),
+      slots_base_(
           reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(base) + kLeaseSlotsHeaderBytes)),
       slots_(static_cast<uint32_t>(
-          __atomic_load_n(&static_cast<const uint64_t*>(base)[1], __ATOMIC_RELAXED))) {}
+          __atomic_load_n(&static_cast<const uint64_t*>(base)[kSlotsWord], __ATOMIC_RELAXED))) {}
 
 std::optional<uint32_t> LeaseSlots::Take(uint64_t object) {
   const uint32_t start = __atomic_load_n(&next_, __ATOMIC_RELAXED);
@@ -58,6 +64,10 @@ std::optional<uint32_t> LeaseSlots::Take(uint64_t object) {
     if (__atomic_load_n(&slots_base_[slot], __ATOMIC_RELAXED) == 0 &&
         __atomic_compare_exchange_n(&slots_base_[slot], &free, object, false, __ATOMIC_SEQ_CST,
                                     __ATOMIC_RELAXED)) {
+      // Counted after the slot is written and before the caller checks the record again
+      // (sequentially consistent): a daemon that reads the count unchanged since it saw the
+      // table empty may skip it (TakesOf).
+      __atomic_fetch_add(takes_, 1, __ATOMIC_SEQ_CST);
       __atomic_store_n(&next_, (slot + 1) % slots_, __ATOMIC_RELAXED);
       return slot;
     }
@@ -77,6 +87,10 @@ std::vector<uint64_t> HeldObjects(const void* base, uint32_t slots) {
     if (object != 0) held.push_back(object);
   }
   return held;
+}
+
+uint64_t TakesOf(const void* base) {
+  return __atomic_load_n(&static_cast<const uint64_t*>(base)[kTakesWord], __ATOMIC_SEQ_CST);
 }
 
 bool HoldsObject(const void* base, uint32_t slots, uint64_t object) {

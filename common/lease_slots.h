@@ -2,13 +2,19 @@
 // protocol"): slots in which the process writes the versions it holds without asking the daemon
 // (the daemon's object id of each), and which the daemon scans before it frees a version. The
 // daemon makes and formats the memfd and hands it to that one process read-write; the process
-// writes the slots, the daemon only reads them. Layout: a 64-byte header (magic, slot count),
-// then `slots` 8-byte slots, 0 meaning free.
+// writes the slots, the daemon only reads them. Layout: a 64-byte header (magic, slot count,
+// takes: how many slots the process has taken so far), then `slots` 8-byte slots, 0 meaning
+// free.
 //
 // A slot is taken with a sequentially consistent compare-and-swap and the daemon loads slots
 // sequentially consistently: with the directory's sequence (common/directory_records.h) that is
-// the store-buffer pattern the protocol rests on. Everything the daemon reads here is only data
-// from another process: it checks each id against what that process may read.
+// the store-buffer pattern the protocol rests on. A take then counts itself in the header
+// (sequentially consistent, before its caller reads the record again): a take whose count the
+// daemon cannot see yet will see the record moved and give its slot back, so a table the daemon
+// scanned empty and whose count has not moved since holds no version it may free; the daemon
+// skips it. Everything the daemon reads here is only data from another process: it checks each
+// value against what that process may read, and a count the process forges only makes the
+// daemon skip or scan that process's own table.
 //
 // Threading: any thread of the process may Take and Give (lock-free); the daemon scans while
 // they run.
@@ -39,13 +45,15 @@ class LeaseSlots {
   static absl::Status Check(const void* base, size_t bytes);
   explicit LeaseSlots(void* base);  // after Check
 
-  // Writes `object` (!= 0) into a free slot; nullopt when every slot is taken.
+  // Writes `object` (!= 0) into a free slot and counts the take; nullopt when every slot is
+  // taken.
   std::optional<uint32_t> Take(uint64_t object);
   // Frees slot `slot` (one Take returned).
   void Give(uint32_t slot);
   uint32_t slots() const { return slots_; }
 
  private:
+  uint64_t* takes_;
   uint64_t* slots_base_;
   uint32_t slots_;
   uint32_t next_ = 0;  // where the next Take starts looking (a hint; races are harmless)
@@ -56,6 +64,9 @@ class LeaseSlots {
 std::vector<uint64_t> HeldObjects(const void* base, uint32_t slots);
 // Whether some slot holds `object`.
 bool HoldsObject(const void* base, uint32_t slots, uint64_t object);
+// The table's count of takes (sequentially consistent): read before a scan, so that a table
+// scanned empty at count N needs no scan while its count is still N.
+uint64_t TakesOf(const void* base);
 
 }  // namespace tensorbroker
 

@@ -16,7 +16,7 @@ constexpr uint64_t kPageBytes = 4096;
 
 absl::StatusOr<const MemfdSegment*> LeaseSlotTables::Open(const std::string& session,
                                                           const Principal& principal) {
-  if (auto it = tables_.find(session); it != tables_.end()) return &it->second.memfd;
+  if (auto it = tables_.find(session); it != tables_.end()) return &it->second->memfd;
   if (!principal.admin) {
     if (absl::Status s = CountIn(&per_uid_, principal.uid, max_per_uid_, "lease tables");
         !s.ok()) {
@@ -34,56 +34,59 @@ absl::StatusOr<const MemfdSegment*> LeaseSlotTables::Open(const std::string& ses
     if (!principal.admin) CountOff(&per_uid_, principal.uid);
     return formatted;
   }
-  auto it = tables_.emplace(session, Table{principal, *std::move(memfd)}).first;
-  return &it->second.memfd;
+  auto table = std::make_shared<const Table>(principal, *std::move(memfd));
+  const MemfdSegment* made = &table->memfd;
+  tables_.emplace(session, std::move(table));
+  return made;
 }
 
 const MemfdSegment* LeaseSlotTables::Find(const std::string& session) const {
   auto it = tables_.find(session);
-  return it == tables_.end() ? nullptr : &it->second.memfd;
+  return it == tables_.end() ? nullptr : &it->second->memfd;
 }
 
 bool LeaseSlotTables::Close(const std::string& session) {
   auto it = tables_.find(session);
   if (it == tables_.end()) return false;
-  if (!it->second.principal.admin) CountOff(&per_uid_, it->second.principal.uid);
+  if (!it->second->principal.admin) CountOff(&per_uid_, it->second->principal.uid);
   tables_.erase(it);
   return true;
+}
+
+std::vector<uint64_t> LeaseSlotTables::Scan(const Table& table, std::atomic<uint64_t>* scans) {
+  const uint64_t takes = TakesOf(table.memfd.data());  // before the slots
+  if (takes + 1 == table.empty_at_plus_one.load(std::memory_order_relaxed)) return {};
+  scans->fetch_add(1, std::memory_order_relaxed);
+  std::vector<uint64_t> held = HeldObjects(table.memfd.data(), kLeaseSlotsPerTable);
+  if (held.empty()) table.empty_at_plus_one.store(takes + 1, std::memory_order_relaxed);
+  return held;
 }
 
 void LeaseSlotTables::ScanReadable(
     const MayRead& may_read,
     const std::function<void(const std::string&, const Table&)>& each) const {
   for (const auto& [session, table] : tables_) {
-    if (!may_read(table.principal)) continue;
-    ++table_scans_;
-    each(session, table);
+    if (may_read(table->principal)) each(session, *table);
   }
 }
 
 std::vector<std::string> LeaseSlotTables::Holders(uint64_t value, const MayRead& may_read) const {
   std::vector<std::string> holders;
   ScanReadable(may_read, [&](const std::string& session, const Table& table) {
-    if (HoldsObject(table.memfd.data(), kLeaseSlotsPerTable, value)) holders.push_back(session);
-  });
-  return holders;
-}
-
-uint32_t LeaseSlotTables::CountHolding(uint64_t value, const MayRead& may_read) const {
-  uint32_t count = 0;
-  ScanReadable(may_read, [&](const std::string&, const Table& table) {
-    for (uint64_t held : HeldObjects(table.memfd.data(), kLeaseSlotsPerTable)) {
-      count += held == value ? 1 : 0;
+    for (uint64_t held : Scan(table, &table_scans_)) {
+      if (held == value) {
+        holders.push_back(session);
+        break;
+      }
     }
   });
-  return count;
+  return holders;
 }
 
 absl::flat_hash_set<uint64_t> LeaseSlotTables::ValuesOf(const std::string& session) const {
   auto it = tables_.find(session);
   if (it == tables_.end()) return {};
-  ++table_scans_;
-  const std::vector<uint64_t> held = HeldObjects(it->second.memfd.data(), kLeaseSlotsPerTable);
+  const std::vector<uint64_t> held = Scan(*it->second, &table_scans_);
   return absl::flat_hash_set<uint64_t>(held.begin(), held.end());
 }
 
@@ -92,13 +95,34 @@ absl::flat_hash_map<uint64_t, uint32_t> LeaseSlotTables::Holdings(
   absl::flat_hash_map<uint64_t, uint32_t> holdings;
   ScanReadable([](const Principal&) { return true; },
                [&](const std::string&, const Table& table) {
-                 for (uint64_t held : HeldObjects(table.memfd.data(), kLeaseSlotsPerTable)) {
+                 for (uint64_t held : Scan(table, &table_scans_)) {
                    if (std::optional<uint64_t> object = resolve(table.principal, held)) {
                      ++holdings[*object];
                    }
                  }
                });
   return holdings;
+}
+
+LeaseSlotTables::Snapshot LeaseSlotTables::Snap() const {
+  Snapshot snapshot;
+  snapshot.tables_.reserve(tables_.size());
+  for (const auto& [session, table] : tables_) snapshot.tables_.push_back(table);
+  snapshot.scans_ = &table_scans_;
+  return snapshot;
+}
+
+absl::flat_hash_map<uint64_t, uint32_t> LeaseSlotTables::Snapshot::Count(
+    const absl::flat_hash_map<uint64_t, VersionReaders>& wanted) const {
+  absl::flat_hash_map<uint64_t, uint32_t> counts;
+  if (wanted.empty()) return counts;
+  for (const std::shared_ptr<const Table>& table : tables_) {
+    for (uint64_t held : Scan(*table, scans_)) {
+      auto it = wanted.find(held);
+      if (it != wanted.end() && it->second.Allow(table->principal)) ++counts[held];
+    }
+  }
+  return counts;
 }
 
 }  // namespace tensorbroker::daemon

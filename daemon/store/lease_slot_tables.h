@@ -11,25 +11,31 @@
 // Bounds: at most `max_per_uid` tables per uid that is no administrator (RESOURCE_EXHAUSTED past
 // it, naming --max-lease-tables-per-uid); each question scans only the tables it must: one
 // version's holders, the tables of principals that may read it; a reclaim, only the tables
-// that pin something.
+// that pin something. The questions that only count (Stat, List, Stats) scan a Snapshot after
+// the store's lock is released, so a user's tables never hold up anyone else's calls.
 //
-// Ownership: owns the memfds; a table goes with its session (Close), and from then on pins
-// nothing. Not thread-safe: the TensorStore calls it under its lock.
+// Ownership: shares the memfds with the snapshots; a table goes with its session (Close), and
+// from then on pins nothing (a snapshot taken before keeps it mapped until it goes). Not
+// thread-safe, but for Snapshot::Count: the TensorStore calls it under its lock.
 #ifndef TENSORBROKER_DAEMON_STORE_LEASE_SLOT_TABLES_H_
 #define TENSORBROKER_DAEMON_STORE_LEASE_SLOT_TABLES_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "daemon/identity/principal.h"
+#include "daemon/identity/principal_set.h"
 #include "daemon/memory/memfd_segment.h"
 
 namespace tensorbroker::daemon {
@@ -41,8 +47,34 @@ inline constexpr uint32_t kLeaseSlotsPerTable = 1024;
 // trip at once (the others read through the daemon).
 inline constexpr size_t kDefaultLeaseTablesPerUid = 64;
 
+// Who may read a version (its owner, its readers, an administrator: SpecAllows), copied out of
+// its spec so that a snapshot asks without the store's lock.
+struct VersionReaders {
+  uint32_t owner_uid = 0;
+  PrincipalSet readers;
+  bool Allow(const Principal& principal) const {
+    return principal.admin || owner_uid == principal.uid || readers.Allows(principal);
+  }
+};
+
 class LeaseSlotTables {
+  struct Table;
+
  public:
+  // The tables at one moment, to count slots in without the store's lock. Thread-safe.
+  class Snapshot {
+   public:
+    // How many slots name each token of `wanted`, counting a slot only when its table's
+    // principal may read that version (one scan of each table).
+    absl::flat_hash_map<uint64_t, uint32_t> Count(
+        const absl::flat_hash_map<uint64_t, VersionReaders>& wanted) const;
+
+   private:
+    friend class LeaseSlotTables;
+    std::vector<std::shared_ptr<const Table>> tables_;
+    std::atomic<uint64_t>* scans_ = nullptr;
+  };
+
   using MayRead = std::function<bool(const Principal&)>;
   // The version a slot's `value` pins for a table of `principal`: nullopt when none (no version
   // has that token, or `principal` may not read it).
@@ -63,34 +95,43 @@ class LeaseSlotTables {
   // `may_read` (one scan of each of those, with sequentially consistent loads while their
   // processes write).
   std::vector<std::string> Holders(uint64_t value, const MayRead& may_read) const;
-  // How many slots name `value` in those tables (the same scans).
-  uint32_t CountHolding(uint64_t value, const MayRead& may_read) const;
   // Every value `session`'s table names now (one scan); empty when it has no table.
   absl::flat_hash_set<uint64_t> ValuesOf(const std::string& session) const;
   // How many slots pin each version, over one scan of every table: what a question about many
   // versions asks (List, Stats, eviction).
   absl::flat_hash_map<uint64_t, uint32_t> Holdings(const ResolvePin& resolve) const;
 
-  // Tables scanned since the start (each kLeaseSlotsPerTable loads): the daemon's cost of
-  // keeping lease tables, which tests bound.
-  uint64_t table_scans() const { return table_scans_; }
+  // Every table as it is now, for Snapshot::Count.
+  Snapshot Snap() const;
+
+  // Tables scanned since the start (each kLeaseSlotsPerTable loads), under the store's lock or
+  // in snapshots: the daemon's cost of keeping lease tables, which tests bound.
+  uint64_t table_scans() const { return table_scans_.load(std::memory_order_relaxed); }
 
   bool empty() const { return tables_.empty(); }
   size_t size() const { return tables_.size(); }
 
  private:
   struct Table {
+    Table(Principal p, MemfdSegment m) : principal(std::move(p)), memfd(std::move(m)) {}
     Principal principal;
     MemfdSegment memfd;
+    // The table's count of takes when a scan last found it empty, plus 1 (0: none known); it
+    // was formatted empty at count 0. A hint only this daemon writes (LeaseSlots::Take).
+    mutable std::atomic<uint64_t> empty_at_plus_one{1};
   };
+  // The values `table` holds now (sequentially consistent loads, while its process writes);
+  // none, with no scan, while its count of takes has not moved since a scan found it empty.
+  // Counts the scans it makes in `scans`.
+  static std::vector<uint64_t> Scan(const Table& table, std::atomic<uint64_t>* scans);
   // Calls `each(session, table)` for the tables of principals passing `may_read`, counted.
   void ScanReadable(const MayRead& may_read,
                     const std::function<void(const std::string&, const Table&)>& each) const;
 
   const size_t max_per_uid_;
-  std::map<std::string, Table> tables_;  // by session
-  std::map<uint32_t, size_t> per_uid_;   // tables of each uid that is no administrator
-  mutable uint64_t table_scans_ = 0;
+  std::map<std::string, std::shared_ptr<const Table>> tables_;  // by session
+  std::map<uint32_t, size_t> per_uid_;  // tables of each uid that is no administrator
+  mutable std::atomic<uint64_t> table_scans_{0};
 };
 
 }  // namespace tensorbroker::daemon

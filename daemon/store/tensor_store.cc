@@ -916,46 +916,77 @@ void TensorStore::FreeLocked(TensorObject* object) {
 
 ListPage TensorStore::List(const Principal& caller, const std::string& prefix, size_t page_size,
                            const std::string& page_token) {
-  Locked lock(this);
   ListPage page;
-  // The token is the last name of the previous page: this one starts after it.
-  const std::map<std::string, NameIndex::Published>& published = names_.published();
-  auto it = page_token < prefix ? published.lower_bound(prefix) : published.upper_bound(page_token);
-  const TableHoldings held = TableHoldingsLocked();
-  for (; it != published.end() && absl::StartsWith(it->first, prefix); ++it) {
-    const TensorObject& object = *objects_.at(it->second.current());
-    if (!MayReadLocked(caller, object)) continue;
-    if (page.tensors.size() == page_size) {
-      page.next_page_token = page.tensors.back().name;
-      break;
+  TableQuestion question;
+  std::vector<uint64_t> tokens;  // of page.tensors, in order
+  {
+    Locked lock(this);
+    // The token is the last name of the previous page: this one starts after it.
+    const std::map<std::string, NameIndex::Published>& published = names_.published();
+    auto it =
+        page_token < prefix ? published.lower_bound(prefix) : published.upper_bound(page_token);
+    for (; it != published.end() && absl::StartsWith(it->first, prefix); ++it) {
+      const TensorObject& object = *objects_.at(it->second.current());
+      if (!MayReadLocked(caller, object)) continue;
+      if (page.tensors.size() == page_size) {
+        page.next_page_token = page.tensors.back().name;
+        break;
+      }
+      page.tensors.push_back(WithKeptVersionsLocked(caller, ViewLocked(object)));
+      tokens.push_back(object.pin_token);
+      AskAboutLocked(object, &question);
     }
-    page.tensors.push_back(
-        WithKeptVersionsLocked(caller, WithTableLeases(held, object, ViewLocked(object))));
+  }
+  const TableHoldings counted = question.Count();  // the lock released: no one waits on it
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (auto found = counted.find(tokens[i]); found != counted.end()) {
+      page.tensors[i].leases += found->second;
+    }
   }
   return page;
 }
 
 absl::StatusOr<TensorView> TensorStore::Stat(const Principal& caller, const std::string& name) {
-  Locked lock(this);
-  if (const TensorObject* object = VisibleLocked(caller, name); object != nullptr) {
-    return WithKeptVersionsLocked(
-        caller, WithTableLeases(TableLeasesOnLocked(*object), ViewLocked(*object)));
+  TensorView view;
+  TableQuestion question;
+  uint64_t token = 0;
+  {
+    Locked lock(this);
+    const TensorObject* object = VisibleLocked(caller, name);
+    if (object == nullptr) {
+      if (const std::optional<uint64_t> pending = names_.PendingObject(name);
+          pending.has_value() && MayReadLocked(caller, *objects_.at(*pending))) {
+        return ViewLocked(*objects_.at(*pending));
+      }
+      return NotPublished(name);
+    }
+    view = WithKeptVersionsLocked(caller, ViewLocked(*object));
+    token = object->pin_token;
+    AskAboutLocked(*object, &question);
   }
-  if (const std::optional<uint64_t> pending = names_.PendingObject(name); pending.has_value()) {
-    const TensorObject& object = *objects_.at(*pending);
-    if (MayReadLocked(caller, object)) return ViewLocked(object);
-  }
-  return NotPublished(name);
+  const TableHoldings counted = question.Count();  // the lock released: no one waits on it
+  if (auto found = counted.find(token); found != counted.end()) view.leases += found->second;
+  return view;
 }
 
 StoreStats TensorStore::Stats(const Principal& caller) {
-  Locked lock(this);
-  // Lease tables are released by a store the daemon does not hear of: look at them now, so
-  // that the figures are those of this moment.
-  ReclaimSlotPinnedLocked();
-  const TableHoldings held = TableHoldingsLocked();
-  const PoolStats pool = pools_.front()->Stats();
   StoreStats stats;
+  TableQuestion question;
+  {
+    Locked lock(this);
+    // Lease tables are released by a store the daemon does not hear of: look at them now, so
+    // that the figures are those of this moment.
+    ReclaimSlotPinnedLocked();
+    StatsLocked(caller, &stats);
+    for (const auto& [id, object] : objects_) AskAboutLocked(*object, &question);
+  }
+  for (const auto& [token, slots] : question.Count()) stats.leases += slots;
+  return stats;
+}
+
+void TensorStore::StatsLocked(const Principal& caller, StoreStats* out) const {
+  StoreStats& stats = *out;
+  const PoolStats pool = pools_.front()->Stats();
   for (const auto& each : pools_) {
     const PoolStats figures = each->Stats();
     stats.pools.push_back({each->device(), figures.capacity_bytes, figures.used_bytes,
@@ -972,15 +1003,13 @@ StoreStats TensorStore::Stats(const Principal& caller) {
       stats.tensors += MayReadLocked(caller, *objects_.at(entry.current())) ? 1 : 0;
     }
   }
-  stats.leases = leases_.size();
-  for (const auto& [object_id, slots] : held) stats.leases += slots;
+  stats.leases = leases_.size();  // the tables' leases are counted after the lock is released
   stats.clients = sessions_.size();
   stats.pending = names_.pending().size();
   stats.waiting_gets = waiters_.size();
   stats.watchers = watch_hub_.watchers();
   stats.users = ledger_.Users(caller);
   if (caller.admin) stats.remotes = RemotesLocked();
-  return stats;
 }
 
 size_t TensorStore::ExpirePending(absl::Time now) {

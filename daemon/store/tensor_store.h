@@ -478,9 +478,19 @@ class TensorStore {
   // How many slots of lease tables name each version, counting a slot only when its table's
   // principal may read the version: one scan of every table (empty when there are none).
   TableHoldings TableHoldingsLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // The slots of lease tables that hold `object` (one scan of each table whose principal may
-  // read it).
-  uint32_t TableLeasesOnLocked(const TensorObject& object) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Slots of lease tables naming some versions: asked under the lock (AskAboutLocked), counted
+  // once it is released (Count: one scan of each table), so that a user's tables hold up no
+  // one else's calls. Counts by pin token.
+  struct TableQuestion {
+    std::optional<LeaseSlotTables::Snapshot> tables;
+    absl::flat_hash_map<uint64_t, VersionReaders> wanted;  // by pin token
+    TableHoldings Count() const { return tables.has_value() ? tables->Count(wanted) : TableHoldings{}; }
+  };
+  void AskAboutLocked(const TensorObject& object, TableQuestion* question) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Stats' figures but the lease tables' leases.
+  void StatsLocked(const Principal& caller, StoreStats* stats) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Frees what slot_pinned_ holds that its holders' tables name no more: one scan of each table
   // that pins something, however many versions wait; the other tables cost nothing.
   void ReclaimSlotPinnedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -494,10 +504,6 @@ class TensorStore {
   // The record of `object` (a published version) in a directory.
   DirectoryEntry DirectoryEntryLocked(const TensorObject& object) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // `view` of `object` with the leases lease tables hold on it (`held`) counted in.
-  static TensorView WithTableLeases(const TableHoldings& held, const TensorObject& object,
-                                    TensorView view);
-  static TensorView WithTableLeases(uint32_t slots, TensorView view);
   // The pool serving `device`; nullptr when none does.
   MemoryPool* PoolForLocked(DLDevice device) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // What Get grants report about `object` (kept_versions empty).

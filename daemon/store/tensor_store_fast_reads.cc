@@ -123,10 +123,11 @@ TensorStore::TableHoldings TensorStore::TableHoldingsLocked() const {
                                    });
 }
 
-uint32_t TensorStore::TableLeasesOnLocked(const TensorObject& object) const {
-  if (slot_tables_.empty()) return 0;
-  return slot_tables_.CountHolding(
-      object.pin_token, [&](const Principal& reader) { return SpecAllows(reader, object.spec); });
+void TensorStore::AskAboutLocked(const TensorObject& object, TableQuestion* question) const {
+  if (slot_tables_.empty()) return;
+  if (!question->tables.has_value()) question->tables = slot_tables_.Snap();
+  question->wanted.emplace(object.pin_token,
+                           VersionReaders{object.spec.owner_uid, object.spec.readers});
 }
 
 absl::StatusOr<uint64_t> TensorStore::NewPinTokenLocked() {
@@ -168,17 +169,6 @@ void TensorStore::ForgetTableLocked(const std::string& session) {
     if (holders.empty()) free.push_back(id);
   }
   for (const uint64_t id : free) FreeLocked(objects_.at(id).get());
-}
-
-TensorView TensorStore::WithTableLeases(const TableHoldings& held, const TensorObject& object,
-                                        TensorView view) {
-  if (auto it = held.find(object.id); it != held.end()) view.leases += it->second;
-  return view;
-}
-
-TensorView TensorStore::WithTableLeases(uint32_t slots, TensorView view) {
-  view.leases += slots;
-  return view;
 }
 
 }  // namespace tensorbroker::daemon

@@ -33,7 +33,8 @@
 //                                            free slot of the lease table local_directory kept
 //                                            (raw stores, as a hostile process may): a number,
 //                                            or @NAME for the pin token the directory's record
-//                                            of NAME holds (0 if none): pinned= (all so far)
+//                                            of NAME holds (0 if none), each take counted in
+//                                            the table's header: pinned= (all so far)
 //   local_retain LEASE | local_fetch LEASE   local-channel Retain / FetchSegment: descriptors=
 //   local_release LEASE                      batched release of LEASE, then a barrier
 //   watch PREFIX AFTER COUNT WAIT_MS         gRPC Watch (PREFIX - for none) after sequence
@@ -513,6 +514,9 @@ class Peer {
                                ? directory.Find(value).entry.object
                                : Number(std::string(value));
       __atomic_store_n(&slots[pinned_++], raw, __ATOMIC_SEQ_CST);
+      // Counted as a client counts its takes (common/lease_slots.h): a table whose count has
+      // not moved since the daemon saw it empty is not scanned.
+      __atomic_fetch_add(static_cast<uint64_t*>(table_) + 2, 1, __ATOMIC_SEQ_CST);
     }
     return Answer().Set("pinned", std::to_string(pinned_));
   }

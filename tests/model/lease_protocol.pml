@@ -3,16 +3,17 @@
  *   - the daemon, which alone writes a name's directory record (under a seqlock), replaces the
  *     name's version REPLACES times and then deletes it, and frees a version's memory once it is
  *     no longer current, no lease it granted names it, and no live process's lease table names
- *     it (a scan of the tables, slot by slot, while the processes run);
+ *     it (a scan of the tables, slot by slot, while the processes run; a table whose count of
+ *     takes has not moved since a scan found it empty is skipped: issue 44);
  *   - CLIENTS processes, each taking a lease (SLOTS of them) and releasing it: by the fast path
- *     (read the record under its seqlock, write the version into a slot of its own table, read
- *     the record's sequence again: unchanged, the lease holds; changed, clear the slot and start
- *     over) or by the daemon (a lease it grants over the channel, one step of the daemon's);
+ *     (read the record under its seqlock, write the version into a slot of its own table, count
+ *     the take in the table's header, read the record's sequence again: unchanged, the lease
+ *     holds; changed, clear the slot and start over) or by the daemon (a lease it grants over the channel, one step of the daemon's);
  *   - a killer that may kill client 0 at any instant: from then on it runs no more, and the
  *     daemon drops its table and its granted leases (the kernel closed its sockets).
- * Spin's memory is sequentially consistent: the code makes the two orderings this relies on
- * sequentially consistent too (a client's slot store before its second sequence load; the
- * daemon's sequence stores before its slot loads).
+ * Spin's memory is sequentially consistent: the code makes the orderings this relies on
+ * sequentially consistent too (a client's slot store and count before its second sequence load;
+ * the daemon's sequence stores before its load of the count, and that before its slot loads).
  *
  * What is checked (assertions, and no invalid end state):
  *   - never a use after free: a client reading a version through a lease finds it not freed,
@@ -20,22 +21,29 @@
  *   - nothing is left: once every client is done or dead, every version that was replaced or
  *     deleted is freed, and no lease is counted.
  *
- * Bounds: 2 clients, 1 slot each, 2 replaces then a delete: about 11 million states, 13 s.
+ * Bounds: 2 clients, 1 slot each, REPLACES replaces then a delete. The check in CI runs
+ * -DREPLACES=1 (about 23 million states, 30 s); the default, 2, was searched in full once when
+ * the count of takes came in (issue 44: 170 million states, 334 s, no error).
  *
- * `-DSKIP_REVALIDATION` (a client trusts its first read) and `-DSCAN_BEFORE_UNPUBLISH` (the
- * daemon scans the tables before it moves the record) are the two mistakes the protocol exists
- * to rule out: tests/model/check_lease_protocol.sh checks that Spin finds each of them.
+ * `-DSKIP_REVALIDATION` (a client trusts its first read), `-DSCAN_BEFORE_UNPUBLISH` (the
+ * daemon scans the tables before it moves the record) and `-DCOUNT_AFTER_RECHECK` (a client
+ * counts its take only once its lease holds) are the mistakes the protocol exists to rule out:
+ * tests/model/check_lease_protocol.sh checks that Spin finds each of them.
  */
 
 #define CLIENTS 2
 #define SLOTS 1
+#ifndef REPLACES
 #define REPLACES 2
+#endif
 #define VERSIONS (REPLACES + 2) /* versions 1 .. REPLACES + 1; 0 is none */
 
 byte record_seq = 0;     /* odd while the daemon writes the record */
 byte record_version = 1; /* the name's current version; 0: deleted */
 
 byte table[CLIENTS * SLOTS];   /* each client's lease table: written by that client only */
+byte takes[CLIENTS];           /* each table's count of takes, in its header */
+byte empty_at[CLIENTS] = 1;    /* the daemon's: a count at which it scanned the table empty, + 1 */
 byte granted[CLIENTS * SLOTS]; /* leases the daemon granted over the channel, per client slot */
 byte granted_count[VERSIONS];  /* the daemon's count of granted leases, per version */
 
@@ -49,33 +57,57 @@ inline NotRead(v) {
   assert(reading[0] != v && reading[1] != v)
 }
 
-/* The daemon's reclaim pass: every retired version no lease names is freed. */
+/* The daemon's reclaim pass: one scan of each live process's table, slot by slot (a table whose
+ * count of takes, read first, has not moved since a scan found it empty is skipped), then every
+ * retired version that no lease it granted and no scanned slot names is freed. */
 inline Reclaim() {
+  held = 0;
+  c = 0;
+  do
+  :: c < CLIENTS ->
+    if
+    :: dead[c] -> skip /* its table went with it */
+    :: else ->
+      count = takes[c]; /* before the slots */
+      if
+      :: empty_at[c] == count + 1 -> skip /* empty since: not scanned */
+      :: else ->
+        any = false;
+        i = c * SLOTS;
+        do
+        :: i < (c + 1) * SLOTS ->
+          t = table[i];
+          if
+          :: t != 0 -> any = true; held = held | (1 << t)
+          :: else -> skip
+          fi;
+          i++
+        :: else -> break
+        od;
+        if
+        :: !any -> empty_at[c] = count + 1
+        :: else -> skip
+        fi;
+        any = false; t = 0 /* scratch: cleared, so that it makes no states of its own */
+      fi;
+      count = 0
+    fi;
+    c++
+  :: else -> break
+  od;
+  c = 0; i = 0;
   v = 1;
   do
   :: v < VERSIONS ->
     if
-    :: retired[v] && !freed[v] && granted_count[v] == 0 ->
-      pinned = false;
-      i = 0;
-      do
-      :: i < CLIENTS * SLOTS ->
-        if
-        :: !dead[i / SLOTS] && table[i] == v -> pinned = true
-        :: else -> skip
-        fi;
-        i++
-      :: else -> break
-      od;
-      if
-      :: !pinned -> NotRead(v); freed[v] = true
-      :: else -> skip
-      fi
+    :: retired[v] && !freed[v] && granted_count[v] == 0 && (held & (1 << v)) == 0 ->
+      NotRead(v); freed[v] = true
     :: else -> skip
     fi;
     v++
   :: else -> break
-  od
+  od;
+  held = 0
 }
 
 /* The daemon moves the record to `next` (0: deletes the name) and retires the version before. */
@@ -92,8 +124,8 @@ inline Publish(next) {
 }
 
 active proctype Daemon() {
-  byte next = 2, old, v, i;
-  bool pinned;
+  byte next = 2, old, v, i, c, count, t, held;
+  bool any;
   do
   :: next <= REPLACES + 1 -> Publish(next); next++; Reclaim()
   :: else -> break
@@ -140,12 +172,19 @@ inline FastGet(k) {
         :: seen == 0 -> break /* deleted: NOT_FOUND */
         :: else ->
           table[me * SLOTS + k] = seen;
+#ifndef COUNT_AFTER_RECHECK
+          takes[me]++;
+#endif
 #ifdef SKIP_REVALIDATION
           reading[me * SLOTS + k] = seen;
           break
 #else
           if
-          :: record_seq == first -> reading[me * SLOTS + k] = seen; break
+          :: record_seq == first ->
+#ifdef COUNT_AFTER_RECHECK
+            takes[me]++;
+#endif
+            reading[me * SLOTS + k] = seen; break
           :: else -> table[me * SLOTS + k] = 0 /* moved on: let go, read again */
           fi;
           first = 0;

@@ -37,8 +37,10 @@ TEST(LeaseSlotsTest, SlotsAreTakenUntilNoneIsFreeAndGivenBack) {
   ASSERT_TRUE(LeaseSlots::Check(base, bytes).ok());
   LeaseSlots table(base);
   EXPECT_EQ(table.slots(), 3u);
+  EXPECT_EQ(TakesOf(base), 0u);
   auto a = table.Take(11), b = table.Take(12), c = table.Take(13);
   ASSERT_TRUE(a.has_value() && b.has_value() && c.has_value());
+  EXPECT_EQ(TakesOf(base), 3u);  // each take counted; a refused one below is not
   EXPECT_EQ(std::set<uint32_t>({*a, *b, *c}).size(), 3u);
   EXPECT_FALSE(table.Take(14).has_value());  // full: the process takes the daemon's path
   EXPECT_EQ(HeldObjects(base, 3), (std::vector<uint64_t>{11, 12, 13}));
@@ -48,6 +50,7 @@ TEST(LeaseSlotsTest, SlotsAreTakenUntilNoneIsFreeAndGivenBack) {
   auto d = table.Take(14);
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(*d, *b);
+  EXPECT_EQ(TakesOf(base), 4u);
   EXPECT_EQ(LeaseSlots::Check(base, 10).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(LeaseSlots::Check(base, bytes - 1).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(LeaseSlots::Format(base, bytes, 4).code(), absl::StatusCode::kInvalidArgument);

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <memory>
+#include <optional>
+#include <vector>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -179,6 +181,38 @@ TEST_F(FastReadsTest, AWholeTableOfPinnedVersionsCostsAReplaceOneScanNotOnePerVe
   for (uint32_t slot = 0; slot < kLeaseSlotsPerTable; ++slot) table.Give(slot);
   EXPECT_EQ(store_->Stats(kAlice).used_bytes, 256u) << "all but the current version freed";
   EXPECT_EQ(store_->Stats(kAlice).leases, 0u);
+}
+
+// Issue 44: the tables of a user who takes nothing cost the daemon no scan, however many there
+// are (each is skipped while its count of takes has not moved since it was seen empty), and a
+// session's end scans none; a table that took and gave back is scanned once more, then skipped.
+TEST_F(FastReadsTest, TablesThatTakeNothingAreNeverScanned) {
+  std::vector<std::string> idle;
+  for (int i = 0; i < 10; ++i) {
+    idle.push_back(store_->OpenSession(kBob, 100 + i, "idle", nullptr));
+    ASSERT_TRUE(store_->OpenFastReads(idle.back()).ok());
+  }
+  std::unique_ptr<Mapped> directory_map = Open(bob_, FastReadFile::kDirectory);
+  std::unique_ptr<Mapped> table_map = Open(bob_, FastReadFile::kLeaseTable);
+  DirectoryReader directory(directory_map->data());
+  LeaseSlots table(table_map->data());
+  const uint64_t before = store_->LeaseTableScans();
+  for (int i = 0; i < 100; ++i) Publish("i/n", "*", /*replace=*/i > 0);
+  EXPECT_EQ(store_->Stat(kAlice, "i/n")->leases, 0u);
+  EXPECT_EQ(store_->Stats(kAlice).leases, 0u);
+  EXPECT_EQ(store_->LeaseTableScans(), before) << "11 tables, none ever took a slot";
+
+  // bob's table takes and gives back: scanned once (found empty), then skipped again.
+  const std::optional<uint32_t> slot = table.Take(directory.Find("i/n").entry.object);
+  ASSERT_TRUE(slot.has_value());
+  EXPECT_EQ(store_->Stat(kAlice, "i/n")->leases, 1u);
+  EXPECT_EQ(store_->LeaseTableScans(), before + 1);
+  table.Give(*slot);
+  for (int i = 0; i < 10; ++i) Publish("i/n", "*", /*replace=*/true);
+  EXPECT_EQ(store_->LeaseTableScans(), before + 2);
+  for (const std::string& session : idle) store_->CloseSession(session);
+  EXPECT_EQ(store_->LeaseTableScans(), before + 2) << "a session's end scans nothing";
+  EXPECT_EQ(store_->Stats(kAlice).used_bytes, 256u);
 }
 
 }  // namespace
