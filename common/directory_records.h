@@ -58,8 +58,8 @@ struct DirectoryEntry {
   uint64_t offset = 0;
   uint64_t nbytes = 0;
   DLDataType dtype{};
-  uint32_t owner_uid = 0;  // the uid the name belongs to (TensorInfo::owner_uid)
-  bool ephemeral = false;  // TensorInfo::ephemeral
+  uint32_t owner_uid = 0;   // the uid the name belongs to (TensorInfo::owner_uid)
+  bool ephemeral = false;   // TensorInfo::ephemeral
   bool has_layout = false;  // shape and strides below (ndim <= kRecordDims)
   std::vector<int64_t> shape;
   std::vector<int64_t> strides;  // in elements

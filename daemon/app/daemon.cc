@@ -235,8 +235,7 @@ Adoption Daemon::BuildStore(std::vector<NamedFd> handed) {
   store_options.max_lease_tables_per_uid = options_.max_lease_tables_per_uid;
   if (!options_.remote.empty()) {  // the TLS files are there: the settings check says so
     peer_channels_ = std::make_unique<PeerChannels>(*peer_tls_);
-    transfer_ =
-        std::make_unique<GrpcTransfer>(peer_channels_.get(), options_.fetch_stall_timeout);
+    transfer_ = std::make_unique<GrpcTransfer>(peer_channels_.get(), options_.fetch_stall_timeout);
     fetcher_ =
         std::make_unique<ReplicaFetcher>(options_.remote, transfer_.get(), peer_channels_.get());
     store_options.remote = fetcher_.get();

@@ -380,8 +380,7 @@ const OptionKey kOptionKeys[] = {
      "Most clients of one user (no administrator) at once that read\n"
      "without a round trip (each maps a lease table of its own); the\n"
      "others read through the daemon. Default: 64."},
-    {"fetch-stall-timeout", "DURATION", ApplyFetchStallTimeout, PrintFetchStallTimeout, "",
-     nullptr,
+    {"fetch-stall-timeout", "DURATION", ApplyFetchStallTimeout, PrintFetchStallTimeout, "", nullptr,
      "Cut a fetch from a remote[] peer that brings less than 1 MiB\n"
      "(or all it still lacks) within this long, naming the peer and\n"
      "what it sent. Default: 10s."},

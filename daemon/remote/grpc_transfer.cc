@@ -33,11 +33,11 @@ absl::Status ReadFailed(const std::string& peer, const std::string& name,
 // Why a call the pace cut ended: what the peer sent, and what it should have.
 absl::Status TooSlow(const std::string& peer, const std::string& name,
                      const TransferPace::Watched& watch, absl::Duration stall_timeout) {
-  return Unavailable(peer, name,
-                     absl::StrCat("too slow: it sent ", watch.Describe(), ", less than ",
-                                  kStallBytes, " bytes within ",
-                                  absl::FormatDuration(stall_timeout),
-                                  " (--fetch-stall-timeout); fetch cut"));
+  return Unavailable(
+      peer, name,
+      absl::StrCat("too slow: it sent ", watch.Describe(), ", less than ", kStallBytes,
+                   " bytes within ", absl::FormatDuration(stall_timeout),
+                   " (--fetch-stall-timeout); fetch cut"));
 }
 
 // Moves a Read stream's data into `memory`, after `first` (the info message, which may carry

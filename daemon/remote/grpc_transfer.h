@@ -28,8 +28,7 @@ absl::StatusOr<RemoteTensorInfo> ValidateRemoteInfo(const v1::TensorInfo& info,
 class GrpcTransfer final : public TransferSource {
  public:
   // `channels` outlives this. `stall_timeout`: --fetch-stall-timeout (TransferPace).
-  explicit GrpcTransfer(PeerChannels* channels,
-                        absl::Duration stall_timeout = kDefaultStallTimeout)
+  explicit GrpcTransfer(PeerChannels* channels, absl::Duration stall_timeout = kDefaultStallTimeout)
       : channels_(channels), pace_(stall_timeout) {}
 
   absl::StatusOr<RemoteTensorInfo> Fetch(const PeerEndpoint& peer, const std::string& name,

@@ -80,8 +80,8 @@ class ReplicaFetcher final : public RemoteNames {
   Mutex mu_;
   CondVar wake_;
   std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
-  std::set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);  // queued or running
-  std::set<std::string> again_ ABSL_GUARDED_BY(mu_);      // in flight, to fetch once more
+  std::set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);        // queued or running
+  std::set<std::string> again_ ABSL_GUARDED_BY(mu_);            // in flight, to fetch once more
   std::map<std::string, size_t> running_ ABSL_GUARDED_BY(mu_);  // fetches per address now
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;

@@ -102,10 +102,10 @@ std::string TransferPace::Watched::Describe() const {
     MutexLock lock(progress_->mu);
     total = progress_->total;
   }
-  return absl::StrCat(progress_->received.load(std::memory_order_relaxed), " of ",
-                      total == Progress::kUnknown ? std::string("?") : absl::StrCat(total), " bytes in ",
-                      absl::FormatDuration(absl::Trunc(absl::Now() - progress_->started,
-                                                       absl::Milliseconds(100))));
+  return absl::StrCat(
+      progress_->received.load(std::memory_order_relaxed), " of ",
+      total == Progress::kUnknown ? std::string("?") : absl::StrCat(total), " bytes in ",
+      absl::FormatDuration(absl::Trunc(absl::Now() - progress_->started, absl::Milliseconds(100))));
 }
 
 }  // namespace tensorbroker::daemon

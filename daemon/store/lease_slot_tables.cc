@@ -18,8 +18,7 @@ absl::StatusOr<const MemfdSegment*> LeaseSlotTables::Open(const std::string& ses
                                                           const Principal& principal) {
   if (auto it = tables_.find(session); it != tables_.end()) return &it->second->memfd;
   if (!principal.admin) {
-    if (absl::Status s = CountIn(&per_uid_, principal.uid, max_per_uid_, "lease tables");
-        !s.ok()) {
+    if (absl::Status s = CountIn(&per_uid_, principal.uid, max_per_uid_, "lease tables"); !s.ok()) {
       return absl::ResourceExhaustedError(
           absl::StrCat("open_fast_reads: ", s.message(), " (--max-lease-tables-per-uid ",
                        max_per_uid_, "); this client reads through the daemon"));
@@ -90,8 +89,7 @@ absl::flat_hash_set<uint64_t> LeaseSlotTables::ValuesOf(const std::string& sessi
   return absl::flat_hash_set<uint64_t>(held.begin(), held.end());
 }
 
-absl::flat_hash_map<uint64_t, uint32_t> LeaseSlotTables::Holdings(
-    const ResolvePin& resolve) const {
+absl::flat_hash_map<uint64_t, uint32_t> LeaseSlotTables::Holdings(const ResolvePin& resolve) const {
   absl::flat_hash_map<uint64_t, uint32_t> holdings;
   ScanReadable([](const Principal&) { return true; },
                [&](const std::string&, const Table& table) {

@@ -257,7 +257,7 @@ absl::Status TensorStore::CheckNameFreeLocked(const Principal& caller, TensorSpe
 }
 
 absl::StatusOr<Block> TensorStore::AllocateLocked(MemoryPool& pool, const TensorSpec& spec,
-                                                 std::vector<std::string>* removed) {
+                                                  std::vector<std::string>* removed) {
   auto allocate = [&] {
     return pool.Allocate(spec.nbytes, BlockKindOf(spec), SharingKeyOf(spec), removed);
   };

@@ -484,7 +484,9 @@ class TensorStore {
   struct TableQuestion {
     std::optional<LeaseSlotTables::Snapshot> tables;
     absl::flat_hash_map<uint64_t, VersionReaders> wanted;  // by pin token
-    TableHoldings Count() const { return tables.has_value() ? tables->Count(wanted) : TableHoldings{}; }
+    TableHoldings Count() const {
+      return tables.has_value() ? tables->Count(wanted) : TableHoldings{};
+    }
   };
   void AskAboutLocked(const TensorObject& object, TableQuestion* question) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);

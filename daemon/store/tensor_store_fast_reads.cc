@@ -25,7 +25,8 @@ absl::Status TensorStore::OpenFastReads(const std::string& session_id) {
   if (absl::Status s = sessions_.Check(session_id); !s.ok()) return s;
   const Principal principal = sessions_.PrincipalOf(session_id);
   // Two memfds, held as long as the session: only while the daemon has descriptors to spare.
-  if (options_.descriptors_to_spare && !principal.admin && slot_tables_.Find(session_id) == nullptr) {
+  if (options_.descriptors_to_spare && !principal.admin &&
+      slot_tables_.Find(session_id) == nullptr) {
     if (absl::Status s = options_.descriptors_to_spare("open_fast_reads"); !s.ok()) return s;
   }
   auto fill = [this](const Principal& reader, DirectoryWriter* writer)

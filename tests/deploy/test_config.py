@@ -60,6 +60,8 @@ def test_print_config_shows_the_file_under_the_flags(workdir):
         "pending-timeout = 1m",
         "handshake-timeout = 10s",
         "max-connections = 4096",
+        "max-lease-tables-per-uid = 64",
+        "fetch-stall-timeout = 10s",
         "watch-log = 16384",
     ]
     # An empty flag turns the file's metrics-listen off.
@@ -69,7 +71,7 @@ def test_print_config_shows_the_file_under_the_flags(workdir):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("capacty = 4G\n", "tb.conf:1: unknown key 'capacty' (keys: socket, capacity, cuda-capacity, cuda-handles, log-level, metrics-listen, peer-listen, tls-cert, tls-key, tls-ca, admin-group, default-readers, quota-bytes, quota-tensors, pending-timeout, handshake-timeout, max-connections, watch-log, readers[PREFIX], publishers[PREFIX], quota-bytes[USER], quota-tensors[USER], remote[PREFIX])"),
+    ("capacty = 4G\n", "tb.conf:1: unknown key 'capacty' (keys: socket, capacity, cuda-capacity, cuda-handles, log-level, metrics-listen, peer-listen, tls-cert, tls-key, tls-ca, admin-group, default-readers, quota-bytes, quota-tensors, pending-timeout, handshake-timeout, max-connections, max-lease-tables-per-uid, fetch-stall-timeout, watch-log, readers[PREFIX], publishers[PREFIX], quota-bytes[USER], quota-tensors[USER], remote[PREFIX])"),
     ("metrics-listen = 9464\n", "tb.conf:1: metrics-listen '9464': needs HOST:PORT (or :PORT for every interface)"),
     ("\nlog-level = loud\n", "tb.conf:2: log-level 'loud' is not one of error, warning, notice, info, debug"),
     ("capacity 4G\n", "tb.conf:1: expected 'key = value', got 'capacity 4G'"),

@@ -14,7 +14,8 @@
 //   tensorbroker_flood_peer --socket S --name NAME --connections C --requests R
 // With --tensors N instead, on one connection it creates and seals up to N mutable 16-byte
 // tensors (each a segment of its own: descriptors the daemon keeps) named flood/t/<i>, and
-// reports "created <K>" and, at the first refusal, "refused code=<CODE> <message>".
+// reports "created <K>" and, at the first refusal, "refused code=<CODE> <message>", then what
+// open_fast_reads answers then: "fast_reads code=<CODE> <message>".
 //   tensorbroker_flood_peer --socket S --tensors N
 #include <fcntl.h>
 #include <poll.h>
@@ -35,6 +36,7 @@
 #include "common/fd_passing.h"
 #include "common/unique_fd.h"
 #include "tensorbroker/v1/local.pb.h"
+#include "tests/integration/stderr_report.h"
 
 namespace {
 
@@ -43,15 +45,8 @@ using tensorbroker::UniqueFd;
 
 volatile sig_atomic_t drain = 0;
 
-void Say(const std::string& line) {
-  const std::string text = line + "\n";
-  (void)!::write(STDERR_FILENO, text.data(), text.size());
-}
-
-[[noreturn]] void Die(const std::string& why) {
-  Say("fatal " + why);
-  std::exit(3);
-}
+constexpr auto& Say = tensorbroker::testing::SayOnStderr;
+constexpr auto& Die = tensorbroker::testing::DieOnStderr;
 
 // A blocking call on `fd`: its reply, or nullopt when the daemon closed the connection.
 std::optional<v1::LocalReply> Call(int fd, v1::LocalRequest request) {
@@ -128,6 +123,12 @@ void MakeTensors(const std::string& socket_path, size_t most) {
     if (!made.has_value()) Die("no reply to a create");
     if (made->code() != 0) {
       Say(absl::StrCat("refused code=", made->code(), " ", made->message()));
+      // Short of descriptors: a lease table (two more of the daemon's) is refused too.
+      v1::LocalRequest fast;
+      fast.mutable_open_fast_reads();
+      auto table = Call(fd.get(), fast);
+      if (!table.has_value()) Die("no reply to open_fast_reads");
+      Say(absl::StrCat("fast_reads code=", table->code(), " ", table->message()));
       break;
     }
     v1::LocalRequest seal;

@@ -11,7 +11,8 @@
 // than at its baseline (root's tensors are the same names as when the baseline was taken).
 //
 // ShortOfDescriptorsTest: under a descriptor limit of 600, uid 65534 makes mutable tensors (a
-// segment each) until the daemon refuses, with the reserve (descriptor_reserve.h) still free:
+// segment each) until the daemon refuses (and then refuses it a lease table too), with the
+// reserve (descriptor_reserve.h) still free:
 // the daemon's own uid connects, checks health and publishes; another uid's new connection is
 // closed while the daemon is short, and served again once the tensors are gone.
 #include <dirent.h>
@@ -35,8 +36,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "daemon/base/descriptor_reserve.h"
+#include "tests/integration/stderr_report.h"
 #include "tests/integration/test_util.h"
 #include "tests/integration/uid_process.h"
+#include "tests/support/process_footprint.h"
 
 namespace tensorbroker::testing {
 namespace {
@@ -45,16 +48,6 @@ constexpr int kMaxConnections = 32;
 // Descriptors the daemon may open beyond one per connection while it serves (a segment for a
 // new tensor, a record, a gRPC connection of root's client, the CLI's health check).
 constexpr size_t kSlack = 24;
-
-size_t OpenDescriptors(pid_t pid) {
-  size_t count = 0;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/fd"))) {
-    (void)entry;
-    ++count;
-  }
-  return count;
-}
 
 // The anonymous memory of process `pid` in KiB (its own heap: what a client could make grow).
 std::string RssAnonKib(pid_t pid) {
@@ -68,16 +61,7 @@ std::string RssAnonKib(pid_t pid) {
   return "?";
 }
 
-// The peer's report lines as {first word: rest}.
-std::map<std::string, std::string> Lines(const std::string& text) {
-  std::map<std::string, std::string> said;
-  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
-    const size_t space = line.find(' ');
-    said[std::string(line.substr(0, space))] =
-        space == absl::string_view::npos ? "" : std::string(line.substr(space + 1));
-  }
-  return said;
-}
+size_t OpenDescriptors(pid_t pid) { return FootprintOf(pid).fds; }
 
 class FloodTest : public BrokerTest {
  protected:
@@ -107,10 +91,10 @@ TEST_F(FloodTest, AnotherUidFloodingDescriptorRequestsCannotTakeTheDaemonDown) {
           {TENSORBROKER_FLOOD_PEER_PATH, "--socket", socket(), "--name", "flood/bait",
            "--connections", std::to_string(kMaxConnections + 8), "--requests", "20000"},
           {}));
-  ASSERT_TRUE(PollUntil([&] { return Lines(attacker.ErrSoFar()).count("flooding") > 0; },
+  ASSERT_TRUE(PollUntil([&] { return ReportLines(attacker.ErrSoFar()).count("flooding") > 0; },
                         std::chrono::seconds(120)))
       << attacker.ErrSoFar();
-  std::map<std::string, std::string> said = Lines(attacker.ErrSoFar());
+  std::map<std::string, std::string> said = ReportLines(attacker.ErrSoFar());
   ASSERT_EQ(said["uid"], "65534");
   // Every place root's own client (one local-channel connection) left it, and no more.
   EXPECT_EQ(said["connected"], std::to_string(kMaxConnections - 1));
@@ -145,7 +129,7 @@ TEST_F(FloodTest, AnotherUidFloodingDescriptorRequestsCannotTakeTheDaemonDown) {
 
   // Every reply the attacker is owed comes once it reads: nothing dropped, one descriptor each.
   ASSERT_OK_AND_ASSIGN(ProcessOutput finished, attacker.Finish(SIGUSR1));
-  said = Lines(finished.err);
+  said = ReportLines(finished.err);
   ASSERT_TRUE(WIFEXITED(finished.status) && WEXITSTATUS(finished.status) == 0) << finished.err;
   EXPECT_EQ(said["drained"],
             absl::StrCat("replies=", requests, " ok=", requests, " fds=", requests, " dropped=0"));
@@ -189,12 +173,19 @@ TEST_F(ShortOfDescriptorsTest, AnotherUidsTensorsLeaveTheDaemonDescriptorsForIts
                                                    {TENSORBROKER_FLOOD_PEER_PATH, "--socket",
                                                     socket(), "--tensors", std::to_string(kLimit)},
                                                    {}));
-  std::map<std::string, std::string> said = Lines(attack.err);
+  std::map<std::string, std::string> said = ReportLines(attack.err);
   ASSERT_TRUE(WIFEXITED(attack.status) && WEXITSTATUS(attack.status) == 0) << attack.err;
   ASSERT_EQ(said["uid"], "65534");
   EXPECT_EQ(said["refused"],
             absl::StrCat("code=", static_cast<int>(absl::StatusCode::kResourceExhausted),
                          " name: the daemon is out of descriptors to spare (it keeps the last ",
+                         daemon::kDescriptorReserve, " of its ", kLimit,
+                         " for its own work); try again when tensors or connections have gone"))
+      << attack.err;
+  EXPECT_EQ(said["fast_reads"],
+            absl::StrCat("code=", static_cast<int>(absl::StatusCode::kResourceExhausted),
+                         " open_fast_reads: the daemon is out of descriptors to spare (it keeps "
+                         "the last ",
                          daemon::kDescriptorReserve, " of its ", kLimit,
                          " for its own work); try again when tensors or connections have gone"))
       << attack.err;

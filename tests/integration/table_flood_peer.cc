@@ -34,6 +34,7 @@
 #include "common/unique_fd.h"
 #include "tensorbroker/v1/broker.grpc.pb.h"
 #include "tensorbroker/v1/local.pb.h"
+#include "tests/integration/stderr_report.h"
 
 namespace {
 
@@ -45,15 +46,8 @@ constexpr int kSessionsPerConnection = 200;  // under the daemon's streams per c
 volatile sig_atomic_t stop = 0;
 volatile sig_atomic_t spam = 0;
 
-void Say(const std::string& line) {
-  const std::string text = line + "\n";
-  (void)!::write(STDERR_FILENO, text.data(), text.size());
-}
-
-[[noreturn]] void Die(const std::string& why) {
-  Say("fatal " + why);
-  std::exit(3);
-}
+constexpr auto& Say = tensorbroker::testing::SayOnStderr;
+constexpr auto& Die = tensorbroker::testing::DieOnStderr;
 
 struct HeldSession {
   std::unique_ptr<grpc::ClientContext> context = std::make_unique<grpc::ClientContext>();

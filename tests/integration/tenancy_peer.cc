@@ -510,9 +510,8 @@ class Peer {
     const tensorbroker::DirectoryReader directory(directory_);
     for (absl::string_view value : absl::StrSplit(values, ',')) {
       if (pinned_ == capacity) break;
-      const uint64_t raw = absl::ConsumePrefix(&value, "@")
-                               ? directory.Find(value).entry.object
-                               : Number(std::string(value));
+      const uint64_t raw = absl::ConsumePrefix(&value, "@") ? directory.Find(value).entry.object
+                                                            : Number(std::string(value));
       __atomic_store_n(&slots[pinned_++], raw, __ATOMIC_SEQ_CST);
       // Counted as a client counts its takes (common/lease_slots.h): a table whose count has
       // not moved since the daemon saw it empty is not scanned.

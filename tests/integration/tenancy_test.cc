@@ -1138,8 +1138,9 @@ TEST_F(TenancyTest, AHostileLeaseTablePinsOnlyWhatItsUidMayReadAndSaw) {
   std::optional<OtherUser> nobody(std::move(started));
   ASSERT_EQ(nobody->Call("local_open").code, 0);
   ASSERT_EQ(nobody->Call("local_directory 00").code, 0);
-  std::vector<std::string> values = {"@pin/public", "@pin/private"};  // the second: not there
-  for (int id = 1; id <= 5000; ++id) values.push_back(std::to_string(id));  // more than slots
+  // pin/private is not in its directory (its token: 0); then more numbers than slots.
+  std::vector<std::string> values = {"@pin/public", "@pin/private"};
+  for (int id = 1; id <= 5000; ++id) values.push_back(std::to_string(id));
   Reply pinned = nobody->Call("local_pin " + absl::StrJoin(values, ","));
   EXPECT_EQ(pinned["pinned"], "1024") << pinned.line;
 

@@ -118,6 +118,14 @@ def test_a_peer_may_only_read(daemon, pki):
     assert code == grpc.StatusCode.PERMISSION_DENIED
     assert b"".join(r.data for r in daemon.stub.Read(pb.ReadRequest(name="weights/w1"),
                                                       timeout=RPC_TIMEOUT)) == b"\x01" * 100
+    # A flood of refused calls is one warning per peer and method per 10 s, not one per call.
+    for _ in range(200):
+        assert code_of(peer.Delete, pb.DeleteRequest(name="weights/w1"))[0] == \
+            grpc.StatusCode.PERMISSION_DENIED
+    lines = [line for line in daemon.log().splitlines() if "peer broker-b called" in line]
+    assert len(lines) == 2, lines  # Delete's first, Put's first
+    assert "peer broker-b called Delete: peers may only read: refused 1 call(s), the last from " \
+        in lines[0], lines
 
 
 @pytest.mark.parametrize("identity", ["intruder", "expired", None, "plaintext"])

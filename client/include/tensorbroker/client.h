@@ -283,7 +283,8 @@ class TENSORBROKER_EXPORT Client {
   absl::StatusOr<DLManagedTensorVersioned*> Retain(const DLManagedTensorVersioned& tensor);
   // What the broker said about `tensor` when it granted it: name, version, mutable, ...
   // (`leases` as of then). No round trip. Of a tensor a Get took from the directory (no round
-  // trip), what the directory records: readers, origin and leases are left empty (Stat). The same INVALID_ARGUMENT cases as Retain.
+  // trip), what the directory records: readers, origin and leases are left empty (Stat). The same
+  // INVALID_ARGUMENT cases as Retain.
   absl::StatusOr<TensorInfo> Describe(const DLManagedTensorVersioned& tensor) const;
   // The same, without a copy: the description every handle Retain made of the tensor shares;
   // it stays valid after they are released (for wrappers that keep a tensor's name and shape

@@ -9,8 +9,8 @@
 
 #include <memory>
 #include <optional>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/directory_records.h"
