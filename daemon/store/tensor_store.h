@@ -498,6 +498,9 @@ class TensorStore {
   void ReclaimSlotPinnedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `session`'s table is gone: what only it pinned is freed (no scan).
   void ForgetTableLocked(const std::string& session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes `ids` out of slot_pinned_ (no table pins them any more) and frees those nothing else
+  // keeps.
+  void FreeUnpinnedLocked(const std::vector<uint64_t>& ids) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A fresh pin token (pin_tokens_ has none like it), from getrandom(2); INTERNAL if it fails.
   absl::StatusOr<uint64_t> NewPinTokenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells the directories of an event about `object` (EmitLocked's kinds).

@@ -160,7 +160,7 @@ void TensorStore::ReclaimSlotPinnedLocked() {
                   holders.end());
     if (holders.empty()) free.push_back(id);
   }
-  for (const uint64_t id : free) FreeLocked(objects_.at(id).get());
+  FreeUnpinnedLocked(free);
 }
 
 void TensorStore::ForgetTableLocked(const std::string& session) {
@@ -169,7 +169,17 @@ void TensorStore::ForgetTableLocked(const std::string& session) {
     holders.erase(std::remove(holders.begin(), holders.end(), session), holders.end());
     if (holders.empty()) free.push_back(id);
   }
-  for (const uint64_t id : free) FreeLocked(objects_.at(id).get());
+  FreeUnpinnedLocked(free);
+}
+
+void TensorStore::FreeUnpinnedLocked(const std::vector<uint64_t>& ids) {
+  for (const uint64_t id : ids) {
+    slot_pinned_.erase(id);
+    TensorObject* object = objects_.at(id).get();
+    // Nothing else keeps it (no name, no lease: MaybeFreeLocked asks the tables again if it
+    // was granted one meanwhile).
+    if (!object->pending && !object->published && object->leases == 0) FreeLocked(object);
+  }
 }
 
 }  // namespace tensorbroker::daemon
