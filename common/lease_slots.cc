@@ -80,11 +80,19 @@ void LeaseSlots::Give(uint32_t slot) {
 }
 
 std::vector<uint64_t> HeldObjects(const void* base, uint32_t slots) {
-  const uint64_t* table = SlotsOf(base);
   std::vector<uint64_t> held;
+  VisitHeld(base, slots, [&](uint64_t object) { held.push_back(object); });
+  return held;
+}
+
+uint32_t VisitHeld(const void* base, uint32_t slots, absl::FunctionRef<void(uint64_t)> visit) {
+  const uint64_t* table = SlotsOf(base);
+  uint32_t held = 0;
   for (uint32_t i = 0; i < slots; ++i) {
     const uint64_t object = __atomic_load_n(&table[i], __ATOMIC_SEQ_CST);
-    if (object != 0) held.push_back(object);
+    if (object == 0) continue;
+    ++held;
+    visit(object);
   }
   return held;
 }

@@ -26,6 +26,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 
 namespace tensorbroker {
@@ -62,6 +63,8 @@ class LeaseSlots {
 // The daemon's side, over its own mapping of a table it formatted with `slots` slots.
 // Every nonzero slot, in slot order (sequentially consistent loads, one slot at a time).
 std::vector<uint64_t> HeldObjects(const void* base, uint32_t slots);
+// The same without a copy: `visit` for each nonzero slot, in slot order; returns how many.
+uint32_t VisitHeld(const void* base, uint32_t slots, absl::FunctionRef<void(uint64_t)> visit);
 // Whether some slot holds `object`.
 bool HoldsObject(const void* base, uint32_t slots, uint64_t object);
 // The table's count of takes (sequentially consistent): read before a scan, so that a table

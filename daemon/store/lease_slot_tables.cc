@@ -52,52 +52,50 @@ bool LeaseSlotTables::Close(const std::string& session) {
   return true;
 }
 
-std::vector<uint64_t> LeaseSlotTables::Scan(const Table& table, std::atomic<uint64_t>* scans) {
+void LeaseSlotTables::Scan(const Table& table, std::atomic<uint64_t>* scans,
+                           absl::FunctionRef<void(uint64_t)> visit) {
   const uint64_t takes = TakesOf(table.memfd.data());  // before the slots
-  if (takes + 1 == table.empty_at_plus_one.load(std::memory_order_relaxed)) return {};
+  if (takes + 1 == table.empty_at_plus_one.load(std::memory_order_relaxed)) return;
   scans->fetch_add(1, std::memory_order_relaxed);
-  std::vector<uint64_t> held = HeldObjects(table.memfd.data(), kLeaseSlotsPerTable);
-  if (held.empty()) table.empty_at_plus_one.store(takes + 1, std::memory_order_relaxed);
-  return held;
+  if (VisitHeld(table.memfd.data(), kLeaseSlotsPerTable, visit) == 0) {
+    table.empty_at_plus_one.store(takes + 1, std::memory_order_relaxed);
+  }
 }
 
 void LeaseSlotTables::ScanReadable(
-    const MayRead& may_read,
-    const std::function<void(const std::string&, const Table&)>& each) const {
+    MayRead may_read, absl::FunctionRef<void(const std::string&, const Table&)> each) const {
   for (const auto& [session, table] : tables_) {
     if (may_read(table->principal)) each(session, *table);
   }
 }
 
-std::vector<std::string> LeaseSlotTables::Holders(uint64_t value, const MayRead& may_read) const {
+std::vector<std::string> LeaseSlotTables::Holders(uint64_t value, MayRead may_read) const {
   std::vector<std::string> holders;
   ScanReadable(may_read, [&](const std::string& session, const Table& table) {
-    for (uint64_t held : Scan(table, &table_scans_)) {
-      if (held == value) {
-        holders.push_back(session);
-        break;
-      }
-    }
+    bool holds = false;
+    Scan(table, &table_scans_, [&](uint64_t held) { holds = holds || held == value; });
+    if (holds) holders.push_back(session);
   });
   return holders;
 }
 
 absl::flat_hash_set<uint64_t> LeaseSlotTables::ValuesOf(const std::string& session) const {
+  absl::flat_hash_set<uint64_t> values;
   auto it = tables_.find(session);
-  if (it == tables_.end()) return {};
-  const std::vector<uint64_t> held = Scan(*it->second, &table_scans_);
-  return absl::flat_hash_set<uint64_t>(held.begin(), held.end());
+  if (it == tables_.end()) return values;
+  Scan(*it->second, &table_scans_, [&](uint64_t held) { values.insert(held); });
+  return values;
 }
 
-absl::flat_hash_map<uint64_t, uint32_t> LeaseSlotTables::Holdings(const ResolvePin& resolve) const {
+absl::flat_hash_map<uint64_t, uint32_t> LeaseSlotTables::Holdings(ResolvePin resolve) const {
   absl::flat_hash_map<uint64_t, uint32_t> holdings;
   ScanReadable([](const Principal&) { return true; },
                [&](const std::string&, const Table& table) {
-                 for (uint64_t held : Scan(table, &table_scans_)) {
+                 Scan(table, &table_scans_, [&](uint64_t held) {
                    if (std::optional<uint64_t> object = resolve(table.principal, held)) {
                      ++holdings[*object];
                    }
-                 }
+                 });
                });
   return holdings;
 }
@@ -115,10 +113,10 @@ absl::flat_hash_map<uint64_t, uint32_t> LeaseSlotTables::Snapshot::Count(
   absl::flat_hash_map<uint64_t, uint32_t> counts;
   if (wanted.empty()) return counts;
   for (const std::shared_ptr<const Table>& table : tables_) {
-    for (uint64_t held : Scan(*table, scans_)) {
+    Scan(*table, scans_, [&](uint64_t held) {
       auto it = wanted.find(held);
       if (it != wanted.end() && it->second.Allow(table->principal)) ++counts[held];
-    }
+    });
   }
   return counts;
 }

@@ -33,6 +33,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "daemon/identity/principal.h"
 #include "daemon/identity/principal_set.h"
@@ -75,10 +76,10 @@ class LeaseSlotTables {
     std::atomic<uint64_t>* scans_ = nullptr;
   };
 
-  using MayRead = std::function<bool(const Principal&)>;
+  using MayRead = absl::FunctionRef<bool(const Principal&)>;
   // The version a slot's `value` pins for a table of `principal`: nullopt when none (no version
   // has that token, or `principal` may not read it).
-  using ResolvePin = std::function<std::optional<uint64_t>(const Principal&, uint64_t value)>;
+  using ResolvePin = absl::FunctionRef<std::optional<uint64_t>(const Principal&, uint64_t value)>;
 
   explicit LeaseSlotTables(size_t max_per_uid = kDefaultLeaseTablesPerUid)
       : max_per_uid_(max_per_uid) {}
@@ -94,12 +95,12 @@ class LeaseSlotTables {
   // The sessions whose tables name `value`, among the tables of principals that pass
   // `may_read` (one scan of each of those, with sequentially consistent loads while their
   // processes write).
-  std::vector<std::string> Holders(uint64_t value, const MayRead& may_read) const;
+  std::vector<std::string> Holders(uint64_t value, MayRead may_read) const;
   // Every value `session`'s table names now (one scan); empty when it has no table.
   absl::flat_hash_set<uint64_t> ValuesOf(const std::string& session) const;
   // How many slots pin each version, over one scan of every table: what a question about many
   // versions asks (List, Stats, eviction).
-  absl::flat_hash_map<uint64_t, uint32_t> Holdings(const ResolvePin& resolve) const;
+  absl::flat_hash_map<uint64_t, uint32_t> Holdings(ResolvePin resolve) const;
 
   // Every table as it is now, for Snapshot::Count.
   Snapshot Snap() const;
@@ -120,13 +121,14 @@ class LeaseSlotTables {
     // was formatted empty at count 0. A hint only this daemon writes (LeaseSlots::Take).
     mutable std::atomic<uint64_t> empty_at_plus_one{1};
   };
-  // The values `table` holds now (sequentially consistent loads, while its process writes);
-  // none, with no scan, while its count of takes has not moved since a scan found it empty.
-  // Counts the scans it makes in `scans`.
-  static std::vector<uint64_t> Scan(const Table& table, std::atomic<uint64_t>* scans);
-  // Calls `each(session, table)` for the tables of principals passing `may_read`, counted.
-  void ScanReadable(const MayRead& may_read,
-                    const std::function<void(const std::string&, const Table&)>& each) const;
+  // `visit` for each value `table` holds now (sequentially consistent loads, while its process
+  // writes); none, with no scan, while its count of takes has not moved since a scan found it
+  // empty. Counts the scans it makes in `scans`. Allocates nothing.
+  static void Scan(const Table& table, std::atomic<uint64_t>* scans,
+                   absl::FunctionRef<void(uint64_t)> visit);
+  // Calls `each(session, table)` for the tables of principals passing `may_read`.
+  void ScanReadable(MayRead may_read,
+                    absl::FunctionRef<void(const std::string&, const Table&)> each) const;
 
   const size_t max_per_uid_;
   std::map<std::string, std::shared_ptr<const Table>> tables_;  // by session
