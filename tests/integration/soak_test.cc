@@ -34,6 +34,7 @@
 #include "tests/integration/test_util.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/process_footprint.h"
+#include "tests/support/sanitizer_build.h"
 
 namespace tensorbroker::testing {
 namespace {
@@ -50,17 +51,7 @@ const size_t kThreadSlack = 16 + 2 * std::thread::hardware_concurrency();
 // 60 s soak grew the daemon by 73 MiB under TSan at 2bf472d, before issue 44's changes, and by
 // 75 MiB after them, against 6.5 MiB in a plain build; the plain and ASan builds keep the bound
 // that catches a leak, and a leak under TSan grows several times over.
-#if defined(__SANITIZE_THREAD__)
-constexpr size_t kRssAnonSlackKib = 128 << 10;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr size_t kRssAnonSlackKib = 128 << 10;
-#else
-constexpr size_t kRssAnonSlackKib = 64 << 10;
-#endif
-#else
-constexpr size_t kRssAnonSlackKib = 64 << 10;
-#endif
+constexpr size_t kRssAnonSlackKib = kThreadSanitizer ? 128 << 10 : 64 << 10;
 
 std::chrono::seconds SoakLength() {
   const char* value = std::getenv("TENSORBROKER_SOAK_SECONDS");

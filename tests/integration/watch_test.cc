@@ -16,6 +16,7 @@
 #include "tests/integration/peer_process.h"
 #include "tests/integration/test_util.h"
 #include "tests/support/process_footprint.h"
+#include "tests/support/sanitizer_build.h"
 
 namespace tensorbroker::testing {
 namespace {
@@ -24,20 +25,10 @@ using Kind = WatchEvent::Kind;
 
 // How much the daemon's RssAnon may grow while a watcher stalls over 60,000 versions. Queueing
 // events for it would take over 11 MiB; plain and ASan builds stay within 1 MiB. Under TSan the
-// runtime's own bookkeeping grows with every operation (about 9 MiB here), so the bound is the
-// soak tests' slack there: it still catches a queue of events, which would grow several times
-// over under TSan's allocator.
-#if defined(__SANITIZE_THREAD__)
-constexpr size_t kStallGrowthKib = 64 << 10;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr size_t kStallGrowthKib = 64 << 10;
-#else
-constexpr size_t kStallGrowthKib = 6 << 10;
-#endif
-#else
-constexpr size_t kStallGrowthKib = 6 << 10;
-#endif
+// runtime's own bookkeeping grows with every operation (about 9 MiB here), so the bound there is
+// 64 MiB: it still catches a queue of events, which would grow several times over under TSan's
+// allocator.
+constexpr size_t kStallGrowthKib = kThreadSanitizer ? 64 << 10 : 6 << 10;
 
 // The next event, failing the test when none comes within 10 s.
 WatchEvent NextEvent(Watcher& watcher) {
